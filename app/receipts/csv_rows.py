@@ -1,0 +1,178 @@
+"""The CSV receipt, produced row by row.
+
+One row per (stage, ledger, category) with the columns ``stage,ledger,category,bytes`` and
+more; the scenario's inputs are rows too (ledger ``input``), so the CSV alone reconstructs
+the receipt. Text cells that a spreadsheet would run as a formula are neutralised (OWASP CSV
+injection guidance); integers stay numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+
+from app.ledger.arithmetic import share_bp
+from app.ledger.estimate import Estimate
+from app.ledger.fields import FIELDS
+from app.receipts.receipt import activation_source
+
+COLUMNS: tuple[str, ...] = (
+    "stage",
+    "ledger",
+    "category",
+    "bytes",
+    "value",
+    "width",
+    "copies",
+    "owners",
+    "elements",
+    "share_bp",
+    "formula",
+    "detail",
+)
+_DANGEROUS_LEAD = ("=", "+", "-", "@", "\t", "\r")
+
+Cell = int | str
+Row = dict[str, Cell]
+
+
+def neutralise(text: str) -> str:
+    """Make a text cell inert in a spreadsheet: prefix ``'`` when it would start a formula."""
+    if text.startswith(_DANGEROUS_LEAD):
+        return "'" + text
+    return text
+
+
+def rows(e: Estimate) -> Iterator[Row]:
+    """Every CSV row of the receipt, in order, as dicts keyed by :data:`COLUMNS`."""
+    s = e.scenario
+    for field in FIELDS:
+        value = getattr(s, field.name)
+        yield {
+            "ledger": "input",
+            "category": field.name,
+            "value": value,
+            "bytes": value if field.kind == "bytes" else "",
+            "detail": field.unit,
+        }
+    for st in e.ledger.stages:
+        for line in st.lines:
+            yield {
+                "stage": st.stage,
+                "ledger": "persistent",
+                "category": line.tensor_class,
+                "bytes": line.bytes,
+                "width": line.width,
+                "copies": line.copies,
+                "owners": line.owners,
+                "elements": line.elements,
+                "share_bp": share_bp(line.bytes, st.persistent),
+                "formula": line.formula,
+                "detail": line.evidence,
+            }
+        yield {"stage": st.stage, "ledger": "persistent", "category": "total", "bytes": st.persistent}
+        p = st.peak
+        yield {"stage": st.stage, "ledger": "peak", "category": "persistent", "bytes": p.persistent}
+        yield {
+            "stage": st.stage,
+            "ledger": "peak",
+            "category": "gather",
+            "bytes": p.gather,
+            "formula": p.gather_formula,
+        }
+        yield {
+            "stage": st.stage,
+            "ledger": "peak",
+            "category": "buckets",
+            "bytes": p.buckets,
+            "detail": "declared",
+        }
+        yield {
+            "stage": st.stage,
+            "ledger": "peak",
+            "category": "activations",
+            "bytes": p.activations,
+            "formula": p.activations_formula,
+            "detail": activation_source(e),
+        }
+        yield {
+            "stage": st.stage,
+            "ledger": "peak",
+            "category": "overhead",
+            "bytes": p.overhead,
+            "detail": "declared",
+        }
+        yield {
+            "stage": st.stage,
+            "ledger": "peak",
+            "category": "contingency",
+            "bytes": p.contingency,
+            "formula": p.contingency_formula,
+        }
+        yield {"stage": st.stage, "ledger": "peak", "category": "total", "bytes": p.total}
+        yield {
+            "stage": st.stage,
+            "ledger": "fit",
+            "category": "headroom",
+            "bytes": p.headroom,
+            "value": "fits" if p.fits else "does not fit",
+        }
+        yield {
+            "stage": st.stage,
+            "ledger": "communication",
+            "category": "total",
+            "bytes": st.communication.bytes,
+            "formula": st.communication.formula,
+            "detail": st.communication.collectives,
+        }
+    for c in e.checkpoint:
+        yield {
+            "ledger": "checkpoint",
+            "category": f"{c.policy}.device",
+            "bytes": c.device_bytes,
+            "formula": c.device_formula,
+        }
+        yield {
+            "ledger": "checkpoint",
+            "category": f"{c.policy}.host",
+            "bytes": c.host_bytes,
+            "formula": c.host_formula,
+            "detail": c.flag,
+        }
+        for stage, peak in enumerate(c.save_peaks):
+            yield {"stage": stage, "ledger": "checkpoint", "category": f"{c.policy}.save_peak", "bytes": peak}
+    for ledger_name, results in (("mutation", e.mutations), ("reference_mutation", e.reference_mutations)):
+        for m in results:
+            yield {
+                "ledger": ledger_name,
+                "category": m.id,
+                "value": "killed" if m.killed else "survived",
+                "formula": m.check,
+                "detail": m.message,
+            }
+
+
+def _line(writer_buffer: io.StringIO, writer: csv.DictWriter[str], row: Row) -> str:
+    clean = {k: neutralise(v) if isinstance(v, str) else v for k, v in row.items()}
+    writer.writerow(clean)
+    text = writer_buffer.getvalue()
+    writer_buffer.seek(0)
+    writer_buffer.truncate()
+    return text
+
+
+def csv_lines(e: Estimate) -> Iterator[str]:
+    """The CSV text, one line at a time (for streaming responses)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
+    writer.writeheader()
+    yield buffer.getvalue()
+    buffer.seek(0)
+    buffer.truncate()
+    for row in rows(e):
+        yield _line(buffer, writer, row)
+
+
+def csv_text(e: Estimate) -> str:
+    return "".join(csv_lines(e))

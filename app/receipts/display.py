@@ -1,0 +1,71 @@
+"""Formatting at the display edge: exact integers in, text out (decimal GB and binary GiB, never mixed).
+
+Rounding is done in integers (half up), so even the formatted figure involves no float.
+"""
+
+from __future__ import annotations
+
+GB = 10**9
+GIB = 2**30
+
+
+def _scaled(value: int, unit: int, places: int = 2) -> str:
+    sign = "−" if value < 0 else ""
+    scale = 10**places
+    rounded = (abs(value) * scale * 2 + unit) // (2 * unit)
+    whole, frac = divmod(rounded, scale)
+    return f"{sign}{whole:,}.{frac:0{places}d}"
+
+
+def gb(value: int) -> str:
+    """Decimal gigabytes (10^9 bytes)."""
+    return f"{_scaled(value, GB)} GB"
+
+
+def gib(value: int) -> str:
+    """Binary gibibytes (2^30 bytes)."""
+    return f"{_scaled(value, GIB)} GiB"
+
+
+def both(value: int) -> str:
+    return f"{gb(value)} / {gib(value)}"
+
+
+def integer(value: int) -> str:
+    return f"{value:,}"
+
+
+def percent_bp(basis_points: int) -> str:
+    whole, frac = divmod(basis_points, 100)
+    return f"{whole}.{frac:02d} %"
+
+
+_COUNT_UNITS: tuple[tuple[int, str], ...] = ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K"))
+_BYTE_UNITS: tuple[tuple[int, str], ...] = (
+    (10**12, "TB"), (2**40, "TiB"), (10**9, "GB"), (2**30, "GiB"), (10**6, "MB"), (2**20, "MiB"),
+    (10**3, "KB"), (2**10, "KiB"),
+)  # fmt: skip
+
+
+def _shortest(value: int, units: tuple[tuple[int, str], ...]) -> str:
+    """The shortest exact spelling with at most three decimals, e.g. 6740000000 → ``6.74B``."""
+    for size, suffix in units:
+        if value < size:
+            continue
+        whole, rest = divmod(value, size)
+        if rest == 0:
+            return f"{whole}{suffix}"
+        if size % 1000 == 0 and rest % (size // 1000) == 0:
+            decimals = f"{rest // (size // 1000):03d}".rstrip("0")
+            return f"{whole}.{decimals}{suffix}"
+    return str(value)
+
+
+def human_count(value: int) -> str:
+    """An exact, human spelling of a count that the size parser reads back to the same int."""
+    return _shortest(value, _COUNT_UNITS)
+
+
+def human_bytes(value: int) -> str:
+    """An exact, human spelling of a byte size (``80GB``, ``2GiB``) that parses back to ``value``."""
+    return _shortest(value, _BYTE_UNITS)

@@ -1,0 +1,133 @@
+"""The terminal rendering of an estimate: readable in 100 columns, GB and GiB side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from app.ledger.estimate import Estimate
+from app.ledger.mutants import MutationResult
+from app.ledger.rules import CLASSES
+from app.receipts.display import gb, gib, integer
+from app.receipts.receipt import DISCLAIMER, activation_source
+
+
+def _row(cells: list[str], widths: list[int]) -> str:
+    first, *rest = cells
+    return "  ".join([first.ljust(widths[0]), *(c.rjust(w) for c, w in zip(rest, widths[1:], strict=True))])
+
+
+def _table(header: list[str], body: list[list[str]]) -> Iterator[str]:
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    yield _row(header, widths)
+    yield "  ".join("-" * w for w in widths)
+    for cells in body:
+        yield _row(cells, widths)
+
+
+def _kills(title: str, results: tuple[MutationResult, ...]) -> Iterator[str]:
+    yield title
+    for m in results:
+        verdict = f"killed by {m.check}" if m.killed else "SURVIVED"
+        yield f"  {m.id:<28} {verdict}: {m.message}"
+
+
+def render_table(e: Estimate) -> str:
+    return "\n".join(_lines(e)) + "\n"
+
+
+def _lines(e: Estimate) -> Iterator[str]:
+    s = e.scenario
+    title = s.name or "scenario"
+    yield f"zero3-lab — {title}: {integer(s.params)} params, D = {s.dp}, U = {integer(s.unit_params)}"
+    yield (
+        f"widths (B): param {s.param_bytes}, grad {s.grad_bytes}, master {s.master_bytes}, "
+        f"optimizer {s.opt_states} × {s.opt_bytes}, gather {s.gather_bytes}; prefetch {s.prefetch}"
+    )
+    yield ""
+    yield "Persistent state per busiest rank (bytes; GB = 10^9, GiB = 2^30)"
+    body = []
+    for tensor_class in CLASSES:
+        body.append([tensor_class, *(gb(st.bytes_of(tensor_class)) for st in e.ledger.stages)])
+    body.append(["total", *(gb(st.persistent) for st in e.ledger.stages)])
+    body.append(["total (GiB)", *(gib(st.persistent) for st in e.ledger.stages)])
+    body.append(["total (bytes)", *(integer(st.persistent) for st in e.ledger.stages)])
+    yield from _table(["class", "stage 0", "stage 1", "stage 2", "stage 3"], body)
+    yield ""
+    yield f"Training peak against capacity {gb(s.capacity_bytes)} / {gib(s.capacity_bytes)}"
+    body = []
+    for st in e.ledger.stages:
+        p = st.peak
+        body.append(
+            [
+                f"stage {st.stage}",
+                gb(p.persistent),
+                gb(p.gather),
+                gb(p.buckets),
+                gb(p.activations),
+                gb(p.overhead),
+                gb(p.contingency),
+                gb(p.total),
+                gib(p.total),
+                "fits" if p.fits else "DOES NOT FIT",
+                gb(p.headroom),
+            ]
+        )
+    yield from _table(
+        [
+            "",
+            "persistent",
+            "gather",
+            "buckets",
+            "activations",
+            "overhead",
+            "contingency",
+            "peak",
+            "peak (GiB)",
+            "verdict",
+            "headroom",
+        ],
+        body,
+    )
+    yield f"  activations: {activation_source(e)}; buckets and overhead: declared"
+    yield f"  stage-3 gather: {e.ledger.stages[3].peak.gather_formula}"
+    yield ""
+    yield "Communication per rank per optimizer step"
+    yield from _table(
+        ["", "bytes", "GB", "collectives"],
+        [
+            [
+                f"stage {st.stage}",
+                integer(st.communication.bytes),
+                gb(st.communication.bytes),
+                st.communication.collectives,
+            ]
+            for st in e.ledger.stages
+        ],
+    )
+    yield ""
+    yield "Checkpoint save on rank 0"
+    body = []
+    for c in e.checkpoint:
+        body.append(
+            [
+                c.policy,
+                gb(c.device_bytes),
+                gb(c.host_bytes),
+                gb(c.save_peaks[3]),
+                "FLAGGED" if c.flagged else "",
+            ]
+        )
+    yield from _table(["policy", "device extra", "host", "stage-3 save peak", ""], body)
+    for c in e.checkpoint:
+        if c.flagged:
+            yield f"  {c.policy}: {c.flag}"
+    yield ""
+    yield from _kills("Mutation kill list on this scenario (checks 1–4)", e.mutations)
+    yield from _kills("Reference kill list on the frozen scenario (checks 1–5)", e.reference_mutations)
+    failed = [check for check in e.checks if not check.passed]
+    if failed:
+        yield ""
+        for check in failed:
+            yield f"CHECK FAILED {check.check}: {check.message}"
+    yield ""
+    yield DISCLAIMER

@@ -1,0 +1,100 @@
+"""OpenAPI pieces built from the one field table, so the documented bounds are the enforced ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.ledger.fields import FIELDS, Field
+
+
+def field_schema(field: Field) -> dict[str, Any]:
+    if field.kind == "text":
+        return {"type": "string", "maxLength": field.maximum}
+    if field.choices is not None:
+        return {"type": "integer", "enum": list(field.choices)}
+    return {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
+
+
+def _description(field: Field) -> str:
+    extra = ""
+    if field.kind == "count":
+        extra = " In the query string, human counts such as 7B or 400M are also read exactly."
+    elif field.kind == "bytes":
+        extra = " In the query string, sizes such as 80GB or 80GiB are also read exactly."
+    return f"{field.help} Unit: {field.unit}.{extra}"
+
+
+QUERY_PARAMETERS: list[dict[str, Any]] = [
+    {"name": f.name, "in": "query", "required": False, "schema": field_schema(f), "description": _description(f)}
+    for f in FIELDS
+]
+
+SCENARIO_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {f.name: {**field_schema(f), "description": f.help} for f in FIELDS},
+}
+
+BODY_SCHEMA: dict[str, Any] = {
+    "required": True,
+    "content": {"application/json": {"schema": SCENARIO_SCHEMA}},
+    "description": "Scenario fields; any omitted field takes its default (the seed's example).",
+}
+
+_INT = {"type": "integer"}
+_PEAK_KEYS = ("persistent", "gather", "buckets", "activations", "overhead", "contingency", "total")
+_CLASS_KEYS = ("parameters", "gradients", "master_weights", "optimizer_states", "total")
+MUTATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "killed", "check", "message"],
+    "properties": {"id": {"type": "string"}, "killed": {"type": "boolean"}, "check": {"type": "string"},
+                   "message": {"type": "string"}},
+}
+RECEIPT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["schema_version", "scenario", "stages", "checkpoint", "mutations"],
+    "properties": {
+        "schema_version": {"type": "integer", "enum": [1]},
+        "scenario": SCENARIO_SCHEMA,
+        "stages": {
+            "type": "array",
+            "minItems": 4,
+            "maxItems": 4,
+            "items": {
+                "type": "object",
+                "required": ["stage", "persistent", "peak", "fits", "headroom_bytes", "communication_bytes", "lines"],
+                "properties": {
+                    "stage": {"type": "integer", "minimum": 0, "maximum": 3},
+                    "persistent": {"type": "object", "required": list(_CLASS_KEYS),
+                                   "properties": {k: _INT for k in _CLASS_KEYS}},
+                    "peak": {"type": "object", "required": list(_PEAK_KEYS),
+                             "properties": {k: _INT for k in _PEAK_KEYS}},
+                    "fits": {"type": "boolean"},
+                    "headroom_bytes": _INT,
+                    "communication_bytes": _INT,
+                    "lines": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+        },
+        "checkpoint": {"type": "object"},
+        "mutations": {"type": "array", "items": MUTATION_SCHEMA},
+    },
+}
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["detail"],
+    "properties": {"detail": {"type": "array", "items": {"type": "object", "required": ["loc", "msg"]}}},
+}
+_ERROR_RESPONSE = {"description": "Bad input: one entry per bad field, naming it and its allowed range",
+                   "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+RECEIPT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The receipt", "content": {"application/json": {"schema": RECEIPT_SCHEMA}}},
+    422: _ERROR_RESPONSE,
+}
+MUTATIONS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The kill lists", "content": {"application/json": {"schema": {
+        "type": "object", "required": ["mutations", "reference_mutations"],
+        "properties": {"mutations": {"type": "array", "items": MUTATION_SCHEMA},
+                       "reference_mutations": {"type": "array", "items": MUTATION_SCHEMA}}}}}},
+    422: _ERROR_RESPONSE,
+}

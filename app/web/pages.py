@@ -1,0 +1,53 @@
+"""The page: the full HTML for a scenario, or only its results fragment for htmx."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from app.ledger.presets import PRESET_BY_ID
+from app.receipts.links import link
+from app.web.query import read_scenario, scenario_fields
+from app.web.rendering import Renderer
+from app.web.views import context
+
+router = APIRouter(include_in_schema=False)
+
+
+def _renderer(request: Request) -> Renderer:
+    renderer: Renderer = request.app.state.renderer
+    return renderer
+
+
+def wants_fragment(request: Request) -> bool:
+    """htmx asks for the fragment, except when restoring history (then it needs the whole page)."""
+    headers = request.headers
+    return headers.get("hx-request") == "true" and headers.get("hx-history-restore-request") != "true"
+
+
+@router.get("/")
+def page(request: Request) -> Response:
+    preset_id = request.query_params.get("preset")
+    if preset_id is not None:
+        preset = PRESET_BY_ID.get(preset_id)
+        target = link(preset.scenario) if preset else "/"
+        if request.headers.get("hx-request") == "true":
+            return Response(status_code=204, headers={"HX-Redirect": target})
+        return RedirectResponse(target, status_code=303)
+    raw = scenario_fields(request.query_params)
+    scenario, error = read_scenario(raw, strict=False)
+    ctx = context(raw, scenario, error)
+    address = "/?" + ctx["query"] if ctx["query"] else "/"
+    renderer = _renderer(request)
+    if wants_fragment(request):
+        # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
+        return HTMLResponse(
+            renderer.fragment(ctx), headers={"Vary": "HX-Request", "HX-Push-Url": address}
+        )
+    status = 200 if error is None else 422
+    return HTMLResponse(renderer.page(ctx), status_code=status, headers={"Vary": "HX-Request"})
+
+
+@router.get("/docs")
+def docs(request: Request) -> HTMLResponse:
+    return HTMLResponse(_renderer(request).docs())

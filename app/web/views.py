@@ -1,0 +1,90 @@
+"""What the templates render: the form's fields and, for a valid scenario, the whole estimate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.ledger.checks import TITLES
+from app.ledger.estimate import Estimate, estimate
+from app.ledger.fields import FIELDS, GROUPS, Field, allowed_text
+from app.ledger.presets import DEVICES, PRESETS
+from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError
+from app.receipts.display import human_bytes, human_count
+from app.receipts.links import canonical_query, slug
+from app.receipts.receipt import DISCLAIMER, activation_source, receipt
+from app.web.charts import PARTS, peak_chart
+
+
+@dataclass(frozen=True, slots=True)
+class FormField:
+    field: Field
+    value: str
+    error: FieldError | None
+    allowed: str
+
+
+def display_value(field: Field, value: int | str) -> str:
+    if isinstance(value, str):
+        return value
+    if field.kind == "count":
+        return human_count(value)
+    if field.kind == "bytes":
+        return human_bytes(value)
+    return str(value)
+
+
+def form_fields(raw: Mapping[str, str], shown: Scenario, errors: Mapping[str, FieldError]) -> list[FormField]:
+    """Each field with what the user typed (when present) or the scenario's value in human form."""
+    return [
+        FormField(
+            field=f,
+            value=raw[f.name] if f.name in raw else display_value(f, getattr(shown, f.name)),
+            error=errors.get(f.name),
+            allowed=allowed_text(f),
+        )
+        for f in FIELDS
+    ]
+
+
+def raw_query(raw: Mapping[str, str]) -> str:
+    """The typed inputs, sorted, for the address bar while some are invalid."""
+    from urllib.parse import urlencode
+
+    return urlencode(sorted((k, v) for k, v in raw.items() if any(f.name == k for f in FIELDS)))
+
+
+def context(raw: Mapping[str, str], scenario: Scenario | None, error: ScenarioError | None) -> dict[str, Any]:
+    errors = error.by_field() if error else {}
+    fields = form_fields(raw, scenario or DEFAULT_SCENARIO, errors)
+    ctx: dict[str, Any] = {
+        "groups": [(gid, title, [ff for ff in fields if ff.field.group == gid]) for gid, title in GROUPS],
+        "fields": fields,
+        "errors": errors,
+        "presets": PRESETS,
+        "devices": DEVICES,
+        "disclaimer": DISCLAIMER,
+        "check_titles": TITLES,
+        "parts": PARTS,
+        "oob": False,
+    }
+    if scenario is None:
+        ctx.update(valid=False, query=raw_query(raw), title="fix the highlighted fields")
+        return ctx
+    result: Estimate = estimate(scenario)
+    query = canonical_query(scenario)
+    fitting = [st.stage for st in result.ledger.stages if st.peak.fits]
+    ctx.update(
+        valid=True,
+        query=query,
+        scenario=scenario,
+        e=result,
+        r=receipt(result),
+        chart=peak_chart(result.ledger),
+        activation_source=activation_source(result),
+        least_stage=fitting[0] if fitting else None,
+        filename=slug(scenario),
+        title=scenario.name or f"{human_count(scenario.params)} parameters on {scenario.dp} ranks",
+    )
+    return ctx

@@ -1,0 +1,324 @@
+"""The bounded scenario: every field at and just past its bounds, one error per bad field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.ledger.fields import FIELD_BY_NAME, FIELDS, TEN_13, Field, allowed_text, default_unit_params
+from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
+
+NUMERIC = [f for f in FIELDS if f.kind != "text"]
+
+
+def context_for(field: Field) -> dict[str, object]:
+    """Other inputs a boundary value needs to be valid on its own (U ≤ N: test U with N at its maximum)."""
+    return {"params": TEN_13} if field.name == "unit_params" else {}
+
+
+def only_error(raw: dict[str, object], **kwargs: bool) -> FieldError:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(raw, **kwargs)
+    assert len(info.value.errors) == 1, info.value.errors
+    return info.value.errors[0]
+
+
+# --------------------------------------------------------------------------- bounds
+
+
+@pytest.mark.parametrize("field", NUMERIC, ids=lambda f: f.name)
+@pytest.mark.parametrize("edge", ["minimum", "maximum"])
+def test_numeric_bound_accepted(field: Field, edge: str) -> None:
+    value: int = getattr(field, edge)
+    s = parse_scenario({**context_for(field), field.name: value})
+    assert getattr(s, field.name) == value
+    # the same value as a string from a URL, form or flag
+    assert getattr(parse_scenario({**context_for(field), field.name: str(value)}), field.name) == value
+
+
+@pytest.mark.parametrize("field", NUMERIC, ids=lambda f: f.name)
+@pytest.mark.parametrize("delta", [-1, +1])
+def test_numeric_bound_exceeded_rejected(field: Field, delta: int) -> None:
+    value = field.minimum - 1 if delta < 0 else field.maximum + 1
+    err = only_error({**context_for(field), field.name: value})
+    assert err.field == field.name
+    assert f"{value:,}" in err.message
+    text = str(err)
+    assert field.name in text
+    if field.name == "unit_params":
+        assert err.allowed == "0 … params (10,000,000,000,000)"
+    else:
+        assert err.allowed == allowed_text(field)
+        assert err.allowed in text
+
+
+@pytest.mark.parametrize(
+    ("name", "allowed"),
+    [
+        ("params", "1 … 10,000,000,000,000"),
+        ("dp", "1 … 131,072"),
+        ("param_bytes", "one of 1, 2, 4"),
+        ("grad_bytes", "one of 2, 4"),
+        ("master_bytes", "one of 0, 4, 8"),
+        ("opt_states", "0 … 4"),
+        ("opt_bytes", "one of 1, 2, 4, 8"),
+        ("gather_bytes", "one of 1, 2, 4"),
+        ("prefetch", "0 … 8"),
+        ("bucket_bytes", "0 … 1,099,511,627,776"),
+        ("activation_bytes", "0 … 70,368,744,177,664"),
+        ("overhead_bytes", "0 … 70,368,744,177,664"),
+        ("contingency_pct", "0 … 100"),
+        ("capacity_bytes", "1 … 70,368,744,177,664"),
+        ("name", "up to 80 printable characters"),
+    ],
+)
+def test_allowed_ranges_match_the_spec(name: str, allowed: str) -> None:
+    """The spec's table of bounds, written out by hand (2^40 = 1,099,511,627,776; 2^46 = 70,368,744,177,664)."""
+    assert allowed_text(FIELD_BY_NAME[name]) == allowed
+
+
+def test_every_spec_field_is_in_the_table() -> None:
+    assert {f.name for f in FIELDS} == {
+        "params",
+        "dp",
+        "param_bytes",
+        "grad_bytes",
+        "master_bytes",
+        "opt_states",
+        "opt_bytes",
+        "unit_params",
+        "gather_bytes",
+        "prefetch",
+        "bucket_bytes",
+        "activation_bytes",
+        "overhead_bytes",
+        "contingency_pct",
+        "capacity_bytes",
+        "name",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("param_bytes", 3),
+        ("param_bytes", 8),
+        ("param_bytes", 16),
+        ("param_bytes", 0),
+        ("grad_bytes", 1),
+        ("grad_bytes", 3),
+        ("grad_bytes", 8),
+        ("master_bytes", 1),
+        ("master_bytes", 2),
+        ("master_bytes", 16),
+        ("opt_bytes", 3),
+        ("opt_bytes", 16),
+        ("opt_bytes", 0),
+        ("gather_bytes", 3),
+        ("gather_bytes", 8),
+    ],
+)
+def test_unsupported_width_rejected_never_rounded(name: str, value: int) -> None:
+    for raw in (value, str(value)):
+        err = only_error({name: raw})
+        assert err.field == name
+        assert "not a supported value" in err.message
+        assert err.allowed.startswith("one of ")
+
+
+@pytest.mark.parametrize("value", [1, 2, 4])
+def test_supported_param_widths(value: int) -> None:
+    assert parse_scenario({"param_bytes": value}).param_bytes == value
+
+
+# --------------------------------------------------------------------------- dependent defaults
+
+
+def test_unit_params_above_params_refused_naming_both() -> None:
+    err = only_error({"params": 1_000, "unit_params": 1_001})
+    assert err.field == "unit_params"
+    assert "params" in err.message
+    assert "1,001" in err.message
+    assert "1,000" in err.message
+    assert err.allowed == "0 … params (1,000)"
+    text = str(err)
+    assert text.startswith("unit_params:")
+
+
+def test_unit_params_equal_to_params_accepted() -> None:
+    assert parse_scenario({"params": 1_000, "unit_params": 1_000}).unit_params == 1_000
+
+
+def test_unit_params_above_default_params_refused() -> None:
+    """params absent: its default 7e9 bounds U."""
+    err = only_error({"unit_params": 7_000_000_001})
+    assert "7,000,000,000" in err.message
+
+
+def test_unit_params_with_bad_params_reports_params_only_once() -> None:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario({"params": 0, "unit_params": 5})
+    assert [e.field for e in info.value.errors] == ["params"]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [(1, 1), (399_999_999, 399_999_999), (400_000_000, 400_000_000), (400_000_001, 400_000_000), (TEN_13, 4 * 10**8)],
+)
+def test_unit_params_default_is_min_400m_n(params: int, expected: int) -> None:
+    assert parse_scenario({"params": params}).unit_params == expected
+    assert default_unit_params(params) == expected
+
+
+def test_explicit_zero_unit_params() -> None:
+    assert parse_scenario({"unit_params": 0}).unit_params == 0
+
+
+@pytest.mark.parametrize("param_bytes", [1, 2, 4])
+def test_gather_bytes_defaults_to_param_bytes(param_bytes: int) -> None:
+    assert parse_scenario({"param_bytes": param_bytes}).gather_bytes == param_bytes
+
+
+def test_explicit_gather_bytes_kept() -> None:
+    s = parse_scenario({"param_bytes": 4, "gather_bytes": 2})
+    assert (s.param_bytes, s.gather_bytes) == (4, 2)
+
+
+def test_empty_input_is_the_seed() -> None:
+    assert parse_scenario({}) == DEFAULT_SCENARIO == Scenario()
+    s = DEFAULT_SCENARIO
+    assert (s.params, s.dp, s.unit_params, s.gather_bytes, s.activation_bytes, s.capacity_bytes) == (
+        7_000_000_000,
+        8,
+        400_000_000,
+        2,
+        20_000_000_000,
+        80_000_000_000,
+    )
+
+
+# --------------------------------------------------------------------------- name
+
+
+def test_name_of_80_printable_characters_accepted() -> None:
+    name = "é" * 40 + "x" * 40
+    assert parse_scenario({"name": name}).name == name
+
+
+def test_name_of_81_characters_rejected() -> None:
+    err = only_error({"name": "x" * 81})
+    assert err.field == "name"
+    assert "81" in err.message
+    assert err.allowed == "up to 80 printable characters"
+
+
+@pytest.mark.parametrize("bad", ["a\nb", "a\x00b", "tab\there", "\x1b[31mred", "a\u2028b", "bell\x07"])
+def test_name_with_control_character_rejected(bad: str) -> None:
+    err = only_error({"name": bad})
+    assert err.field == "name"
+    assert "non-printable" in err.message
+
+
+def test_name_surrounding_space_trimmed() -> None:
+    assert parse_scenario({"name": "  llama 7B  "}).name == "llama 7B"
+
+
+@pytest.mark.parametrize("bad", [5, None, ["x"], True])
+def test_name_must_be_text(bad: object) -> None:
+    assert only_error({"name": bad}).field == "name"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_one_error_per_bad_field_in_form_order() -> None:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario({"dp": 0, "param_bytes": 3, "params": "7.5", "name": "x" * 81, "prefetch": 9})
+    errors = info.value.errors
+    assert [e.field for e in errors] == ["params", "param_bytes", "dp", "prefetch", "name"]
+    by_field = info.value.by_field()
+    assert by_field["dp"].allowed == "1 … 131,072"
+    assert by_field["param_bytes"].allowed == "one of 1, 2, 4"
+    assert by_field["prefetch"].allowed == "0 … 8"
+    assert by_field["params"].allowed == "1 … 10,000,000,000,000"
+    for e in errors:
+        assert str(e) == f"{e.field}: {e.message} (allowed: {e.allowed})"
+        assert str(e) in str(info.value)
+
+
+@pytest.mark.parametrize("name", [f.name for f in NUMERIC])
+@pytest.mark.parametrize("bad", [True, False, 8.0, 2.5, None, [8], {"v": 8}])
+def test_json_bools_floats_and_structures_rejected(name: str, bad: object) -> None:
+    err = only_error({name: bad})
+    assert err.field == name
+    assert err.message
+
+
+def test_json_float_rejected_even_when_whole() -> None:
+    raw = json.loads('{"dp": 8.0}')
+    assert "float" in only_error(raw).message
+
+
+def test_unknown_keys_rejected_when_strict() -> None:
+    err = only_error({"dp": 8, "gpus": 64}, allow_unknown=False)
+    assert err.field == "gpus"
+    assert "not a scenario field" in err.message
+    assert "params" in err.allowed
+
+
+def test_unknown_keys_ignored_by_default() -> None:
+    assert parse_scenario({"gpus": 64, "format": "csv"}) == DEFAULT_SCENARIO
+
+
+def test_unknown_and_bad_fields_reported_together() -> None:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario({"zz": 1, "aa": 2, "dp": 0}, allow_unknown=False)
+    assert [e.field for e in info.value.errors] == ["aa", "zz", "dp"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("params", "7B", 7_000_000_000),
+        ("params", "6.74B", 6_740_000_000),
+        ("unit_params", "400M", 400_000_000),
+        ("capacity_bytes", "80GiB", 80 * 2**30),
+        ("activation_bytes", "512MiB", 512 * 2**20),
+        ("dp", "1_024", 1_024),
+        ("contingency_pct", "10", 10),
+    ],
+)
+def test_human_strings(name: str, text: str, expected: int) -> None:
+    assert getattr(parse_scenario({name: text}), name) == expected
+
+
+def test_byte_unit_in_plain_field_rejected() -> None:
+    """dp is a plain integer: no suffixes at all."""
+    assert only_error({"dp": "8k"}).field == "dp"
+
+
+# --------------------------------------------------------------------------- canonical form
+
+
+def test_non_default_items_canonical() -> None:
+    s = parse_scenario({"dp": 16, "params": "13B", "name": "run a"})
+    # params 13e9 > 400M, so U keeps its default 400M and is omitted; gather follows param_bytes
+    assert s.non_default_items() == [("dp", 16), ("name", "run a"), ("params", 13_000_000_000)]
+
+
+def test_non_default_items_dependent_defaults() -> None:
+    """U = N below 400M is the default, gather = param width is the default: both omitted."""
+    s = parse_scenario({"params": 1_000, "unit_params": 1_000, "param_bytes": 4, "gather_bytes": 4})
+    assert s.non_default_items() == [("param_bytes", 4), ("params", 1_000)]
+    t = parse_scenario({"param_bytes": 4, "gather_bytes": 2})
+    assert t.non_default_items() == [("gather_bytes", 2), ("param_bytes", 4)]
+
+
+def test_seed_has_no_non_default_items() -> None:
+    assert DEFAULT_SCENARIO.non_default_items() == []
+
+
+def test_non_default_items_round_trip() -> None:
+    s = parse_scenario({"dp": 3, "prefetch": 2, "unit_params": 5, "params": 11, "overhead_bytes": "1GB"})
+    assert parse_scenario(dict(s.non_default_items())) == s
