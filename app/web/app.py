@@ -37,16 +37,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": [{"loc": list(e.get("loc", [])), "msg": str(e.get("msg", "")),
-                                         "type": str(e.get("type", ""))} for e in exc.errors()]},
-                            status_code=422)
+        return JSONResponse(
+            {
+                "detail": [
+                    {"loc": list(e.get("loc", [])), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                    for e in exc.errors()
+                ]
+            },
+            status_code=422,
+        )
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         if request.url.path.startswith("/api/"):
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-        return PlainTextResponse(f"{exc.status_code}: {exc.detail}", status_code=exc.status_code,
-                                 headers=exc.headers)
+        return PlainTextResponse(f"{exc.status_code}: {exc.detail}", status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> PlainTextResponse:

@@ -47,8 +47,12 @@ _CLASS_KEYS = ("parameters", "gradients", "master_weights", "optimizer_states", 
 MUTATION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["id", "killed", "check", "message"],
-    "properties": {"id": {"type": "string"}, "killed": {"type": "boolean"}, "check": {"type": "string"},
-                   "message": {"type": "string"}},
+    "properties": {
+        "id": {"type": "string"},
+        "killed": {"type": "boolean"},
+        "check": {"type": "string"},
+        "message": {"type": "string"},
+    },
 }
 RECEIPT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -65,10 +69,16 @@ RECEIPT_SCHEMA: dict[str, Any] = {
                 "required": ["stage", "persistent", "peak", "fits", "headroom_bytes", "communication_bytes", "lines"],
                 "properties": {
                     "stage": {"type": "integer", "minimum": 0, "maximum": 3},
-                    "persistent": {"type": "object", "required": list(_CLASS_KEYS),
-                                   "properties": {k: _INT for k in _CLASS_KEYS}},
-                    "peak": {"type": "object", "required": list(_PEAK_KEYS),
-                             "properties": {k: _INT for k in _PEAK_KEYS}},
+                    "persistent": {
+                        "type": "object",
+                        "required": list(_CLASS_KEYS),
+                        "properties": dict.fromkeys(_CLASS_KEYS, _INT),
+                    },
+                    "peak": {
+                        "type": "object",
+                        "required": list(_PEAK_KEYS),
+                        "properties": dict.fromkeys(_PEAK_KEYS, _INT),
+                    },
                     "fits": {"type": "boolean"},
                     "headroom_bytes": _INT,
                     "communication_bytes": _INT,
@@ -85,16 +95,29 @@ ERROR_SCHEMA: dict[str, Any] = {
     "required": ["detail"],
     "properties": {"detail": {"type": "array", "items": {"type": "object", "required": ["loc", "msg"]}}},
 }
-_ERROR_RESPONSE = {"description": "Bad input: one entry per bad field, naming it and its allowed range",
-                   "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+_ERROR_RESPONSE = {
+    "description": "Bad input: one entry per bad field, naming it and its allowed range",
+    "content": {"application/json": {"schema": ERROR_SCHEMA}},
+}
 RECEIPT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "The receipt", "content": {"application/json": {"schema": RECEIPT_SCHEMA}}},
     422: _ERROR_RESPONSE,
 }
 MUTATIONS_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: {"description": "The kill lists", "content": {"application/json": {"schema": {
-        "type": "object", "required": ["mutations", "reference_mutations"],
-        "properties": {"mutations": {"type": "array", "items": MUTATION_SCHEMA},
-                       "reference_mutations": {"type": "array", "items": MUTATION_SCHEMA}}}}}},
+    200: {
+        "description": "The kill lists",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["mutations", "reference_mutations"],
+                    "properties": {
+                        "mutations": {"type": "array", "items": MUTATION_SCHEMA},
+                        "reference_mutations": {"type": "array", "items": MUTATION_SCHEMA},
+                    },
+                }
+            }
+        },
+    },
     422: _ERROR_RESPONSE,
 }

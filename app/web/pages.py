@@ -41,9 +41,7 @@ def page(request: Request) -> Response:
     renderer = _renderer(request)
     if wants_fragment(request):
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
-        return HTMLResponse(
-            renderer.fragment(ctx), headers={"Vary": "HX-Request", "HX-Push-Url": address}
-        )
+        return HTMLResponse(renderer.fragment(ctx), headers={"Vary": "HX-Request", "HX-Push-Url": address})
     status = 200 if error is None else 422
     return HTMLResponse(renderer.page(ctx), status_code=status, headers={"Vary": "HX-Request"})
 

@@ -1,0 +1,188 @@
+"""The mutation kill lists: five one-rule mutants, each killed by a named check.
+
+On the frozen scenario all five die, always. On a user's scenario a mutant may survive only
+where it is equivalent, and the kill list says why.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.ledger.checks import ALL_CHECKS, FROZEN_SCENARIO, run_checks
+from app.ledger.estimate import estimate
+from app.ledger.ledger import compute_ledger
+from app.ledger.mutants import MUTANTS, MutationResult, kill_list, reference_kill_list, try_mutant
+from app.ledger.rules import PRODUCTION, Rules
+from app.ledger.scenario import DEFAULT_SCENARIO, Scenario
+
+SPEC_IDS = [
+    "replicate-optimizer-stage1",
+    "shard-params-stage2",
+    "omit-master-copy",
+    "divide-activations-by-dp",
+    "erase-gather-peak",
+]
+
+# On the frozen scenario (7e9 params, D = 8, widths 2/2/4/2×4, U = 400M, 20e9 activations), by hand:
+# (killing check, stage, class, mutant's number, correct number)
+FROZEN_KILLS: dict[str, tuple[str, str, str, str, str]] = {
+    # stage 1 master left whole: 7e9 × 4 = 28e9 instead of 875e6 × 4 = 3.5e9
+    "replicate-optimizer-stage1": ("oracle-agreement", "stage 1", "master_weights", "28,000,000,000", "3,500,000,000"),
+    # stage 2 parameters sharded: 875e6 × 2 = 1.75e9 instead of 7e9 × 2 = 14e9
+    "shard-params-stage2": ("oracle-agreement", "stage 2", "parameters", "1,750,000,000", "14,000,000,000"),
+    # master dropped: 0 at stage 0 instead of 7e9 × 4 = 28e9
+    "omit-master-copy": ("oracle-agreement", "stage 0", "master_weights", "0 B", "28,000,000,000"),
+    # activations ÷ 8: 20e9 ÷ 8 = 2.5e9 instead of 20e9
+    "divide-activations-by-dp": ("activation-invariance", "stage 0", "activations", "2,500,000,000", "20,000,000,000"),
+    # gather erased: 0 instead of (400M − 50M) × 2 = 700e6 remote bytes
+    "erase-gather-peak": ("gather-presence", "stage 3", "parameters", "0 B", "700,000,000"),
+}
+
+
+def by_id(results: tuple[MutationResult, ...]) -> dict[str, MutationResult]:
+    return {m.id: m for m in results}
+
+
+def test_mutant_ids_are_the_spec_ids() -> None:
+    assert [m.id for m in MUTANTS] == SPEC_IDS
+    assert all(m.rules != PRODUCTION for m in MUTANTS)
+    assert len({m.rule for m in MUTANTS}) == 5
+
+
+@pytest.mark.parametrize("mutant_id", SPEC_IDS)
+def test_reference_kill_list_kills_every_mutant_by_a_named_check(mutant_id: str) -> None:
+    check, stage, tensor_class, got, want = FROZEN_KILLS[mutant_id]
+    result = by_id(reference_kill_list())[mutant_id]
+    assert result.killed is True
+    assert result.check == check
+    assert result.check in ALL_CHECKS
+    for fragment in (stage, tensor_class, got, want):
+        assert fragment in result.message
+    assert result.failed_checks[0] == check
+    # check 5 (the frozen scenario's hand-computed values) kills every one of them as well
+    assert "frozen-scenario" in result.failed_checks
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.id)
+def test_frozen_check_alone_kills_each_mutant(mutant: object) -> None:
+    from app.ledger.mutants import Mutant
+
+    assert isinstance(mutant, Mutant)
+    result = try_mutant(mutant, FROZEN_SCENARIO, ("frozen-scenario",))
+    assert result.killed
+    assert result.check == "frozen-scenario"
+    assert "hand-computed" in result.message
+
+
+def test_reference_kill_list_in_order_and_unchanged_by_the_users_scenario() -> None:
+    assert [m.id for m in reference_kill_list()] == SPEC_IDS
+    for s in (DEFAULT_SCENARIO.with_(dp=1), DEFAULT_SCENARIO.with_(activation_bytes=0, master_bytes=0)):
+        assert estimate(s).reference_mutations == reference_kill_list()
+        assert all(m.killed for m in estimate(s).reference_mutations)
+
+
+def test_seed_kill_list_kills_all_five_with_checks_1_to_4(seed: Scenario) -> None:
+    results = kill_list(seed)
+    assert [m.id for m in results] == SPEC_IDS
+    for m in results:
+        assert m.killed, m.message
+        assert m.check == FROZEN_KILLS[m.id][0]
+        assert "frozen-scenario" not in m.failed_checks
+
+
+@pytest.mark.parametrize(
+    ("changes", "survivors"),
+    [
+        (
+            {"dp": 1},
+            {
+                "replicate-optimizer-stage1": "dp = 1: sharding is the identity",
+                "shard-params-stage2": "dp = 1: sharding is the identity",
+                "divide-activations-by-dp": "dp = 1: dividing by D is the identity",
+                "erase-gather-peak": "dp = 1: the rank already holds every unit whole",
+            },
+        ),
+        ({"activation_bytes": 0}, {"divide-activations-by-dp": "activation_bytes = 0: nothing to divide"}),
+        ({"master_bytes": 0}, {"omit-master-copy": "master_bytes = 0: the scenario has no master copy to omit"}),
+        ({"unit_params": 0}, {"erase-gather-peak": "unit_params = 0: no unit to gather"}),
+        ({"unit_params": 1}, {"erase-gather-peak": "unit_params = 1: the rank's own shard is the whole unit"}),
+        (
+            {"params": 1, "unit_params": 1},
+            {
+                "replicate-optimizer-stage1": "params = 1: ⌈1 ÷ D⌉ = 1, one element cannot be split",
+                "shard-params-stage2": "params = 1: ⌈1 ÷ D⌉ = 1, one element cannot be split",
+                "erase-gather-peak": "unit_params = 1: the rank's own shard is the whole unit",
+            },
+        ),
+        (
+            {"master_bytes": 0, "opt_states": 0},
+            {
+                "replicate-optimizer-stage1": "master_bytes = 0 and opt_states = 0: "
+                "there is no optimizer state to replicate",
+                "omit-master-copy": "master_bytes = 0: the scenario has no master copy to omit",
+            },
+        ),
+    ],
+    ids=["dp1", "no-activations", "no-master", "u0", "u1", "params1", "no-optimizer-state"],
+)
+def test_equivalent_mutants_survive_with_the_reason(changes: dict[str, int], survivors: dict[str, str]) -> None:
+    s = DEFAULT_SCENARIO.with_(**changes)
+    results = by_id(kill_list(s))
+    for mutant_id, result in results.items():
+        if mutant_id in survivors:
+            assert result.killed is False, result.message
+            assert result.check == ""
+            assert result.failed_checks == ()
+            assert result.message == f"survived: {survivors[mutant_id]}"
+        else:
+            assert result.killed is True, f"{mutant_id}: {result.message}"
+            assert result.check in ALL_CHECKS
+
+
+def test_master_bytes_zero_still_kills_replicate_optimizer_on_optimizer_states() -> None:
+    """No master, but stage 1 optimizer states still differ: 7e9 × 2 × 4 = 56e9 vs 7e9 = ⌈7e9 ÷ 8⌉ × 8."""
+    result = by_id(kill_list(DEFAULT_SCENARIO.with_(master_bytes=0)))["replicate-optimizer-stage1"]
+    assert result.killed
+    assert result.check == "oracle-agreement"
+    assert "stage 1 optimizer_states" in result.message
+    assert "56,000,000,000" in result.message
+    assert "7,000,000,000" in result.message
+
+
+def test_survivor_is_equivalent_on_that_scenario() -> None:
+    """Where dp = 1 every sharding mutant's ledger equals production's, byte for byte."""
+    s = DEFAULT_SCENARIO.with_(dp=1)
+    production = compute_ledger(s)
+    for mutant in MUTANTS:
+        if mutant.id == "omit-master-copy":
+            continue
+        ledger = compute_ledger(s, mutant.rules)
+        for a, b in zip(ledger.stages, production.stages, strict=True):
+            assert [ln.bytes for ln in a.lines] == [ln.bytes for ln in b.lines]
+            assert a.peak.total == b.peak.total
+
+
+def test_each_mutant_changes_exactly_one_rule() -> None:
+    production = Rules()
+    for mutant in MUTANTS:
+        differing = [
+            name
+            for name in ("sharded_from", "overrides", "master_copy", "activations_divided_by_dp", "gather_peak")
+            if getattr(mutant.rules, name) != getattr(production, name)
+        ]
+        assert len(differing) == 1, (mutant.id, differing)
+
+
+def test_mutants_run_the_real_ledger_code() -> None:
+    """The mutant ledger differs from production on exactly its rule's cell(s) on the seed."""
+    production = compute_ledger(DEFAULT_SCENARIO)
+    mutant = next(m for m in MUTANTS if m.id == "shard-params-stage2")
+    ledger = compute_ledger(DEFAULT_SCENARIO, mutant.rules)
+    diffs = [
+        (a.stage, la.tensor_class)
+        for a, b in zip(ledger.stages, production.stages, strict=True)
+        for la, lb in zip(a.lines, b.lines, strict=True)
+        if la.bytes != lb.bytes
+    ]
+    assert diffs == [(2, "parameters")]
+    assert run_checks(ledger, compute_ledger, ("oracle-agreement",))[0].passed is False

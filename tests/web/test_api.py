@@ -1,0 +1,99 @@
+"""The JSON API and downloads: receipts, kill lists, headers and every error path."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from fastapi.testclient import TestClient
+
+
+def test_get_estimate_reads_human_sizes(client: TestClient) -> None:
+    r = client.get("/api/estimate?params=7B&dp=8&activation_bytes=20GB")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["schema_version"] == 1
+    assert [st["persistent"]["total"] for st in body["stages"]] == [
+        112_000_000_000, 38_500_000_000, 26_250_000_000, 14_000_000_000,
+    ]  # fmt: skip
+    assert body["stages"][3]["peak"]["gather"] == 700_000_000
+
+
+def test_post_estimate_equals_get(client: TestClient) -> None:
+    body = {"params": 13_000_000_000, "dp": 64, "prefetch": 1, "name": "13B"}
+    posted = client.post("/api/estimate", json=body)
+    assert posted.status_code == 200
+    got = client.get("/api/estimate", params={k: str(v) for k, v in body.items()})
+    assert posted.json() == got.json()
+
+
+def test_mutations_endpoint_reports_survivors_with_reasons(client: TestClient) -> None:
+    body = client.get("/api/mutations?dp=1").json()
+    survivors = {m["id"]: m["message"] for m in body["mutations"] if not m["killed"]}
+    assert survivors["shard-params-stage2"] == "survived: dp = 1: sharding is the identity"
+    assert all(m["killed"] for m in body["reference_mutations"])
+
+
+@pytest.mark.parametrize(
+    ("query", "fields"),
+    [
+        ("dp=0", ["dp"]),
+        ("dp=8.5&param_bytes=3", ["param_bytes", "dp"]),
+        ("params=1e400", ["params"]),
+        ("params=NaN&capacity_bytes=inf", ["params", "capacity_bytes"]),
+        ("bogus=1", ["bogus"]),
+        ("params=100&unit_params=101", ["unit_params"]),
+        ("name=" + "x" * 81, ["name"]),
+    ],
+)
+def test_bad_query_is_422_naming_each_field(client: TestClient, query: str, fields: list[str]) -> None:
+    for path in ("/api/estimate", "/api/mutations", "/receipt.json", "/receipt.csv"):
+        r = client.get(f"{path}?{query}")
+        assert r.status_code == 422, path
+        detail = r.json()["detail"]
+        assert sorted(d["loc"][1] for d in detail) == sorted(fields)
+        assert all(d["msg"].startswith(d["loc"][1] + ":") and "allowed" in d["msg"] for d in detail)
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        ({"dp": 0}, ["dp"]),
+        ({"dp": True}, ["dp"]),
+        ({"params": 7e9}, ["params"]),
+        ({"params": "7B"}, []),  # strings are read like the query string's
+        ({"colour": "red"}, ["colour"]),
+    ],
+)
+def test_bad_json_body_is_422_naming_each_field(client: TestClient, body: dict[str, object], fields: list[str]) -> None:
+    r = client.post("/api/estimate", json=body)
+    if not fields:
+        assert r.status_code == 200
+        return
+    assert r.status_code == 422
+    assert sorted(d["loc"][1] for d in r.json()["detail"]) == fields
+
+
+@pytest.mark.parametrize("raw", [b"", b"[1", b"[1, 2]", b'"x"', b"null", b"{" * 5000])
+def test_malformed_json_body_is_422_not_500(client: TestClient, raw: bytes) -> None:
+    r = client.post("/api/estimate", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body"]
+
+
+def test_downloads_are_attachments_named_for_the_scenario(client: TestClient) -> None:
+    j = client.get("/receipt.json?name=Llama 70B/64&dp=64")
+    assert j.status_code == 200
+    assert j.headers["content-disposition"] == 'attachment; filename="zero3-lab-Llama-70B-64.json"'
+    c = client.get("/receipt.csv?dp=64")
+    assert c.headers["content-disposition"] == 'attachment; filename="zero3-lab-7000000000p-dp64.csv"'
+    assert c.headers["content-type"] == "text/csv; charset=utf-8"
+    rows = list(csv.DictReader(io.StringIO(c.text)))
+    assert {"stage", "ledger", "category", "bytes"} <= set(rows[0])
+
+
+def test_unknown_route_and_method_are_4xx(client: TestClient) -> None:
+    assert client.get("/nope").status_code == 404
+    assert client.post("/").status_code == 405
+    assert client.get("/api/nope").json() == {"detail": "Not Found"}
