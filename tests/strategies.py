@@ -21,9 +21,7 @@ def choice(name: str) -> st.SearchStrategy[int]:
 
 
 names: st.SearchStrategy[str] = (
-    st.text(st.characters(min_codepoint=32, max_codepoint=0x24FF), max_size=80)
-    .map(str.strip)
-    .filter(str.isprintable)
+    st.text(st.characters(min_codepoint=32, max_codepoint=0x24FF), max_size=80).map(str.strip).filter(str.isprintable)
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.ledger.arithmetic import ceil_div, share_bp
 from app.ledger.checkpoint import checkpoint_policies
 from app.ledger.estimate import estimate
 from app.ledger.ledger import Ledger, compute_ledger, stage_ledger
@@ -276,6 +277,30 @@ def test_activations_never_divided_by_dp(seed: Scenario) -> None:
             assert "not divided by D" in st.peak.activations_formula
 
 
+@pytest.mark.parametrize(
+    ("part", "whole", "expected"),
+    [
+        (56, 112, 5_000),  # 50.00 %
+        (1, 8, 1_250),  # 12.50 %
+        (1, 3, 3_333),  # 33.333… % rounds down
+        (2, 3, 6_667),  # 66.666… % rounds up
+        (1, 20_000, 1),  # 0.005 % = 0.5 bp rounds half up
+        (1, 20_001, 0),  # just under half a basis point
+        (5, 0, 0),  # an empty stage has no shares
+        (7, 7, 10_000),
+    ],
+)
+def test_share_in_basis_points(part: int, whole: int, expected: int) -> None:
+    assert share_bp(part, whole) == expected
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"), [(0, 8, 0), (1, 8, 1), (7, 8, 1), (8, 8, 1), (9, 8, 2), (10**13, 3, 3_333_333_333_334)]
+)
+def test_ceil_div(a: int, b: int, expected: int) -> None:
+    assert ceil_div(a, b) == expected
+
+
 # --------------------------------------------------------------------------- ledger lines
 
 
@@ -367,7 +392,7 @@ def test_checkpoint_policies_worked_example(seed: Scenario) -> None:
     assert full_params.save_peaks[3] == 14_800_000_000
 
 
-def test_checkpoint_full_state_not_flagged_when_small(seed: Scenario) -> None:
+def test_checkpoint_full_state_not_flagged_when_small() -> None:
     """1e9 params: full state 1e9 × 14 = 14e9 ≤ 80e9 -> not flagged."""
     s = parse_scenario({"params": 1_000_000_000})
     full_state = checkpoint_policies(s, (0, 0, 0, 0))[2]

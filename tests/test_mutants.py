@@ -11,7 +11,7 @@ import pytest
 from app.ledger.checks import ALL_CHECKS, FROZEN_SCENARIO, run_checks
 from app.ledger.estimate import estimate
 from app.ledger.ledger import compute_ledger
-from app.ledger.mutants import MUTANTS, MutationResult, kill_list, reference_kill_list, try_mutant
+from app.ledger.mutants import MUTANTS, Mutant, MutationResult, kill_list, reference_kill_list, try_mutant
 from app.ledger.rules import PRODUCTION, Rules
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario
 
@@ -64,10 +64,7 @@ def test_reference_kill_list_kills_every_mutant_by_a_named_check(mutant_id: str)
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.id)
-def test_frozen_check_alone_kills_each_mutant(mutant: object) -> None:
-    from app.ledger.mutants import Mutant
-
-    assert isinstance(mutant, Mutant)
+def test_frozen_check_alone_kills_each_mutant(mutant: Mutant) -> None:
     result = try_mutant(mutant, FROZEN_SCENARIO, ("frozen-scenario",))
     assert result.killed
     assert result.check == "frozen-scenario"

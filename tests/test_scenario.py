@@ -206,6 +206,11 @@ def test_name_of_80_printable_characters_accepted() -> None:
     assert parse_scenario({"name": name}).name == name
 
 
+def test_empty_name_accepted() -> None:
+    assert parse_scenario({"name": ""}).name == ""
+    assert parse_scenario({"name": "   "}).name == ""
+
+
 def test_name_of_81_characters_rejected() -> None:
     err = only_error({"name": "x" * 81})
     assert err.field == "name"
@@ -248,16 +253,34 @@ def test_one_error_per_bad_field_in_form_order() -> None:
 
 
 @pytest.mark.parametrize("name", [f.name for f in NUMERIC])
-@pytest.mark.parametrize("bad", [True, False, 8.0, 2.5, None, [8], {"v": 8}])
-def test_json_bools_floats_and_structures_rejected(name: str, bad: object) -> None:
+@pytest.mark.parametrize("bad", [True, False, 2.5, 0.1, float("nan"), float("inf"), None, [8], {"v": 8}])
+def test_json_bools_fractions_and_structures_rejected(name: str, bad: object) -> None:
     err = only_error({name: bad})
     assert err.field == name
     assert err.message
 
 
-def test_json_float_rejected_even_when_whole() -> None:
-    raw = json.loads('{"dp": 8.0}')
-    assert "float" in only_error(raw).message
+def test_json_bool_is_not_a_number() -> None:
+    """True == 1 in Python; a JSON true must still never become dp = 1."""
+    assert "true/false" in only_error(json.loads('{"dp": true}')).message
+
+
+@pytest.mark.parametrize("text", ['{"dp": 8.0}', '{"params": 7e9}', '{"prefetch": 0.0}'])
+def test_a_json_float_never_enters_the_scenario(text: str) -> None:
+    """A whole JSON number such as 8.0 is either refused or read as the exact int; never kept as a float."""
+    raw = json.loads(text)
+    ((name, value),) = raw.items()
+    assert type(value) is float
+    refused: list[str] = []
+    try:
+        s: Scenario | None = parse_scenario(raw)
+    except ScenarioError as exc:
+        s, refused = None, [e.field for e in exc.errors]
+    if s is None:
+        assert refused == [name]
+    else:
+        assert type(getattr(s, name)) is int
+        assert getattr(s, name) == int(value)
 
 
 def test_unknown_keys_rejected_when_strict() -> None:

@@ -154,7 +154,7 @@ def test_plain_integers_take_no_suffix_or_fraction(text: str) -> None:
 
 
 def test_plain_accepts_exact_decimal_spellings() -> None:
-    """"8.0" and "8e0" are exactly 8; only a value that is not whole is refused."""
+    """Spellings "8.0" and "8e0" are exactly 8; only a value that is not whole is refused."""
     assert parse_plain("8.0") == 8
     assert parse_plain("8e0") == 8
     assert parse_plain("1_024") == 1_024

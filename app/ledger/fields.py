@@ -15,6 +15,15 @@ TEN_13 = 10**13
 TWO_40 = 2**40
 TWO_46 = 2**46
 NAME_MAX_CHARS = 80
+# "Printable" for a scenario name, stated as one character class so that the parser and the
+# OpenAPI schema enforce the same rule: no C0/C1 controls or DEL, no soft hyphen, no zero-width
+# or bidirectional controls, no line/paragraph separators, no BOM, no surrogates, no private use,
+# no noncharacters.
+NAME_FORBIDDEN = (
+    "\\u0000-\\u001f\\u007f-\\u009f\\u00ad\\u061c\\u180e\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f"
+    "\\ud800-\\udfff\\ue000-\\uf8ff\\ufdd0-\\ufdef\\ufeff\\ufff0-\\uffff"
+)
+NAME_PATTERN = f"^[^{NAME_FORBIDDEN}]*$"
 
 
 @dataclass(frozen=True, slots=True)

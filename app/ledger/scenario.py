@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
 from app.ledger.fields import (
     FIELD_BY_NAME,
     FIELDS,
+    NAME_PATTERN,
     STATIC_DEFAULTS,
     Field,
     allowed_text,
@@ -81,6 +83,7 @@ class ScenarioError(ValueError):
 
 
 FIELD_NAMES = frozenset(FIELD_BY_NAME)
+_NAME_RE = re.compile(NAME_PATTERN)
 DEFAULT_SCENARIO = Scenario()
 
 
@@ -90,6 +93,12 @@ def _read_int(field: Field, raw: object) -> int:
         raise SizeError("must be a number, not true/false")
     if isinstance(raw, int):
         return raw
+    if isinstance(raw, float):
+        # JSON has one number type: 7e9 and 0.0 are integers there. Only whole values pass,
+        # converted exactly (every bound is below 2^53); the ledger never sees the float.
+        if not raw.is_integer():
+            raise SizeError(f"{raw!r} is not a whole number")
+        return int(raw)
     if not isinstance(raw, str):
         raise SizeError(f"must be an integer or a size string, not {type(raw).__name__}")
     if field.kind == "count":
@@ -105,8 +114,8 @@ def _read_text(field: Field, raw: object) -> str:
     text = raw.strip()
     if len(text) > field.maximum:
         raise SizeError(f"is {len(text)} characters long")
-    if not text.isprintable():
-        raise SizeError("contains a non-printable character")
+    if _NAME_RE.fullmatch(text) is None:
+        raise SizeError("contains a non-printable character (a control, format or separator character)")
     return text
 
 

@@ -128,6 +128,7 @@ def receipt_json(request: Request) -> Response:
             "description": "The CSV receipt, streamed row by row",
         },
         422: RECEIPT_RESPONSES[422],
+        414: RECEIPT_RESPONSES[414],
     },
     summary="Download the CSV receipt",
 )
@@ -140,7 +141,7 @@ def receipt_csv(request: Request) -> StreamingResponse:
     )
 
 
-@router.get("/healthz", summary="Liveness")
+@router.get("/healthz", summary="Liveness", responses={414: RECEIPT_RESPONSES[414]})
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
 

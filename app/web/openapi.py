@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.ledger.fields import FIELDS, Field
+from app.ledger.fields import FIELDS, NAME_PATTERN, Field
 
 
 def field_schema(field: Field) -> dict[str, Any]:
     if field.kind == "text":
-        return {"type": "string", "maxLength": field.maximum}
+        return {"type": "string", "maxLength": field.maximum, "pattern": NAME_PATTERN}
     if field.choices is not None:
         return {"type": "integer", "enum": list(field.choices)}
     return {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
@@ -99,9 +99,20 @@ _ERROR_RESPONSE = {
     "description": "Bad input: one entry per bad field, naming it and its allowed range",
     "content": {"application/json": {"schema": ERROR_SCHEMA}},
 }
+LIMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: {
+        "description": "The request body is larger than 64 KiB",
+        "content": {"application/json": {"schema": ERROR_SCHEMA}},
+    },
+    414: {
+        "description": "The query string is longer than 2,048 characters",
+        "content": {"application/json": {"schema": ERROR_SCHEMA}},
+    },
+}
 RECEIPT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"description": "The receipt", "content": {"application/json": {"schema": RECEIPT_SCHEMA}}},
     422: _ERROR_RESPONSE,
+    **LIMIT_RESPONSES,
 }
 MUTATIONS_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
@@ -120,4 +131,5 @@ MUTATIONS_RESPONSES: dict[int | str, dict[str, Any]] = {
         },
     },
     422: _ERROR_RESPONSE,
+    **LIMIT_RESPONSES,
 }

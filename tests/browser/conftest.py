@@ -36,14 +36,21 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def live_server() -> Iterator[str]:
-    """``zero3-lab serve`` as a user starts it, on a free port; yields its base URL."""
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``zero3-lab serve`` as a user starts it, on a free port; yields its base URL.
+
+    The server's log (uvicorn writes one access line per request to stderr) goes to a file: an
+    unread pipe would fill after a few hundred requests and stall the server, and would be left
+    open at exit (a ResourceWarning, an error under ``filterwarnings = error``).
+    """
     port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    log_path = tmp_path_factory.mktemp("live-server") / "serve.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -54,7 +61,9 @@ def live_server() -> Iterator[str]:
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError("the lab did not start") from None
+                proc.wait()
+                tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
+                raise RuntimeError(f"the lab did not start; its log ends:\n{tail}") from None
             time.sleep(0.1)
     yield base
     proc.terminate()
@@ -62,6 +71,7 @@ def live_server() -> Iterator[str]:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,310 @@
+"""The command line: ``zero3-lab estimate`` on the same core as the page."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+        check=False,
+    )
+
+
+def estimate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["estimate", "--format", "json", *args]) == 0
+    data: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return data
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """Run ``estimate`` in-process expecting exit status 2; return stderr."""
+    try:
+        status = main(["estimate", *args])
+    except SystemExit as exc:
+        status = exc.code  # type: ignore[assignment]
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+# --------------------------------------------------------------------------- subprocess
+
+
+def test_no_flags_prints_the_seeds_table() -> None:
+    proc = run_cli("estimate")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    out = proc.stdout
+    assert "7,000,000,000 params, D = 8, U = 400,000,000" in out
+    for figure in ("112.00 GB", "38.50 GB", "26.25 GB", "14.00 GB", "700,000,000 B"):
+        assert figure in out
+    assert "killed by oracle-agreement" in out
+
+
+def test_json_format_subprocess() -> None:
+    proc = run_cli("estimate", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["schema_version"] == 1
+    assert [s["persistent"]["total"] for s in data["stages"]] == [
+        112_000_000_000,
+        38_500_000_000,
+        26_250_000_000,
+        14_000_000_000,
+    ]
+    assert data["stages"][3]["peak"]["gather"] == 700_000_000
+
+
+def test_csv_format_subprocess() -> None:
+    proc = run_cli("estimate", "--format", "csv", "--dp", "16")
+    assert proc.returncode == 0, proc.stderr
+    table = list(csv.DictReader(io.StringIO(proc.stdout, newline="")))
+    assert {"stage", "ledger", "category", "bytes"} <= set(table[0])
+    cell = {(r["stage"], r["ledger"], r["category"]): r["bytes"] for r in table}
+    # stage 3 parameters at D = 16: ⌈7e9 ÷ 16⌉ = 437,500,000 × 2 = 875,000,000
+    assert cell[("3", "persistent", "parameters")] == "875000000"
+    dp_row = next(r for r in table if r["ledger"] == "input" and r["category"] == "dp")
+    assert dp_row["value"] == "16"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("--dp", "0"), ("--dp", "1 … 131,072")),
+        (("--param-bytes", "3"), ("--param-bytes", "one of 1, 2, 4")),
+        (("--params", "7.5"), ("--params", "not a whole number", "1 … 10,000,000,000,000")),
+    ],
+)
+def test_bad_flag_subprocess(args: tuple[str, ...], fragments: tuple[str, ...]) -> None:
+    proc = run_cli("estimate", *args)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr
+
+
+def test_unknown_flag_subprocess() -> None:
+    proc = run_cli("estimate", "--gpus", "8")
+    assert proc.returncode == 2
+    assert "--gpus" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_estimate_does_not_import_the_web_stack() -> None:
+    code = (
+        "import sys\n"
+        "from app.cli import main\n"
+        "status = main(['estimate', '--format', 'json'])\n"
+        "web = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'fastapi', 'starlette', 'uvicorn', 'jinja2', 'httpx'} or m.startswith('app.web'))\n"
+        "sys.stderr.write('WEB=' + ','.join(web) + '\\n')\n"
+        "raise SystemExit(status)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["schema_version"] == 1
+    assert "WEB=\n" in proc.stderr
+
+
+# --------------------------------------------------------------------------- in-process
+
+
+def test_json_stage_totals(capsys: pytest.CaptureFixture[str]) -> None:
+    data = estimate_json(capsys)
+    assert [s["persistent"]["total"] for s in data["stages"]] == [
+        112 * 10**9,
+        38_500_000_000,
+        26_250_000_000,
+        14 * 10**9,
+    ]
+    assert data["stages"][3]["peak"]["gather"] == 700_000_000
+
+
+def test_flags_take_human_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    data = estimate_json(capsys, "--params", "13B", "--capacity-bytes", "80GiB", "--unit-params", "500M")
+    assert data["scenario"]["params"] == 13_000_000_000
+    assert data["scenario"]["capacity_bytes"] == 85_899_345_920
+    assert data["scenario"]["unit_params"] == 500_000_000
+
+
+def test_prefetch_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """P = 1: 2 × 350,000,000 × 2 = 1,400,000,000."""
+    assert estimate_json(capsys, "--prefetch", "1")["stages"][3]["peak"]["gather"] == 1_400_000_000
+
+
+def test_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"params": 1_000, "dp": 10, "name": "tiny"}), encoding="utf-8")
+    data = estimate_json(capsys, "--scenario", str(path))
+    assert (data["scenario"]["params"], data["scenario"]["dp"], data["scenario"]["name"]) == (1_000, 10, "tiny")
+    # stage 3: ⌈1,000 ÷ 10⌉ = 100 elements × (2 + 2 + 4 + 2 × 4) = 1,600 B
+    assert data["stages"][3]["persistent"]["total"] == 1_600
+
+
+def test_flags_override_the_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"params": 1_000, "dp": 10}), encoding="utf-8")
+    data = estimate_json(capsys, "--scenario", str(path), "--dp", "4")
+    assert (data["scenario"]["params"], data["scenario"]["dp"]) == (1_000, 4)
+
+
+def test_flag_fixes_a_bad_value_in_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"dp": 0}), encoding="utf-8")
+    assert estimate_json(capsys, "--scenario", str(path), "--dp", "2")["scenario"]["dp"] == 2
+
+
+def test_a_receipt_is_accepted_as_a_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = estimate_json(capsys, "--params", "3B", "--dp", "32", "--name", "from a receipt")
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(first), encoding="utf-8")
+    again = estimate_json(capsys, "--scenario", str(path))
+    assert again == first
+
+
+def test_csv_in_process(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("stage,ledger,category,bytes,")
+    assert "\r\n0,persistent,total,112000000000," in out
+
+
+def test_link(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--link", "--params", "13B", "--dp", "16"]) == 0
+    assert capsys.readouterr().out == "/?dp=16&params=13000000000\n"
+
+
+def test_link_for_the_seed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--link", "--dp", "8"]) == 0
+    assert capsys.readouterr().out == "/\n"
+
+
+def test_table_in_process(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--dp", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "SURVIVED" in out
+    assert "dp = 1: sharding is the identity" in out
+    assert "112.00 GB" in out
+
+
+# --------------------------------------------------------------------------- usage errors
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("--dp", "0"), ("--dp: 0 is out of range", "allowed: 1 … 131,072")),
+        (("--dp", "131073"), ("--dp", "131,073", "1 … 131,072")),
+        (("--param-bytes", "3"), ("--param-bytes", "not a supported value", "one of 1, 2, 4")),
+        (("--grad-bytes", "8"), ("--grad-bytes", "one of 2, 4")),
+        (("--params", "7.5"), ("--params", "1 … 10,000,000,000,000")),
+        (("--params", "0"), ("--params", "1 … 10,000,000,000,000")),
+        (("--activation-bytes", "20B"), ("--activation-bytes", "ambiguous", "0 … 70,368,744,177,664")),
+        (("--params", "80GB"), ("--params", "counts elements")),
+        (("--unit-params", "8B"), ("--unit-params", "larger than params", "0 … params (7,000,000,000)")),
+        (("--name", "x" * 81), ("--name", "up to 80 printable characters")),
+        (("--contingency-pct", "101"), ("--contingency-pct", "0 … 100")),
+        (("--prefetch", "9"), ("--prefetch", "0 … 8")),
+    ],
+)
+def test_bad_input_exits_2_naming_flag_and_range(
+    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    err = usage_error(capsys, *args)
+    assert err.startswith("zero3-lab: error: ")
+    for fragment in fragments:
+        assert fragment in err
+
+
+def test_every_bad_flag_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "--dp", "0", "--param-bytes", "3")
+    assert err.count("zero3-lab: error:") == 2
+    assert "--dp" in err
+    assert "--param-bytes" in err
+
+
+def test_unknown_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "--bogus", "1")
+    assert "--bogus" in err
+
+
+def test_bad_format(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "--format", "xml")
+    assert "--format" in err
+
+
+def test_missing_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "--scenario", str(tmp_path / "absent.json"))
+    assert "--scenario" in err
+    assert "cannot read" in err
+
+
+def test_directory_as_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--scenario" in usage_error(capsys, "--scenario", str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b"\xff\xfe\x00", "not valid JSON"),
+        (b"", "not valid JSON"),
+        (b"[" * 100_000, "larger than"),
+    ],
+)
+def test_invalid_scenario_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, fragment: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    err = usage_error(capsys, "--scenario", str(path))
+    assert "--scenario" in err
+    assert fragment in err
+
+
+def test_deeply_nested_scenario_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 50_000 + "]" * 50_000, encoding="utf-8")
+    assert "--scenario" in usage_error(capsys, "--scenario", str(path))
+
+
+def test_bad_value_in_scenario_file_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"dp": 0, "gpus": 8, "param_bytes": 2.5}), encoding="utf-8")
+    err = usage_error(capsys, "--scenario", str(path))
+    assert f"dp in {path}" in err
+    assert f"gpus in {path}" in err
+    assert f"param_bytes in {path}" in err
+    assert "1 … 131,072" in err
+
+
+def test_missing_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err

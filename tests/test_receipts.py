@@ -1,0 +1,323 @@
+"""The receipts: JSON names, the streamed CSV, display rounding and the canonical link."""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import io
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+
+from app.ledger.estimate import Estimate, estimate
+from app.ledger.fields import FIELDS
+from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
+from app.receipts.csv_rows import COLUMNS, csv_lines, csv_text, neutralise, rows
+from app.receipts.display import both, gb, gib, integer, percent_bp
+from app.receipts.links import canonical_query, link, slug
+from app.receipts.receipt import SCHEMA_VERSION, receipt
+from app.receipts.table import render_table
+from tests.strategies import names, scenarios
+
+DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def read_csv(e: Estimate) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(csv_text(e), newline="")))
+
+
+def scenario_from_csv(table: list[dict[str, str]]) -> Scenario:
+    """Rebuild the scenario from the CSV's ``input`` rows alone."""
+    raw = {row["category"]: row["value"] for row in table if row["ledger"] == "input"}
+    return parse_scenario(raw, allow_unknown=False)
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
+    data = receipt(seed_estimate)
+    assert data["schema_version"] == SCHEMA_VERSION == 1
+    assert {"schema_version", "scenario", "stages", "checkpoint", "mutations"} <= set(data)
+    assert data["scenario"] == {
+        "params": 7_000_000_000,
+        "dp": 8,
+        "param_bytes": 2,
+        "grad_bytes": 2,
+        "master_bytes": 4,
+        "opt_states": 2,
+        "opt_bytes": 4,
+        "unit_params": 400_000_000,
+        "gather_bytes": 2,
+        "prefetch": 0,
+        "bucket_bytes": 0,
+        "activation_bytes": 20_000_000_000,
+        "overhead_bytes": 0,
+        "contingency_pct": 0,
+        "capacity_bytes": 80_000_000_000,
+        "name": "",
+    }
+
+
+def test_json_receipt_stages(seed_estimate: Estimate) -> None:
+    stages = receipt(seed_estimate)["stages"]
+    assert [s["stage"] for s in stages] == [0, 1, 2, 3]
+    for s in stages:
+        assert {"persistent", "peak", "fits", "headroom_bytes", "communication_bytes", "lines"} <= set(s)
+        assert set(s["persistent"]) >= {"parameters", "gradients", "master_weights", "optimizer_states", "total"}
+        assert set(s["peak"]) >= {"persistent", "gather", "buckets", "activations", "overhead", "contingency", "total"}
+        assert len(s["lines"]) == 4
+        for ln in s["lines"]:
+            assert {"width", "copies", "owners", "elements", "bytes", "formula", "evidence"} <= set(ln)
+    # the worked example through the receipt: 112 / 38.5 / 26.25 / 14 GB, 0.7 GB gather at stage 3
+    assert [s["persistent"]["total"] for s in stages] == [112 * 10**9, 38_500_000_000, 26_250_000_000, 14 * 10**9]
+    assert stages[3]["peak"]["gather"] == 700_000_000
+    assert [s["fits"] for s in stages] == [False, True, True, True]
+    assert stages[0]["headroom_bytes"] == -52 * 10**9
+    assert stages[0]["communication_bytes"] == 24_500_000_000
+
+
+def test_json_receipt_checkpoint_and_mutations(seed_estimate: Estimate) -> None:
+    data = receipt(seed_estimate)
+    assert list(data["checkpoint"]) == ["sharded", "full_params", "full_state"]
+    for policy in data["checkpoint"].values():
+        assert {"device_bytes", "host_bytes"} <= set(policy)
+    assert data["checkpoint"]["full_state"]["host_bytes"] == 98 * 10**9
+    assert data["checkpoint"]["full_state"]["flagged"] is True
+    assert len(data["mutations"]) == 5
+    for m in data["mutations"]:
+        assert {"id", "killed", "check", "message"} <= set(m)
+        assert isinstance(m["killed"], bool)
+        assert m["killed"] is True
+        assert m["check"]
+    assert [m["id"] for m in data["mutations"]] == [
+        "replicate-optimizer-stage1",
+        "shard-params-stage2",
+        "omit-master-copy",
+        "divide-activations-by-dp",
+        "erase-gather-peak",
+    ]
+
+
+def test_json_receipt_survivor(seed: Scenario) -> None:
+    data = receipt(estimate(seed.with_(dp=1)))
+    survivor = next(m for m in data["mutations"] if m["id"] == "shard-params-stage2")
+    assert survivor["killed"] is False
+    assert survivor["check"] == ""
+    assert "dp = 1" in survivor["message"]
+    assert all(m["killed"] for m in data["reference_mutations"])
+
+
+def test_json_receipt_is_json(seed_estimate: Estimate) -> None:
+    data = receipt(seed_estimate)
+    assert json.loads(json.dumps(data)) == data
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def test_csv_lines_is_a_generator(seed_estimate: Estimate) -> None:
+    assert inspect.isgenerator(csv_lines(seed_estimate))
+    lines = csv_lines(seed_estimate)
+    header = next(lines)
+    assert header == ",".join(COLUMNS) + "\r\n"
+    first = next(lines)
+    assert first.endswith("\r\n")
+    assert first.count("\r\n") == 1
+
+
+def test_csv_readable_by_dictreader(seed_estimate: Estimate) -> None:
+    table = read_csv(seed_estimate)
+    reader = csv.DictReader(io.StringIO(csv_text(seed_estimate), newline=""))
+    assert reader.fieldnames is not None
+    assert {"stage", "ledger", "category", "bytes"} <= set(reader.fieldnames)
+    assert len(table) == len(list(rows(seed_estimate)))
+    keys = [(r["stage"], r["ledger"], r["category"]) for r in table]
+    assert len(keys) == len(set(keys)), "one row per (stage, ledger, category)"
+    assert {r["ledger"] for r in table} == {
+        "input",
+        "persistent",
+        "peak",
+        "fit",
+        "communication",
+        "checkpoint",
+        "mutation",
+        "reference_mutation",
+    }
+
+
+def test_csv_persistent_rows_worked_example(seed_estimate: Estimate) -> None:
+    table = read_csv(seed_estimate)
+    cell = {(r["stage"], r["ledger"], r["category"]): r for r in table}
+    assert cell[("3", "persistent", "parameters")]["bytes"] == "1750000000"
+    assert cell[("3", "persistent", "parameters")]["owners"] == "8"
+    assert cell[("3", "persistent", "parameters")]["elements"] == "875000000"
+    assert cell[("0", "persistent", "total")]["bytes"] == "112000000000"
+    assert cell[("3", "peak", "gather")]["bytes"] == "700000000"
+    # 56e9 of 112e9 = 50.00 % = 5000 basis points
+    assert cell[("0", "persistent", "optimizer_states")]["share_bp"] == "5000"
+
+
+def test_csv_input_rows_reconstruct_the_receipt() -> None:
+    s = parse_scenario({"params": "13B", "dp": 64, "prefetch": 2, "param_bytes": 4, "name": 'llama, "13B"'})
+    e = estimate(s)
+    rebuilt = scenario_from_csv(read_csv(e))
+    assert rebuilt == s
+    assert receipt(estimate(rebuilt)) == receipt(e)
+    inputs = [r["category"] for r in read_csv(e) if r["ledger"] == "input"]
+    assert inputs == [f.name for f in FIELDS]
+
+
+@given(scenarios(name=names.filter(lambda t: not t.startswith(DANGEROUS))))
+def test_csv_round_trip_property(s: Scenario) -> None:
+    e = estimate(s)
+    assert receipt(estimate(scenario_from_csv(read_csv(e)))) == receipt(e)
+
+
+def csv_integers(table: list[dict[str, str]], ledger: str) -> dict[tuple[int, str], int]:
+    return {(int(r["stage"]), r["category"]): int(r["bytes"]) for r in table if r["ledger"] == ledger}
+
+
+def json_integers(data: dict[str, Any], key: str) -> dict[tuple[int, str], int]:
+    return {(s["stage"], part): value for s in data["stages"] for part, value in s[key].items() if part in PARTS[key]}
+
+
+PARTS = {
+    "persistent": {"parameters", "gradients", "master_weights", "optimizer_states", "total"},
+    "peak": {"persistent", "gather", "buckets", "activations", "overhead", "contingency", "total"},
+}
+
+
+@given(scenarios())
+def test_csv_and_json_agree_on_every_persistent_and_peak_integer(s: Scenario) -> None:
+    e = estimate(s)
+    table, data = read_csv(e), receipt(e)
+    for key in ("persistent", "peak"):
+        from_csv, from_json = csv_integers(table, key), json_integers(data, key)
+        assert len(from_json) == 4 * len(PARTS[key])
+        assert from_csv == from_json
+    headroom = {int(r["stage"]): int(r["bytes"]) for r in table if r["ledger"] == "fit"}
+    assert headroom == {st["stage"]: st["headroom_bytes"] for st in data["stages"]}
+    comm = {int(r["stage"]): int(r["bytes"]) for r in table if r["ledger"] == "communication"}
+    assert comm == {st["stage"]: st["communication_bytes"] for st in data["stages"]}
+    for policy, values in data["checkpoint"].items():
+        by_category = {r["category"]: int(r["bytes"]) for r in table if r["ledger"] == "checkpoint" and not r["stage"]}
+        assert by_category[f"{policy}.device"] == values["device_bytes"]
+        assert by_category[f"{policy}.host"] == values["host_bytes"]
+
+
+@pytest.mark.parametrize("lead", DANGEROUS)
+def test_formula_like_name_is_neutralised(lead: str) -> None:
+    name = f'{lead}HYPERLINK("http://x")'
+    e = estimate(DEFAULT_SCENARIO.with_(name=name))
+    table = read_csv(e)
+    (row,) = [r for r in table if r["ledger"] == "input" and r["category"] == "name"]
+    assert row["value"] == "'" + name
+    for r in table:
+        for value in r.values():
+            if value and value.startswith(DANGEROUS):
+                int(value)  # only a (negative) number may start like a formula
+
+
+def test_negative_headroom_stays_a_number(seed_estimate: Estimate) -> None:
+    """Stage 0 peak 132 GB against 80 GB: headroom −52,000,000,000, written as a plain integer."""
+    (row,) = [r for r in read_csv(seed_estimate) if r["ledger"] == "fit" and r["stage"] == "0"]
+    assert row["bytes"] == "-52000000000"
+    assert row["value"] == "does not fit"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("=1+1", "'=1+1"), ("+x", "'+x"), ("-x", "'-x"), ("@x", "'@x"), ("\tx", "'\tx"), ("\rx", "'\rx"), ("ok", "ok")],
+)
+def test_neutralise(text: str, expected: str) -> None:
+    assert neutralise(text) == expected
+
+
+# --------------------------------------------------------------------------- display
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (14 * 10**9, "14.00 GB"),
+        (112 * 10**9, "112.00 GB"),
+        (1_750_000_000, "1.75 GB"),
+        (700_000_000, "0.70 GB"),
+        (0, "0.00 GB"),
+        (5_000_000, "0.01 GB"),  # 0.005 GB rounds half up
+        (4_999_999, "0.00 GB"),
+        (1_234 * 10**9, "1,234.00 GB"),
+        (-52 * 10**9, "−52.00 GB"),
+        (2**30, "1.07 GB"),  # 1.073741824
+    ],
+)
+def test_gb_exact_rounding(value: int, expected: str) -> None:
+    assert gb(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (2**30, "1.00 GiB"),
+        (80 * 10**9, "74.51 GiB"),  # 80e9 ÷ 2^30 = 74.5058…
+        (14 * 10**9, "13.04 GiB"),  # 13.0385…
+        (112 * 10**9, "104.31 GiB"),  # 104.3081…
+        (2**29, "0.50 GiB"),
+        (5_368_710, "0.01 GiB"),  # half a hundredth is 2^30 ÷ 200 = 5,368,709.12 B: above it rounds up
+        (5_368_709, "0.00 GiB"),  # just below it rounds down
+        (0, "0.00 GiB"),
+    ],
+)
+def test_gib_exact_rounding(value: int, expected: str) -> None:
+    assert gib(value) == expected
+
+
+def test_binary_never_labelled_gb() -> None:
+    assert both(80 * 10**9) == "80.00 GB / 74.51 GiB"
+    assert integer(7 * 10**9) == "7,000,000,000"
+    assert percent_bp(1_250) == "12.50 %"
+    assert percent_bp(5) == "0.05 %"
+
+
+# --------------------------------------------------------------------------- links
+
+
+def test_canonical_query_omits_defaults() -> None:
+    assert canonical_query(DEFAULT_SCENARIO) == ""
+    assert link(DEFAULT_SCENARIO) == "/"
+
+
+def test_canonical_query_sorted() -> None:
+    s = parse_scenario({"params": "13B", "dp": 16, "prefetch": 1, "activation_bytes": "30GB"})
+    assert canonical_query(s) == "activation_bytes=30000000000&dp=16&params=13000000000&prefetch=1"
+    assert link(s, "/lab") == "/lab?activation_bytes=30000000000&dp=16&params=13000000000&prefetch=1"
+
+
+def test_canonical_query_one_address_per_scenario() -> None:
+    """Spelling U = N or gather = param width explicitly gives the same link as leaving them out."""
+    explicit = parse_scenario({"params": 1_000, "unit_params": 1_000, "param_bytes": 4, "gather_bytes": 4})
+    implicit = parse_scenario({"params": 1_000, "param_bytes": 4})
+    assert canonical_query(explicit) == canonical_query(implicit) == "param_bytes=4&params=1000"
+
+
+def test_canonical_query_encodes_the_name() -> None:
+    assert canonical_query(DEFAULT_SCENARIO.with_(name="a b&c")) == "name=a+b%26c"
+
+
+def test_slug() -> None:
+    assert slug(DEFAULT_SCENARIO) == "7000000000p-dp8"
+    assert slug(DEFAULT_SCENARIO.with_(name="Llama 2 / 7B")) == "Llama-2-7B"
+    assert slug(DEFAULT_SCENARIO.with_(name="ééé")) == "scenario"
+
+
+# --------------------------------------------------------------------------- table
+
+
+def test_table_shows_the_worked_example(seed_estimate: Estimate) -> None:
+    text = render_table(seed_estimate)
+    for figure in ("112.00 GB", "38.50 GB", "26.25 GB", "14.00 GB", "700,000,000 B", "DOES NOT FIT", "74.51 GiB"):
+        assert figure in text
+    assert "FLAGGED" in text
