@@ -47,6 +47,7 @@ def _serve_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--reload", action="store_true")
+    p.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
 
 
 def build_parser() -> _Parser:
@@ -130,7 +131,9 @@ def run_estimate(args: argparse.Namespace) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     from app.web.server import serve
 
-    return serve(host=args.host, port=args.port, workers=args.workers, reload=args.reload)
+    return serve(
+        host=args.host, port=args.port, workers=args.workers, reload=args.reload, access_log=not args.no_access_log
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

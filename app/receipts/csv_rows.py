@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from app.ledger.arithmetic import share_bp
 from app.ledger.estimate import Estimate
@@ -42,6 +42,18 @@ def neutralise(text: str) -> str:
     if text.startswith(_DANGEROUS_LEAD):
         return "'" + text
     return text
+
+
+def restore(text: str) -> str:
+    """Undo :func:`neutralise` (for reading a receipt back)."""
+    if text.startswith("'") and text[1:].startswith(_DANGEROUS_LEAD):
+        return text[1:]
+    return text
+
+
+def scenario_inputs(csv_rows: Iterable[Mapping[str, str]]) -> dict[str, str]:
+    """The scenario's inputs from a CSV receipt's ``input`` rows, ready for ``parse_scenario``."""
+    return {row["category"]: restore(row["value"]) for row in csv_rows if row.get("ledger") == "input"}
 
 
 def rows(e: Estimate) -> Iterator[Row]:

@@ -27,8 +27,10 @@ def _table(header: list[str], body: list[list[str]]) -> Iterator[str]:
 def _kills(title: str, results: tuple[MutationResult, ...]) -> Iterator[str]:
     yield title
     for m in results:
-        verdict = f"killed by {m.check}" if m.killed else "SURVIVED"
-        yield f"  {m.id:<28} {verdict}: {m.message}"
+        if m.killed:
+            yield f"  {m.id:<28} killed by {m.check}: {m.message}"
+        else:
+            yield f"  {m.id:<28} SURVIVED — {m.message.removeprefix('survived: ')}"
 
 
 def render_table(e: Estimate) -> str:

@@ -19,6 +19,7 @@ LABEL = 70
 BAR = 26
 GAP = 14
 TOP = 10
+LABEL_ROOM = 110  # right of the longest bar, for its total
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,7 @@ class PeakChart:
 def peak_chart(ledger: Ledger) -> PeakChart:
     capacity = ledger.scenario.capacity_bytes
     scale_max = max([capacity, *(st.peak.total for st in ledger.stages)])
-    span = WIDTH - LABEL - 10
+    span = WIDTH - LABEL - LABEL_ROOM
     bars = []
     for i, st in enumerate(ledger.stages):
         x = LABEL

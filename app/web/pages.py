@@ -42,7 +42,9 @@ def page(request: Request) -> Response:
     if wants_fragment(request):
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
         return HTMLResponse(renderer.fragment(ctx), headers={"Vary": "HX-Request", "HX-Push-Url": address})
-    status = 200 if error is None else 422
+    # A history restore must be 200 or htmx will not swap it in (it would keep the newer page).
+    restoring = request.headers.get("hx-history-restore-request") == "true"
+    status = 200 if error is None or restoring else 422
     return HTMLResponse(renderer.page(ctx), status_code=status, headers={"Vary": "HX-Request"})
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import uvicorn
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1, reload: bool = False) -> int:
+def serve(
+    host: str = "127.0.0.1", port: int = 8000, workers: int = 1, reload: bool = False, access_log: bool = True
+) -> int:
     uvicorn.run(
         "app.web.app:create_app",
         factory=True,
@@ -16,5 +18,6 @@ def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1, reload: b
         proxy_headers=False,
         server_header=False,
         log_level="info",
+        access_log=access_log,
     )
     return 0

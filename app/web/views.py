@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from app.ledger.checks import TITLES
 from app.ledger.estimate import Estimate, estimate
 from app.ledger.fields import FIELDS, GROUPS, Field, allowed_text
 from app.ledger.presets import DEVICES, PRESETS
-from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError
+from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
 from app.receipts.display import human_bytes, human_count
 from app.receipts.links import canonical_query, slug
 from app.receipts.receipt import DISCLAIMER, activation_source, receipt
@@ -48,11 +49,22 @@ def form_fields(raw: Mapping[str, str], shown: Scenario, errors: Mapping[str, Fi
     ]
 
 
-def raw_query(raw: Mapping[str, str]) -> str:
-    """The typed inputs, sorted, for the address bar while some are invalid."""
-    from urllib.parse import urlencode
-
-    return urlencode(sorted((k, v) for k, v in raw.items() if any(f.name == k for f in FIELDS)))
+def raw_query(raw: Mapping[str, str], errors: Mapping[str, FieldError]) -> str:
+    """The address while some inputs are invalid: the bad ones as typed, plus the valid ones that
+    differ from their defaults (sorted), so a reload shows the same errors and nothing else."""
+    kept = []
+    for name, value in raw.items():
+        if name in errors:
+            kept.append((name, value))
+            continue
+        try:
+            alone = parse_scenario({name: value})
+        except ScenarioError:
+            kept.append((name, value))
+            continue
+        if getattr(alone, name) != getattr(DEFAULT_SCENARIO, name):
+            kept.append((name, value))
+    return urlencode(sorted(kept))
 
 
 def context(raw: Mapping[str, str], scenario: Scenario | None, error: ScenarioError | None) -> dict[str, Any]:
@@ -70,7 +82,7 @@ def context(raw: Mapping[str, str], scenario: Scenario | None, error: ScenarioEr
         "oob": False,
     }
     if scenario is None:
-        ctx.update(valid=False, query=raw_query(raw), title="fix the highlighted fields")
+        ctx.update(valid=False, query=raw_query(raw, errors), title="fix the highlighted fields")
         return ctx
     result: Estimate = estimate(scenario)
     query = canonical_query(scenario)
