@@ -23,6 +23,7 @@ from app.ledger.checks import (
 from app.ledger.estimate import estimate
 from app.ledger.ledger import Ledger, StageLedger, compute_ledger
 from app.ledger.oracle import stage_table
+from app.ledger.rules import Rules
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario
 
 
@@ -140,7 +141,7 @@ def test_monotonic_lower_bounds_allows_equality(seed: Scenario) -> None:
 def test_activation_invariance_fails_when_activations_depend_on_dp(seed: Scenario) -> None:
     """A ledger whose stage 1 activations are 20e9 ÷ 8 = 2.5e9 while the dp = 1 evaluation keeps 20e9."""
     wrong = with_peak(compute_ledger(seed), 1, activations=2_500_000_000)
-    result = activation_invariance(wrong, compute_ledger)
+    result = activation_invariance(wrong)
     assert result.passed is False
     assert result.check == "activation-invariance"
     assert "stage 1" in result.message
@@ -149,15 +150,14 @@ def test_activation_invariance_fails_when_activations_depend_on_dp(seed: Scenari
     assert "20,000,000,000" in result.message
 
 
-def test_activation_invariance_uses_the_evaluator_at_dp1(seed: Scenario) -> None:
-    calls: list[int] = []
-
-    def evaluate(s: Scenario) -> Ledger:
-        calls.append(s.dp)
-        return compute_ledger(s)
-
-    assert activation_invariance(compute_ledger(seed), evaluate).passed
-    assert calls == [1]
+def test_activation_invariance_evaluates_the_ledgers_own_rules_at_dp1(seed: Scenario) -> None:
+    """Under rules that divide activations by D, 20e9 at dp = 8 is 2.5e9, and at dp = 1 it is 20e9."""
+    divided = compute_ledger(seed, Rules(activations_divided_by_dp=True))
+    assert divided.stages[0].peak.activations == 2_500_000_000
+    result = activation_invariance(divided)
+    assert result.passed is False
+    assert "2,500,000,000 B at dp = 8 but 20,000,000,000 B at dp = 1" in result.message
+    assert activation_invariance(compute_ledger(seed)).passed
 
 
 def test_gather_presence_fails_without_the_gather(seed: Scenario) -> None:

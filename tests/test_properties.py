@@ -13,9 +13,10 @@ from urllib.parse import parse_qsl
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.ledger.checks import SCENARIO_CHECKS
 from app.ledger.estimate import estimate
-from app.ledger.ledger import Ledger, compute_ledger
-from app.ledger.mutants import MUTANTS, kill_list
+from app.ledger.ledger import Ledger, compute_ledger, rederive
+from app.ledger.mutants import MUTANTS, kill_list, try_mutant
 from app.ledger.oracle import stage_table
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario, parse_scenario
@@ -143,3 +144,21 @@ def test_every_byte_count_is_an_int(s: Scenario) -> None:
     for c in estimate(s).checkpoint:
         assert type(c.device_bytes) is int
         assert type(c.host_bytes) is int
+
+
+@given(scenarios())
+def test_a_derived_mutant_ledger_equals_one_computed_from_scratch(s: Scenario) -> None:
+    """The kill list reuses the production ledger's untouched lines; that must change nothing."""
+    production = compute_ledger(s)
+    for mutant in MUTANTS:
+        assert rederive(production, mutant.rules) == compute_ledger(s, mutant.rules), mutant.id
+        assert rederive(production, mutant.rules, mutant.changed_cells) == compute_ledger(s, mutant.rules)
+
+
+@given(scenarios())
+def test_the_kill_list_is_the_same_derived_or_from_scratch(s: Scenario) -> None:
+    derived = kill_list(s, compute_ledger(s))
+    scratch = tuple(try_mutant(m, s, SCENARIO_CHECKS) for m in MUTANTS)
+    assert [(m.id, m.killed, m.check, m.message) for m in derived] == [
+        (m.id, m.killed, m.check, m.message) for m in scratch
+    ]

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 
 def ceil_div(numerator: int, denominator: int) -> int:
     """⌈numerator ÷ denominator⌉ for non-negative numerator and positive denominator."""
     return -(-numerator // denominator)
 
 
+@lru_cache(maxsize=1024)
 def n(value: int) -> str:
-    """An integer with thousands separators, as formulas show it."""
+    """An integer with thousands separators, as formulas show it (one receipt repeats the same
+    few numbers many times, hence the small cache)."""
     return f"{value:,}"
 
 

@@ -13,8 +13,8 @@ from functools import cache, partial
 
 from app.ledger.arithmetic import ceil_div
 from app.ledger.checks import ALL_CHECKS, FROZEN_SCENARIO, SCENARIO_CHECKS, run_checks
-from app.ledger.ledger import compute_ledger
-from app.ledger.rules import SHARDED_FROM, Rules
+from app.ledger.ledger import Ledger, compute_ledger, rederive
+from app.ledger.rules import PRODUCTION, SHARDED_FROM, Rules
 from app.ledger.scenario import Scenario
 
 
@@ -67,6 +67,10 @@ class Mutant:
     rules: Rules
     equivalent_because: Callable[[Scenario], str | None]
 
+    @property
+    def changed_cells(self) -> frozenset[tuple[int, str]]:
+        return _CHANGED[self.id]
+
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -97,7 +101,10 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+_CHANGED: dict[str, frozenset[tuple[int, str]]] = {m.id: m.rules.cells_differing_from(PRODUCTION) for m in MUTANTS}
+
+
+@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
 class MutationResult:
     id: str
     rule: str
@@ -107,9 +114,21 @@ class MutationResult:
     failed_checks: tuple[str, ...]
 
 
-def try_mutant(mutant: Mutant, s: Scenario, checks: tuple[str, ...]) -> MutationResult:
+def try_mutant(
+    mutant: Mutant, s: Scenario, checks: tuple[str, ...], production: Ledger | None = None
+) -> MutationResult:
+    """Run ``checks`` on the mutant's ledger for ``s``.
+
+    With ``production`` (the user's scenario), the mutant's ledger is derived from it (only the
+    cells whose rule changed are recomputed) and the first failing check kills it. Without, the
+    ledger is computed from scratch and every check runs, so ``failed_checks`` lists them all.
+    """
     evaluate = partial(compute_ledger, rules=mutant.rules)
-    results = run_checks(evaluate(s), evaluate, checks)
+    if production is None:
+        results = run_checks(evaluate(s), evaluate, checks)
+    else:
+        derived = rederive(production, mutant.rules, mutant.changed_cells)
+        results = run_checks(derived, evaluate, checks, stop_at_failure=True)
     failed = [r for r in results if not r.passed]
     if failed:
         return MutationResult(
@@ -119,9 +138,11 @@ def try_mutant(mutant: Mutant, s: Scenario, checks: tuple[str, ...]) -> Mutation
     return MutationResult(mutant.id, mutant.rule, False, "", f"survived: {reason}", ())
 
 
-def kill_list(s: Scenario) -> tuple[MutationResult, ...]:
+def kill_list(s: Scenario, production: Ledger | None = None) -> tuple[MutationResult, ...]:
     """The kill list on the user's scenario: checks 1–4 run there, equivalent mutants survive."""
-    return tuple(try_mutant(m, s, SCENARIO_CHECKS) for m in MUTANTS)
+    if production is None:
+        production = compute_ledger(s)
+    return tuple(try_mutant(m, s, SCENARIO_CHECKS, production) for m in MUTANTS)
 
 
 @cache

@@ -1,17 +1,24 @@
-"""The persistent ledger: one line per (stage, tensor class), per busiest rank."""
+"""The persistent ledger: one line per (stage, tensor class), per busiest rank.
+
+A line holds integers only; its formula and evidence are spelled out on demand, so the
+mutants (which need the numbers, not the prose) never pay for formatting.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.ledger.arithmetic import ceil_div, n
-from app.ledger.rules import CLASSES, Rules
+from app.ledger.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, Rules
 from app.ledger.scenario import Scenario
 
+_NO_MASTER = "no separate master copy (master_bytes = 0): the optimizer updates the parameters"
+_MASTER_DROPPED = "master copy not counted"
+_NO_OPTIMIZER = "no optimizer state (opt_states = 0)"
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
 class LedgerLine:
-    """bytes = ⌈N ÷ owners⌉ × width × copies, with the formula and the rule's evidence."""
+    """bytes = ⌈N ÷ owners⌉ × width × copies."""
 
     stage: int
     tensor_class: str
@@ -20,9 +27,23 @@ class LedgerLine:
     owners: int
     elements: int
     bytes: int
-    formula: str
-    evidence: str
+    params: int
+    sharded: bool
     note: str
+
+    @property
+    def formula(self) -> str:
+        """The rule with its numbers substituted."""
+        noun = "copy" if self.copies == 1 else "copies"
+        tail = f"elements × {self.width} B × {self.copies} {noun} = {self.bytes:,} B"
+        if self.owners > 1:
+            return f"⌈{self.params:,} ÷ {self.owners:,}⌉ = {self.elements:,} {tail}"
+        return f"{self.elements:,} {tail}"
+
+    @property
+    def evidence(self) -> str:
+        """Why this class is sharded or replicated at this stage."""
+        return (EVIDENCE_SHARDED if self.sharded else EVIDENCE_REPLICATED)[self.tensor_class]
 
 
 def width_and_copies(s: Scenario, tensor_class: str, rules: Rules) -> tuple[int, int, str]:
@@ -33,34 +54,22 @@ def width_and_copies(s: Scenario, tensor_class: str, rules: Rules) -> tuple[int,
         return s.grad_bytes, 1, ""
     if tensor_class == "master_weights":
         if s.master_bytes == 0:
-            return 0, 0, "no separate master copy (master_bytes = 0): the optimizer updates the parameters"
+            return 0, 0, _NO_MASTER
         if not rules.master_copy:
-            return s.master_bytes, 0, "master copy not counted"
+            return s.master_bytes, 0, _MASTER_DROPPED
         return s.master_bytes, 1, ""
     if s.opt_states == 0:
-        return s.opt_bytes, 0, "no optimizer state (opt_states = 0)"
+        return s.opt_bytes, 0, _NO_OPTIMIZER
     return s.opt_bytes, s.opt_states, ""
 
 
 def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> LedgerLine:
-    owners = rules.owners(tensor_class, stage, s.dp)
-    elements = ceil_div(s.params, owners)
+    sharded = rules.sharded(tensor_class, stage)
+    owners = s.dp if sharded else 1
+    elements = -(-s.params // owners)  # ⌈N ÷ owners⌉: the busiest rank's share
     width, copies, note = width_and_copies(s, tensor_class, rules)
-    size = elements * width * copies
-    split = f"⌈{n(s.params)} ÷ {n(owners)}⌉ = {n(elements)}" if owners > 1 else n(elements)
-    formula = f"{split} elements × {width} B × {copies} {'copy' if copies == 1 else 'copies'} = {n(size)} B"
-    return LedgerLine(
-        stage=stage,
-        tensor_class=tensor_class,
-        width=width,
-        copies=copies,
-        owners=owners,
-        elements=elements,
-        bytes=size,
-        formula=formula,
-        evidence=rules.evidence(tensor_class, stage),
-        note=note,
-    )
+    return LedgerLine(stage, tensor_class, width, copies, owners, elements, elements * width * copies, s.params,
+                      sharded, note)  # fmt: skip
 
 
 def persistent_lines(s: Scenario, stage: int, rules: Rules) -> tuple[LedgerLine, ...]:

@@ -61,5 +61,24 @@ class Rules:
             return EVIDENCE_SHARDED[tensor_class]
         return EVIDENCE_REPLICATED[tensor_class]
 
+    def cells_differing_from(self, other: Rules) -> frozenset[tuple[int, str]]:
+        """The (stage, class) cells of the persistent ledger whose rule differs between the two.
+
+        A persistent line depends on the rules only through ``sharded`` and, for the master
+        copy, ``master_copy``; every other field of ``Rules`` acts on the peak, which is always
+        recomputed.
+        """
+        cells = {(stage, c) for stage in STAGES for c in CLASSES if self.sharded(c, stage) != other.sharded(c, stage)}
+        if self.master_copy != other.master_copy:
+            cells.update((stage, "master_weights") for stage in STAGES)
+        return frozenset(cells)
+
+    def peak_rules_differ_from(self, other: Rules) -> bool:
+        """Whether the peak's own terms (gather, activations) follow different rules."""
+        return (self.gather_peak, self.activations_divided_by_dp) != (
+            other.gather_peak,
+            other.activations_divided_by_dp,
+        )
+
 
 PRODUCTION = Rules()

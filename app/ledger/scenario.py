@@ -44,7 +44,7 @@ class Scenario:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def as_dict(self) -> dict[str, int | str]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _SCENARIO_FIELDS}
 
     def default_for(self, name: str) -> int | str:
         """The default of ``name`` given the other inputs (U and the gather width depend on them)."""
@@ -57,6 +57,9 @@ class Scenario:
     def non_default_items(self) -> list[tuple[str, int | str]]:
         """The inputs that differ from their defaults, sorted by name: the canonical form."""
         return sorted((k, v) for k, v in self.as_dict().items() if v != self.default_for(k))
+
+
+_SCENARIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
 
 
 @dataclass(frozen=True, slots=True)

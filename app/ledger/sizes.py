@@ -70,6 +70,8 @@ def parse_plain(text: str) -> int:
 
 
 def _parse(text: str, suffixes: dict[str, int], expected: str) -> int:
+    if text.isascii() and text.isdigit() and len(text) <= MAX_TEXT:
+        return int(text)  # the common case, a plain integer: no regex needed
     raw = text.strip()
     if not raw:
         raise SizeError(f"is empty: expected {expected}")

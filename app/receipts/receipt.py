@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from app.ledger.arithmetic import share_bp
 from app.ledger.checks import TITLES
 from app.ledger.estimate import Estimate
 from app.ledger.fields import STATIC_DEFAULTS
-from app.ledger.mutants import MutationResult
+from app.ledger.mutants import MutationResult, reference_kill_list
 from app.receipts.links import canonical_query
 
 SCHEMA_VERSION = 1
@@ -34,6 +35,18 @@ def _mutation(m: MutationResult) -> dict[str, Any]:
         "message": m.message,
         "failed_checks": list(m.failed_checks),
     }
+
+
+@cache
+def _reference_json() -> tuple[dict[str, Any], ...]:
+    return tuple(_mutation(m) for m in reference_kill_list())
+
+
+def _reference(results: tuple[MutationResult, ...]) -> list[dict[str, Any]]:
+    """The frozen scenario's kill list never changes: its JSON form is built once (copied per receipt)."""
+    if results is reference_kill_list():
+        return [dict(m) for m in _reference_json()]
+    return [_mutation(m) for m in results]
 
 
 def receipt(e: Estimate) -> dict[str, Any]:
@@ -113,6 +126,6 @@ def receipt(e: Estimate) -> dict[str, Any]:
             {"check": c.check, "title": TITLES[c.check], "passed": c.passed, "message": c.message} for c in e.checks
         ],
         "mutations": [_mutation(m) for m in e.mutations],
-        "reference_mutations": [_mutation(m) for m in e.reference_mutations],
+        "reference_mutations": _reference(e.reference_mutations),
         "disclaimer": DISCLAIMER,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -14,9 +15,10 @@ from app.receipts.csv_rows import csv_lines
 from app.receipts.links import slug
 from app.receipts.receipt import _mutation, receipt
 from app.web.openapi import BODY_SCHEMA, MUTATIONS_RESPONSES, QUERY_PARAMETERS, RECEIPT_RESPONSES
-from app.web.query import error_body, read_scenario, scenario_fields
+from app.web.query import error_body, query_dict, read_scenario
+from app.web.routing import DirectRoute
 
-router = APIRouter()
+router = APIRouter(route_class=DirectRoute)
 
 
 class BadInput(Exception):
@@ -28,18 +30,24 @@ class BadInput(Exception):
 
 
 def _from_query(request: Request) -> Scenario:
-    unknown = sorted(k for k in request.query_params if k not in scenario_fields(request.query_params))
-    raw: dict[str, object] = dict(scenario_fields(request.query_params))
-    raw.update({k: request.query_params[k] for k in unknown})
-    scenario, error = read_scenario(raw, strict=True)
+    scenario, error = read_scenario(query_dict(request), strict=True)
     if error is not None:
         raise BadInput(error, "query")
     assert scenario is not None
     return scenario
 
 
-def _json(data: Any, **headers: str) -> JSONResponse:
-    return JSONResponse(data, headers=headers or None)
+class FastJSON(Response):
+    """JSON rendered by orjson: exact integers, several times faster than the standard library."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def _json(data: Any) -> Response:
+    return FastJSON(data)
 
 
 @router.get(
@@ -48,7 +56,7 @@ def _json(data: Any, **headers: str) -> JSONResponse:
     responses=RECEIPT_RESPONSES,
     summary="The receipt for the scenario in the query string",
 )
-def estimate_get(request: Request) -> JSONResponse:
+async def estimate_get(request: Request) -> Response:
     return _json(receipt(estimate(_from_query(request))))
 
 
@@ -58,7 +66,7 @@ def estimate_get(request: Request) -> JSONResponse:
     responses=RECEIPT_RESPONSES,
     summary="The receipt for the scenario in a JSON body",
 )
-async def estimate_post(request: Request) -> JSONResponse:
+async def estimate_post(request: Request) -> Response:
     body = await request.body()
     try:
         data = json.loads(body)
@@ -93,7 +101,7 @@ async def estimate_post(request: Request) -> JSONResponse:
     responses=MUTATIONS_RESPONSES,
     summary="The mutation kill lists for the scenario in the query string",
 )
-def mutations(request: Request) -> JSONResponse:
+async def mutations(request: Request) -> Response:
     result = estimate(_from_query(request))
     return _json(
         {
@@ -109,7 +117,7 @@ def mutations(request: Request) -> JSONResponse:
     responses=RECEIPT_RESPONSES,
     summary="Download the JSON receipt",
 )
-def receipt_json(request: Request) -> Response:
+async def receipt_json(request: Request) -> Response:
     scenario = _from_query(request)
     body = json.dumps(receipt(estimate(scenario)), indent=2, ensure_ascii=False)
     return Response(
@@ -132,7 +140,7 @@ def receipt_json(request: Request) -> Response:
     },
     summary="Download the CSV receipt",
 )
-def receipt_csv(request: Request) -> StreamingResponse:
+async def receipt_csv(request: Request) -> StreamingResponse:
     scenario = _from_query(request)
     return StreamingResponse(
         csv_lines(estimate(scenario)),
@@ -141,9 +149,16 @@ def receipt_csv(request: Request) -> StreamingResponse:
     )
 
 
-@router.get("/healthz", summary="Liveness", responses={414: RECEIPT_RESPONSES[414]})
-def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+HEALTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The server is up", "content": {"application/json": {"schema": {
+        "type": "object", "required": ["status"], "properties": {"status": {"type": "string", "enum": ["ok"]}}}}}},
+    414: RECEIPT_RESPONSES[414],
+}  # fmt: skip
+
+
+@router.get("/healthz", summary="Liveness", responses=HEALTH_RESPONSES)
+async def healthz(_: Request) -> Response:
+    return FastJSON({"status": "ok"})
 
 
 def bad_input_response(error: BadInput) -> JSONResponse:

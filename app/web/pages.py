@@ -7,11 +7,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.ledger.presets import PRESET_BY_ID
 from app.receipts.links import link
-from app.web.query import read_scenario, scenario_fields
+from app.web.query import query_dict, read_scenario, scenario_fields
 from app.web.rendering import Renderer
+from app.web.routing import DirectRoute
 from app.web.views import context
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=DirectRoute)
 
 
 def _renderer(request: Request) -> Renderer:
@@ -26,15 +27,16 @@ def wants_fragment(request: Request) -> bool:
 
 
 @router.get("/")
-def page(request: Request) -> Response:
-    preset_id = request.query_params.get("preset")
+async def page(request: Request) -> Response:
+    query = query_dict(request)
+    preset_id = query.get("preset")
     if preset_id is not None:
         preset = PRESET_BY_ID.get(preset_id)
         target = link(preset.scenario) if preset else "/"
         if request.headers.get("hx-request") == "true":
             return Response(status_code=204, headers={"HX-Redirect": target})
         return RedirectResponse(target, status_code=303)
-    raw = scenario_fields(request.query_params)
+    raw = scenario_fields(query)
     scenario, error = read_scenario(raw, strict=False)
     ctx = context(raw, scenario, error)
     address = "/?" + ctx["query"] if ctx["query"] else "/"
@@ -49,5 +51,5 @@ def page(request: Request) -> Response:
 
 
 @router.get("/docs")
-def docs(request: Request) -> HTMLResponse:
+async def docs(request: Request) -> HTMLResponse:
     return HTMLResponse(_renderer(request).docs())

@@ -4,15 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote_plus
 
-from starlette.datastructures import QueryParams
+from starlette.requests import Request
 
 from app.ledger.scenario import FIELD_NAMES, FieldError, Scenario, ScenarioError, parse_scenario
 
 
-def scenario_fields(params: QueryParams) -> dict[str, str]:
-    """The scenario fields of a query string (the last value wins; other keys are ignored)."""
-    return {k: v for k, v in params.items() if k in FIELD_NAMES}
+def query_dict(request: Request) -> dict[str, str]:
+    """The query string as a dict, the last value of a repeated key winning.
+
+    Starlette's ``request.query_params`` runs ``parse_qsl`` on every request; a scenario's
+    query is a handful of plain ``key=123`` pairs, so only parts with escapes are unquoted.
+    """
+    text = request.scope["query_string"].decode("utf-8", "replace")
+    out: dict[str, str] = {}
+    for part in text.split("&"):
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        if "%" in part or "+" in part:
+            key, value = unquote_plus(key), unquote_plus(value)
+        out[key] = value
+    return out
+
+
+def scenario_fields(query: Mapping[str, str]) -> dict[str, str]:
+    """The scenario fields of a query (other keys are ignored)."""
+    return {k: v for k, v in query.items() if k in FIELD_NAMES}
 
 
 def read_scenario(raw: Mapping[str, object], *, strict: bool) -> tuple[Scenario | None, ScenarioError | None]:
