@@ -5,23 +5,27 @@ Rounding is done in integers (half up), so even the formatted figure involves no
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 GB = 10**9
 GIB = 2**30
 
 
-def _scaled(value: int, unit: int, places: int = 2) -> str:
-    sign = "−" if value < 0 else ""
-    scale = 10**places
-    rounded = (abs(value) * scale * 2 + unit) // (2 * unit)
-    whole, frac = divmod(rounded, scale)
-    return f"{sign}{whole:,}.{frac:0{places}d}"
+def _scaled(value: int, unit: int) -> str:
+    """``value ÷ unit`` with two decimals, rounded half up, in integers."""
+    hundredths = (abs(value) * 200 + unit) // (2 * unit)
+    return f"{'−' if value < 0 else ''}{hundredths // 100:,}.{hundredths % 100:02d}"
 
 
+# A page shows the same few values many times (stage totals, zeros, the declared inputs): the
+# formatters are small pure functions, so they are memoised.
+@lru_cache(maxsize=4096)
 def gb(value: int) -> str:
     """Decimal gigabytes (10^9 bytes)."""
     return f"{_scaled(value, GB)} GB"
 
 
+@lru_cache(maxsize=4096)
 def gib(value: int) -> str:
     """Binary gibibytes (2^30 bytes)."""
     return f"{_scaled(value, GIB)} GiB"
@@ -31,6 +35,7 @@ def both(value: int) -> str:
     return f"{gb(value)} / {gib(value)}"
 
 
+@lru_cache(maxsize=4096)
 def integer(value: int) -> str:
     return f"{value:,}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.ledger import Ledger
+from app.receipts.display import gb, integer
 
 PARTS: tuple[tuple[str, str], ...] = (
     ("persistent", "persistent state"),
@@ -22,16 +23,17 @@ TOP = 10
 LABEL_ROOM = 110  # right of the longest bar, for its total
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Segment:
     part: str
     label: str
     bytes: int
     x: int
     width: int
+    text: str  # "20.00 GB (20,000,000,000 B)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Bar:
     stage: int
     y: int
@@ -39,9 +41,10 @@ class Bar:
     fits: bool
     segments: tuple[Segment, ...]
     end: int
+    text: str  # the total in GB
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PeakChart:
     width: int
     height: int
@@ -68,8 +71,12 @@ def peak_chart(ledger: Ledger) -> PeakChart:
             cumulative += size
             end = LABEL + cumulative * span // scale_max
             if size:
-                segments.append(Segment(part, label, size, start, max(end - start, 1)))
+                segments.append(
+                    Segment(part, label, size, start, max(end - start, 1), f"{gb(size)} ({integer(size)} B)")
+                )
             x = end
-        bars.append(Bar(st.stage, TOP + i * (BAR + GAP), st.peak.total, st.peak.fits, tuple(segments), x))
+        bars.append(
+            Bar(st.stage, TOP + i * (BAR + GAP), st.peak.total, st.peak.fits, tuple(segments), x, gb(st.peak.total))
+        )
     height = TOP + len(bars) * (BAR + GAP) + 10
     return PeakChart(WIDTH, height, LABEL, BAR, tuple(bars), LABEL + capacity * span // scale_max, capacity, scale_max)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from html import escape
+
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from app.ledger.estimate import estimate
 from app.ledger.presets import PRESET_BY_ID
 from app.receipts.links import link
 from app.web.query import query_dict, read_scenario, scenario_fields
 from app.web.rendering import Renderer
+from app.web.results_view import results_view
 from app.web.routing import DirectRoute
 from app.web.views import context
 
@@ -38,16 +42,28 @@ async def page(request: Request) -> Response:
         return RedirectResponse(target, status_code=303)
     raw = scenario_fields(query)
     scenario, error = read_scenario(raw, strict=False)
-    ctx = context(raw, scenario, error)
+    fragment = wants_fragment(request)
+    ctx = context(raw, scenario, error, page=not fragment)
     address = "/?" + ctx["query"] if ctx["query"] else "/"
     renderer = _renderer(request)
-    if wants_fragment(request):
+    if fragment:
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
         return HTMLResponse(renderer.fragment(ctx), headers={"Vary": "HX-Request", "HX-Push-Url": address})
     # A history restore must be 200 or htmx will not swap it in (it would keep the newer page).
     restoring = request.headers.get("hx-history-restore-request") == "true"
     status = 200 if error is None or restoring else 422
     return HTMLResponse(renderer.page(ctx), status_code=status, headers={"Vary": "HX-Request"})
+
+
+@router.get("/lines")
+async def lines(request: Request) -> Response:
+    """The ledger-lines table for the scenario in the query (fetched when its <details> opens)."""
+    scenario, error = read_scenario(scenario_fields(query_dict(request)), strict=False)
+    if scenario is None:
+        assert error is not None
+        return HTMLResponse(f'<p class="hint">{escape(str(error))}</p>', status_code=422)
+    ctx = {"v": results_view(estimate(scenario), with_lines=True)}
+    return HTMLResponse(_renderer(request).lines(ctx), headers={"Vary": "HX-Request"})
 
 
 @router.get("/docs")

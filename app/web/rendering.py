@@ -6,8 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
+from app.ledger.fields import FIELDS
+from app.ledger.mutants import reference_kill_list
 from app.receipts import display
+from app.web.views import ErrorSlot
 
 
 class Renderer:
@@ -29,12 +33,32 @@ class Renderer:
         self.page_template = self.env.get_template("page.html")
         self.fragment_template = self.env.get_template("fragment.html")
         self.docs_template = self.env.get_template("docs.html")
+        # The frozen scenario's kill list is the same on every page: render it once.
+        self.reference_kills = Markup(  # noqa: S704 - our own template, rendered once
+            self.env.get_template("_kills.html").render(
+                caption="Reference: the frozen seed scenario (checks 1–5)", results=reference_kill_list()
+            )
+        )
+
+        # A valid scenario's fragment clears all sixteen error slots: that text never changes either.
+        self.empty_error_slots = Markup(  # noqa: S704 - our own template, rendered once
+            self.env.from_string(
+                '{% from "_field_error.html" import error_slot %}'
+                "{% for ff in fields %}{{ error_slot(ff, oob=true) }}\n{% endfor %}"
+            ).render(fields=[ErrorSlot(f, None) for f in FIELDS])
+        )
+        self.lines_template = self.env.get_template("_lines.html")
 
     def page(self, ctx: dict[str, Any]) -> str:
-        return self.page_template.render(ctx)
+        return self.page_template.render(ctx, reference_kills=self.reference_kills)
 
     def fragment(self, ctx: dict[str, Any]) -> str:
-        return self.fragment_template.render(ctx)
+        return self.fragment_template.render(
+            ctx, reference_kills=self.reference_kills, empty_error_slots=self.empty_error_slots
+        )
+
+    def lines(self, ctx: dict[str, Any]) -> str:
+        return self.lines_template.render(ctx)
 
     def docs(self) -> str:
         return self.docs_template.render()

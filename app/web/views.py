@@ -7,15 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from app.ledger.checks import TITLES
 from app.ledger.estimate import Estimate, estimate
 from app.ledger.fields import FIELDS, GROUPS, Field, allowed_text
 from app.ledger.presets import DEVICES, PRESETS
 from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
-from app.receipts.display import human_bytes, human_count
-from app.receipts.links import canonical_query, slug
-from app.receipts.receipt import DISCLAIMER, activation_source, receipt
-from app.web.charts import PARTS, peak_chart
+from app.receipts.display import gb, gib, human_bytes, human_count, integer
+from app.receipts.links import canonical_query
+from app.receipts.receipt import DISCLAIMER, activation_source
+from app.web.charts import peak_chart
+from app.web.results_view import results_view
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,36 +67,55 @@ def raw_query(raw: Mapping[str, str], errors: Mapping[str, FieldError]) -> str:
     return urlencode(sorted(kept))
 
 
-def context(raw: Mapping[str, str], scenario: Scenario | None, error: ScenarioError | None) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ErrorSlot:
+    """What a field's error slot needs in a fragment (the form itself is not re-rendered)."""
+
+    field: Field
+    error: FieldError | None
+
+
+def context(
+    raw: Mapping[str, str], scenario: Scenario | None, error: ScenarioError | None, *, page: bool = True
+) -> dict[str, Any]:
+    """The template context: the whole page's, or (``page=False``) only what the fragment shows."""
     errors = error.by_field() if error else {}
-    fields = form_fields(raw, scenario or DEFAULT_SCENARIO, errors)
-    ctx: dict[str, Any] = {
-        "groups": [(gid, title, [ff for ff in fields if ff.field.group == gid]) for gid, title in GROUPS],
-        "fields": fields,
-        "errors": errors,
-        "presets": PRESETS,
-        "devices": DEVICES,
-        "disclaimer": DISCLAIMER,
-        "check_titles": TITLES,
-        "parts": PARTS,
-        "oob": False,
-    }
+    ctx: dict[str, Any] = {"errors": errors, "disclaimer": DISCLAIMER}
+    if page:
+        fields = form_fields(raw, scenario or DEFAULT_SCENARIO, errors)
+        ctx.update(
+            groups=[(gid, title, [ff for ff in fields if ff.field.group == gid]) for gid, title in GROUPS],
+            fields=fields,
+            presets=PRESETS,
+            devices=DEVICES,
+        )
+    else:
+        ctx["fields"] = [ErrorSlot(f, errors.get(f.name)) for f in FIELDS]
     if scenario is None:
         ctx.update(valid=False, query=raw_query(raw, errors), title="fix the highlighted fields")
         return ctx
     result: Estimate = estimate(scenario)
-    query = canonical_query(scenario)
-    fitting = [st.stage for st in result.ledger.stages if st.peak.fits]
+    stages = result.ledger.stages
+    fitting = [st.stage for st in stages if st.peak.fits]
     ctx.update(
         valid=True,
-        query=query,
+        query=canonical_query(scenario),
         scenario=scenario,
         e=result,
-        r=receipt(result),
+        v=results_view(result, with_lines=page),
+        inline_lines=page,
         chart=peak_chart(result.ledger),
         activation_source=activation_source(result),
         least_stage=fitting[0] if fitting else None,
-        filename=slug(scenario),
         title=scenario.name or f"{human_count(scenario.params)} parameters on {scenario.dp} ranks",
+        capacity_gb=gb(scenario.capacity_bytes),
+        capacity_gib=gib(scenario.capacity_bytes),
+        capacity_raw=integer(scenario.capacity_bytes),
+        buckets_gb=gb(scenario.bucket_bytes),
+        overhead_gb=gb(scenario.overhead_bytes),
+        gather_formula=stages[3].peak.gather_formula,
+        activations_formula=stages[0].peak.activations_formula,
+        contingency_formula=stages[3].peak.contingency_formula,
+        comm_evidence=stages[0].communication.evidence,
     )
     return ctx
