@@ -86,6 +86,8 @@ class ScenarioError(ValueError):
 
 
 FIELD_NAMES = frozenset(FIELD_BY_NAME)
+MAX_UNKNOWN_REPORTED = 10  # a pasted blob of junk keys gets a short answer, not one line per key
+_ALL_NAMES = "one of " + ", ".join(f.name for f in FIELDS)
 _NAME_RE = re.compile(NAME_PATTERN)
 DEFAULT_SCENARIO = Scenario()
 
@@ -148,10 +150,13 @@ def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> 
     errors: list[FieldError] = []
     values: dict[str, int | str] = {}
     if not allow_unknown:
-        errors.extend(
-            FieldError(key, "is not a scenario field", "one of " + ", ".join(f.name for f in FIELDS))
-            for key in sorted(k for k in raw if k not in FIELD_NAMES)
-        )
+        unknown = sorted(str(k)[:40] for k in raw if k not in FIELD_NAMES)
+        shown = unknown[:MAX_UNKNOWN_REPORTED]
+        errors.extend(FieldError(key, "is not a scenario field", _ALL_NAMES) for key in shown)
+        if len(unknown) > len(shown):
+            errors.append(
+                FieldError(unknown[len(shown)], f"and {len(unknown) - len(shown):,} more unknown fields", _ALL_NAMES)
+            )
     for field in FIELDS:
         if field.name not in raw:
             continue

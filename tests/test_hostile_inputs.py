@@ -1,0 +1,86 @@
+"""Anything a user can type or paste: accepted inputs give exact receipts, rejected ones name the field.
+
+Nothing may raise anything but ``ScenarioError`` (or ``SizeError`` from the size parser itself).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.ledger.estimate import estimate
+from app.ledger.fields import FIELDS
+from app.ledger.scenario import FIELD_NAMES, ScenarioError, parse_scenario
+from app.ledger.sizes import SizeError, parse_bytes, parse_count, parse_plain
+from app.receipts.csv_rows import csv_text
+from app.receipts.receipt import receipt
+
+# Text near the parser's grammar (digits, suffixes, signs, exponents) and anything else at all.
+grammar_text = st.text(alphabet="0123456789_,.eE+- kKmMbBgGtTiI\t", max_size=45)
+any_text = st.text(max_size=60)
+json_values: st.SearchStrategy[Any] = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    any_text,
+    grammar_text,
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+field_names = st.sampled_from([f.name for f in FIELDS])
+
+
+def _walk_ints(value: Any) -> list[int]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, float):
+        raise AssertionError(f"a float in the receipt: {value!r}")
+    if isinstance(value, dict):
+        return [i for v in value.values() for i in _walk_ints(v)]
+    if isinstance(value, list):
+        return [i for v in value for i in _walk_ints(v)]
+    return []
+
+
+@given(st.one_of(grammar_text, any_text))
+def test_the_size_parsers_return_an_int_or_raise_size_error(text: str) -> None:
+    for parse in (parse_count, parse_bytes, parse_plain):
+        try:
+            value = parse(text)
+        except SizeError as exc:
+            assert str(exc)
+        else:
+            assert type(value) is int
+
+
+@given(st.dictionaries(st.one_of(field_names, st.text(max_size=8)), json_values, max_size=8), st.booleans())
+def test_any_mapping_gives_an_exact_receipt_or_field_errors(raw: dict[str, Any], strict: bool) -> None:
+    try:
+        scenario = parse_scenario(raw, allow_unknown=not strict)
+    except ScenarioError as exc:
+        assert exc.errors
+        for error in exc.errors:
+            assert error.field in raw or error.field.startswith(tuple(str(k)[:40] for k in raw))
+            assert error.message
+            assert error.allowed
+        return
+    data = receipt(estimate(scenario))
+    for value in _walk_ints(data):
+        assert abs(value) < 2**53
+    assert csv_text(estimate(scenario))
+
+
+@given(st.dictionaries(field_names, st.one_of(grammar_text, any_text), max_size=16))
+def test_typed_strings_in_every_field(raw: dict[str, str]) -> None:
+    try:
+        scenario = parse_scenario(raw)
+    except ScenarioError as exc:
+        assert {e.field for e in exc.errors} <= set(raw)
+        return
+    for name in FIELD_NAMES:
+        assert type(getattr(scenario, name)) in (int, str)
