@@ -61,7 +61,8 @@ def _latency_us(out: str, percentile: str) -> int:
         raise RuntimeError(f"no {percentile}% latency in wrk output:\n{out}")
     whole, _, frac = match.group(1).partition(".")
     scale: int = _UNITS[match.group(2)]
-    return int(whole) * scale + (int(frac or "0") * scale) // 10 ** len(frac)
+    fraction: int = (int(frac or "0") * scale) // (10 ** len(frac))
+    return int(whole) * scale + fraction
 
 
 def _parse(route: str, out: str) -> RouteResult:
