@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from functools import cache
 
 from app.ledger.fields import (
     FIELD_BY_NAME,
@@ -88,7 +89,14 @@ class ScenarioError(ValueError):
 FIELD_NAMES = frozenset(FIELD_BY_NAME)
 MAX_UNKNOWN_REPORTED = 10  # a pasted blob of junk keys gets a short answer, not one line per key
 _ALL_NAMES = "one of " + ", ".join(f.name for f in FIELDS)
-_NAME_RE = re.compile(NAME_PATTERN)
+
+
+@cache
+def _name_re() -> re.Pattern[str]:
+    """Compiled on first use: the character class is large, and most runs never see a name."""
+    return re.compile(NAME_PATTERN)
+
+
 DEFAULT_SCENARIO = Scenario()
 
 
@@ -119,7 +127,7 @@ def _read_text(field: Field, raw: object) -> str:
     text = raw.strip()
     if len(text) > field.maximum:
         raise SizeError(f"is {len(text)} characters long")
-    if _NAME_RE.fullmatch(text) is None:
+    if text and _name_re().fullmatch(text) is None:
         raise SizeError("contains a non-printable character (a control, format or separator character)")
     return text
 

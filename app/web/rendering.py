@@ -10,6 +10,7 @@ from markupsafe import Markup
 
 from app.ledger.fields import FIELDS
 from app.ledger.mutants import reference_kill_list
+from app.ledger.presets import DEVICES, PRESETS
 from app.receipts import display
 from app.web.views import ErrorSlot
 
@@ -48,9 +49,21 @@ class Renderer:
             ).render(fields=[ErrorSlot(f, None) for f in FIELDS])
         )
         self.lines_template = self.env.get_template("_lines.html")
+        # The form's constant parts: presets, the device list and table, and each empty error slot.
+        parts = self.env.get_template("_static_form_parts.html").module
+        slot = self.env.get_template("_field_error.html").module
+        self.static = {
+            "presets": Markup(parts.presets_block(PRESETS)),  # type: ignore[attr-defined]  # noqa: S704 - ours
+            "datalist": Markup(parts.datalist_block(DEVICES)),  # type: ignore[attr-defined]  # noqa: S704 - ours
+            "devices": Markup(parts.devices_block(DEVICES)),  # type: ignore[attr-defined]  # noqa: S704 - ours
+            "empty_slots": {
+                f.name: Markup(slot.error_slot(ErrorSlot(f, None)))  # type: ignore[attr-defined]  # noqa: S704
+                for f in FIELDS
+            },
+        }
 
     def page(self, ctx: dict[str, Any]) -> str:
-        return self.page_template.render(ctx, reference_kills=self.reference_kills)
+        return self.page_template.render(ctx, reference_kills=self.reference_kills, static=self.static)
 
     def fragment(self, ctx: dict[str, Any]) -> str:
         return self.fragment_template.render(

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from markupsafe import Markup, escape
+
 from app.ledger.estimate import Estimate, estimate
 from app.ledger.fields import FIELDS, GROUPS, Field, allowed_text
-from app.ledger.presets import DEVICES, PRESETS
 from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
 from app.receipts.display import gb, gib, human_bytes, human_count, integer
 from app.receipts.links import canonical_query
@@ -23,7 +24,10 @@ class FormField:
     field: Field
     value: str
     error: FieldError | None
-    allowed: str
+    help: Markup  # the field's help and allowed range, escaped once at import
+
+
+_HELP: dict[str, Markup] = {f.name: escape(f"{f.help} Allowed: {allowed_text(f)}.") for f in FIELDS}
 
 
 def display_value(field: Field, value: int | str) -> str:
@@ -43,7 +47,7 @@ def form_fields(raw: Mapping[str, str], shown: Scenario, errors: Mapping[str, Fi
             field=f,
             value=raw[f.name] if f.name in raw else display_value(f, getattr(shown, f.name)),
             error=errors.get(f.name),
-            allowed=allowed_text(f),
+            help=_HELP[f.name],
         )
         for f in FIELDS
     ]
@@ -86,8 +90,6 @@ def context(
         ctx.update(
             groups=[(gid, title, [ff for ff in fields if ff.field.group == gid]) for gid, title in GROUPS],
             fields=fields,
-            presets=PRESETS,
-            devices=DEVICES,
         )
     else:
         ctx["fields"] = [ErrorSlot(f, errors.get(f.name)) for f in FIELDS]

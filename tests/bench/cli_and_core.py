@@ -1,0 +1,75 @@
+"""Cold start of the CLI and the in-process cost of one receipt, as medians.
+
+    .venv/bin/python tests/bench/cli_and_core.py [--runs 30]
+
+Cold start: wall time of ``zero3-lab estimate --format json`` (the installed console script) in a
+fresh process, beside ``python -c pass`` on the same interpreter, run alternately. In-process:
+``estimate()`` (ledger, oracle, the five checks, both kill lists) plus the JSON receipt, on random
+scenarios (a different one each call), and the same for the seed scenario. A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from app.ledger.estimate import estimate  # noqa: E402
+from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario  # noqa: E402
+from app.receipts.receipt import receipt  # noqa: E402
+
+CLI = Path(sys.executable).with_name("zero3-lab")
+
+
+def _wall(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def random_scenarios(count: int) -> list[Scenario]:
+    rng = random.Random(7)
+    out = []
+    for _ in range(count):
+        params = rng.randint(1, 200_000) * 1_000_000
+        out.append(parse_scenario({
+            "params": params, "dp": rng.randint(1, 4096), "param_bytes": rng.choice([1, 2, 4]),
+            "master_bytes": rng.choice([0, 4, 8]), "opt_states": rng.randint(0, 4), "unit_params": rng.randint(0, params),
+            "prefetch": rng.randint(0, 8), "activation_bytes": rng.randint(0, 60) * 10**9,
+            "capacity_bytes": rng.randint(16, 192) * 2**30, "contingency_pct": rng.randint(0, 20),
+        }))  # fmt: skip
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=30)
+    args = ap.parse_args()
+    bare, cli = [], []
+    for _ in range(args.runs):
+        bare.append(_wall([sys.executable, "-c", "pass"]))
+        cli.append(_wall([str(CLI), "estimate", "--format", "json"]))
+    b, c = statistics.median(bare), statistics.median(cli)
+    print(f"cold start, median of {args.runs}: python -c pass {b * 1000:.1f} ms; "
+          f"zero3-lab estimate --format json {c * 1000:.1f} ms ({c / b:.2f}x; +{(c - b) * 1000:.1f} ms)")  # fmt: skip
+
+    scenarios = random_scenarios(2000)
+    for label, items in (("random scenarios", scenarios), ("the seed scenario", [DEFAULT_SCENARIO] * 2000)):
+        times = []
+        for s in items:
+            start = time.perf_counter()
+            receipt(estimate(s))
+            times.append(time.perf_counter() - start)
+        print(f"one receipt in process ({label}): median {statistics.median(times) * 1e6:.0f} µs, "
+              f"p99 {sorted(times)[int(len(times) * 0.99)] * 1e6:.0f} µs")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
