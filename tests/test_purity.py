@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 LEDGER = Path(__file__).resolve().parent.parent / "app" / "ledger"
-MODULES = sorted(LEDGER.glob("*.py"))
+MODULES = sorted(LEDGER.rglob("*.py"))
 FORBIDDEN = ("fastapi", "starlette", "jinja2", "uvicorn", "httpx", "app.web", "app.receipts", "app.cli")
 
 

@@ -1,0 +1,344 @@
+"""A decoder-only architecture read from a Hugging Face ``config.json``, every number bounded.
+
+Why bounded: the inventory, the FSDP2 shard and the activation ledger multiply these numbers
+together and are called per request, so a pasted config with ``num_hidden_layers: 10**9`` must be
+refused here, by name, before anything is built from it. The bounds are wide enough for every
+open model we know of (the largest hidden size in use is 16,384; vocabularies stay under 2^20).
+
+Each family's reader states the Hugging Face defaults it relies on when an optional key is
+absent (``num_key_value_heads`` = heads, ``head_dim`` = hidden ÷ heads, ...), so an explicit key
+always wins and a missing *required* key is an error naming it, never a silent default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Literal
+
+Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "qwen2"]
+Norm = Literal["rmsnorm", "layernorm"]
+Mlp = Literal["swiglu", "gelu"]
+
+FAMILIES: tuple[Family, ...] = ("gpt2", "gpt_neox", "llama", "mistral", "mixtral", "qwen2")
+SWIGLU_FAMILIES: frozenset[str] = frozenset({"llama", "mistral", "mixtral", "qwen2"})
+GPT_FAMILIES: frozenset[str] = frozenset({"gpt2", "gpt_neox"})
+
+# Inclusive bounds of every integer of an Architecture (and of the config keys feeding them).
+BOUNDS: dict[str, tuple[int, int]] = {
+    "hidden": (1, 131_072),
+    "layers": (1, 1_024),
+    "heads": (1, 2_048),
+    "kv_heads": (1, 2_048),
+    "head_dim": (1, 2_048),
+    "intermediate": (1, 1_048_576),
+    "vocab": (1, 2**22),
+    "max_positions": (1, 2**24),
+    "experts": (0, 1_024),
+    "experts_per_token": (0, 1_024),
+}
+
+
+class ModelConfigError(ValueError):
+    """A config that cannot describe a supported model; ``key`` names the offending key if one does."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(message)
+
+
+def _shown(value: int) -> str:
+    """A value for a message; an absurdly large one is described, not printed."""
+    return f"{value:,}" if value.bit_length() <= 64 else "a number far out of range"
+
+
+@dataclass(frozen=True, slots=True)
+class Architecture:
+    """The facts of a decoder-only model that size its tensors and activations.
+
+    ``head_dim`` is explicit because some configs (Mistral's later releases, Qwen3) set it apart
+    from hidden ÷ heads; ``kv_heads`` < ``heads`` is grouped-query attention. ``experts`` = 0 is a
+    dense MLP; otherwise each layer has ``experts`` SwiGLU experts and a router, and each token
+    visits ``experts_per_token`` of them. ``max_positions`` is the config's context length; it is a
+    parameter tensor only when ``learned_positions`` (GPT-2's ``wpe``), otherwise (rotary) it sizes
+    nothing. Construction validates every bound, so a hand-built Architecture is as safe as a parsed one.
+    """
+
+    family: Family
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied_embeddings: bool
+    max_positions: int
+    learned_positions: bool = False
+    experts: int = 0
+    experts_per_token: int = 0
+    norm: Norm = "rmsnorm"  # rmsnorm: a weight; layernorm: a weight and a bias
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    mlp: Mlp = "swiglu"  # swiglu: gate, up, down projections; gelu: up and down
+    parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in BOUNDS:
+                lo, hi = BOUNDS[f.name]
+                if type(value) is not int:
+                    raise ModelConfigError(f"{f.name} must be an integer, not {type(value).__name__}", f.name)
+                if not lo <= value <= hi:
+                    raise ModelConfigError(f"{f.name} = {_shown(value)} is out of bounds ({lo:,} … {hi:,})", f.name)
+            elif f.type == "bool" and type(value) is not bool:
+                raise ModelConfigError(f"{f.name} must be true or false", f.name)
+        if self.family not in FAMILIES:
+            raise ModelConfigError(f"family {self.family!r} is not supported; supported: {', '.join(FAMILIES)}")
+        if self.norm not in ("rmsnorm", "layernorm"):
+            raise ModelConfigError(f"norm {self.norm!r} is not rmsnorm or layernorm", "norm")
+        if self.mlp not in ("swiglu", "gelu"):
+            raise ModelConfigError(f"mlp {self.mlp!r} is not swiglu or gelu", "mlp")
+        if self.heads % self.kv_heads != 0:
+            raise ModelConfigError(
+                f"heads = {self.heads} is not a multiple of kv_heads = {self.kv_heads} (query groups must be equal)",
+                "kv_heads",
+            )
+        if self.family in GPT_FAMILIES and self.heads * self.head_dim != self.hidden:
+            raise ModelConfigError(f"heads × head_dim must equal hidden for fused QKV ({self.family})", "head_dim")
+        if (self.experts > 0) != (self.family == "mixtral"):
+            raise ModelConfigError("experts > 0 is the mixtral family, and mixtral needs experts ≥ 1", "experts")
+        if self.experts == 0 and self.experts_per_token != 0:
+            raise ModelConfigError("experts_per_token must be 0 for a dense model", "experts_per_token")
+        if self.experts > 0 and not 1 <= self.experts_per_token <= self.experts:
+            raise ModelConfigError(
+                f"experts_per_token = {_shown(self.experts_per_token)} must be 1 … experts ({self.experts})",
+                "experts_per_token",
+            )
+
+    @property
+    def q_width(self) -> int:
+        """Width of the query projection's output: heads × head_dim."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of each of the key and value projections' outputs: kv_heads × head_dim."""
+        return self.kv_heads * self.head_dim
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a config.json
+# ---------------------------------------------------------------------------------------------
+
+_ABSENT = object()
+
+
+def _need_int(config: Mapping[str, object], key: str, bound: str, family: str) -> int:
+    """A required integer key, bounded like the Architecture field ``bound``."""
+    if key not in config:
+        raise ModelConfigError(f"missing required key {key!r} for model_type {family!r}", key)
+    return _check_int(config[key], key, bound)
+
+
+def _opt_int(config: Mapping[str, object], key: str, bound: str, default: int | None) -> int | None:
+    """An optional integer key: absent or null takes ``default`` (the Hugging Face default)."""
+    raw = config.get(key, _ABSENT)
+    if raw is _ABSENT or raw is None:
+        return default
+    return _check_int(raw, key, bound)
+
+
+def _check_int(raw: object, key: str, bound: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        got = "null" if raw is None else "true/false" if isinstance(raw, bool) else type(raw).__name__
+        raise ModelConfigError(f"{key!r} must be an integer, got {got}", key)
+    lo, hi = BOUNDS[bound]
+    if not lo <= raw <= hi:
+        raise ModelConfigError(f"{key!r} = {_shown(raw)} is out of bounds ({lo:,} … {hi:,})", key)
+    return raw
+
+
+def _opt_bool(config: Mapping[str, object], key: str, default: bool) -> bool:
+    raw = config.get(key, _ABSENT)
+    if raw is _ABSENT or raw is None:
+        return default
+    if not isinstance(raw, bool):
+        raise ModelConfigError(f"{key!r} must be true or false, got {type(raw).__name__}", key)
+    return raw
+
+
+def _head_dim(config: Mapping[str, object], hidden: int, heads: int, hidden_key: str, heads_key: str) -> int:
+    """``head_dim`` if given, else hidden ÷ heads (which must then divide exactly)."""
+    explicit = _opt_int(config, "head_dim", "head_dim", None)
+    if explicit is not None:
+        return explicit
+    if hidden % heads != 0:
+        raise ModelConfigError(
+            f"{hidden_key!r} = {hidden:,} is not a multiple of {heads_key!r} = {heads:,} and no 'head_dim' is given",
+            hidden_key,
+        )
+    return _check_int(hidden // heads, "head_dim", "head_dim")
+
+
+def _kv_heads(config: Mapping[str, object], heads: int) -> int:
+    kv = _opt_int(config, "num_key_value_heads", "kv_heads", heads)
+    assert kv is not None
+    if heads % kv != 0:
+        raise ModelConfigError(
+            f"'num_attention_heads' = {heads:,} is not a multiple of 'num_key_value_heads' = {kv:,}",
+            "num_key_value_heads",
+        )
+    return kv
+
+
+# Hugging Face defaults of max_position_embeddings when a config omits it (it sizes nothing
+# for rotary models; it is read so that the Architecture states the context length).
+_DEFAULT_POSITIONS: dict[str, int] = {
+    "llama": 2_048,
+    "mistral": 131_072,
+    "mixtral": 131_072,
+    "qwen2": 32_768,
+    "gpt_neox": 2_048,
+}
+
+
+def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
+    """llama, mistral, mixtral, qwen2: RMSNorm, rotary, SwiGLU MLP, optional GQA.
+
+    Biases: llama reads ``attention_bias`` (q, k, v and o) and ``mlp_bias`` (default false);
+    qwen2 always has q, k, v biases and none on o or the MLP (``Qwen2Attention``); mistral and
+    mixtral have none. ``tie_word_embeddings`` defaults to false in all four config classes.
+    """
+    hidden = _need_int(config, "hidden_size", "hidden", family)
+    heads = _need_int(config, "num_attention_heads", "heads", family)
+    arch: dict[str, object] = {
+        "family": family,
+        "hidden": hidden,
+        "layers": _need_int(config, "num_hidden_layers", "layers", family),
+        "heads": heads,
+        "kv_heads": _kv_heads(config, heads),
+        "head_dim": _head_dim(config, hidden, heads, "hidden_size", "num_attention_heads"),
+        "intermediate": _need_int(config, "intermediate_size", "intermediate", family),
+        "vocab": _need_int(config, "vocab_size", "vocab", family),
+        "tied_embeddings": _opt_bool(config, "tie_word_embeddings", False),
+        "max_positions": _opt_int(config, "max_position_embeddings", "max_positions", _DEFAULT_POSITIONS[family]),
+    }
+    if family == "llama":
+        attention_bias = _opt_bool(config, "attention_bias", False)
+        arch.update(qkv_bias=attention_bias, o_bias=attention_bias, mlp_bias=_opt_bool(config, "mlp_bias", False))
+    elif family == "qwen2":
+        arch.update(qkv_bias=True)
+    elif family == "mixtral":
+        experts = _need_int(config, "num_local_experts", "experts", family)
+        if experts < 1:
+            raise ModelConfigError("'num_local_experts' must be at least 1 for mixtral", "num_local_experts")
+        per_token = _need_int(config, "num_experts_per_tok", "experts_per_token", family)
+        if not 1 <= per_token <= experts:
+            raise ModelConfigError(
+                f"'num_experts_per_tok' = {per_token:,} must be 1 … 'num_local_experts' ({experts:,})",
+                "num_experts_per_tok",
+            )
+        arch.update(experts=experts, experts_per_token=per_token)
+    return Architecture(**arch)  # type: ignore[arg-type]
+
+
+def _gpt2(config: Mapping[str, object], family: Family) -> Architecture:
+    """GPT-2: learned positions (``wpe``, n_positions rows), LayerNorm with bias, Conv1D layers
+    with biases everywhere, GELU MLP of ``n_inner`` (null or absent: 4 × n_embd), LM head tied to
+    ``wte`` unless ``tie_word_embeddings`` is false (the GPT2Config default is true)."""
+    hidden = _need_int(config, "n_embd", "hidden", family)
+    heads = _need_int(config, "n_head", "heads", family)
+    if hidden % heads != 0:
+        raise ModelConfigError(f"'n_embd' = {hidden:,} is not a multiple of 'n_head' = {heads:,}", "n_embd")
+    inner = _opt_int(config, "n_inner", "intermediate", None)
+    if inner is None:
+        inner = _check_int(4 * hidden, "n_inner", "intermediate")
+    return Architecture(
+        family=family,
+        hidden=hidden,
+        layers=_need_int(config, "n_layer", "layers", family),
+        heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate=inner,
+        vocab=_need_int(config, "vocab_size", "vocab", family),
+        tied_embeddings=_opt_bool(config, "tie_word_embeddings", True),
+        max_positions=_need_int(config, "n_positions", "max_positions", family),
+        learned_positions=True,
+        norm="layernorm",
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        mlp="gelu",
+    )
+
+
+def _gpt_neox(config: Mapping[str, object], family: Family) -> Architecture:
+    """GPT-NeoX: rotary (on ``rotary_pct`` of each head; no parameters), two LayerNorms with bias
+    per layer, fused ``query_key_value`` [3h, h] and ``dense`` with biases (``attention_bias``,
+    default true), GELU MLP with biases, untied ``embed_out`` (``tie_word_embeddings`` default
+    false), attention and MLP in parallel (``use_parallel_residual``, default true)."""
+    hidden = _need_int(config, "hidden_size", "hidden", family)
+    heads = _need_int(config, "num_attention_heads", "heads", family)
+    if hidden % heads != 0:
+        raise ModelConfigError(
+            f"'hidden_size' = {hidden:,} is not a multiple of 'num_attention_heads' = {heads:,}", "hidden_size"
+        )
+    attention_bias = _opt_bool(config, "attention_bias", True)
+    positions = _opt_int(config, "max_position_embeddings", "max_positions", _DEFAULT_POSITIONS[family])
+    assert positions is not None
+    return Architecture(
+        family=family,
+        hidden=hidden,
+        layers=_need_int(config, "num_hidden_layers", "layers", family),
+        heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate=_need_int(config, "intermediate_size", "intermediate", family),
+        vocab=_need_int(config, "vocab_size", "vocab", family),
+        tied_embeddings=_opt_bool(config, "tie_word_embeddings", False),
+        max_positions=positions,
+        norm="layernorm",
+        qkv_bias=attention_bias,
+        o_bias=attention_bias,
+        mlp_bias=True,
+        mlp="gelu",
+        parallel_residual=_opt_bool(config, "use_parallel_residual", True),
+    )
+
+
+_READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
+    "gpt2": _gpt2,
+    "gpt_neox": _gpt_neox,
+    "llama": _swiglu,
+    "mistral": _swiglu,
+    "mixtral": _swiglu,
+    "qwen2": _swiglu,
+}
+SUPPORTED = ", ".join(FAMILIES)
+
+
+def architecture_from_config(config: Mapping[str, object]) -> Architecture:
+    """The Architecture a Hugging Face ``config.json`` (already parsed) describes.
+
+    Raises :class:`ModelConfigError` for a config that is not an object, an absent or unknown
+    ``model_type`` (the message lists the supported families), a missing required key (named),
+    or a value that is not an integer / boolean or lies out of bounds (named, with the bounds).
+    Keys the ledger does not need (``rms_norm_eps``, ``rope_theta``, ...) are ignored.
+    """
+    if not isinstance(config, Mapping):
+        raise ModelConfigError(f"a model config must be a JSON object, not {type(config).__name__}")
+    model_type = config.get("model_type", _ABSENT)
+    if model_type is _ABSENT:
+        raise ModelConfigError(f"missing required key 'model_type' (supported families: {SUPPORTED})", "model_type")
+    if not isinstance(model_type, str):
+        raise ModelConfigError(f"'model_type' must be text (supported families: {SUPPORTED})", "model_type")
+    reader = _READERS.get(model_type)
+    if reader is None:
+        shown = repr(model_type[:40]) + ("…" if len(model_type) > 40 else "")
+        raise ModelConfigError(f"model_type {shown} is not supported; supported families: {SUPPORTED}", "model_type")
+    family = FAMILIES[FAMILIES.index(model_type)]
+    return reader(config, family)

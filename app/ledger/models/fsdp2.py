@@ -1,0 +1,100 @@
+"""FSDP2's exact per-rank parameter shard, beside the ⌈N ÷ D⌉ lower bound of the ledger.
+
+FSDP2 (``torch.distributed.fsdp.fully_shard``) shards every parameter on dim 0 as a DTensor
+``Shard(0)``: dim 0 is padded up to a multiple of ``dp`` and each rank holds ⌈dim0 ÷ dp⌉ rows of
+numel ÷ dim0 elements, the last ranks' rows partly padding. Summed over tensors this is at least
+⌈N ÷ dp⌉ (each tensor's share is at least numel ÷ dp, and the sum is an integer), and the gap is
+the *named* difference a reconciliation against a measured run shows: "dim-0 padding".
+
+The all-gather of a unit materialises dp × (its padded shard) elements, so the largest gather
+is reported too: it may be a different unit from the largest by parameter count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.arithmetic import ceil_div, n
+from app.ledger.models.inventory import Inventory, Tensor
+
+DP_BOUNDS = (1, 131_072)  # the scenario's dp bounds
+WIDTHS = (1, 2, 4, 8)
+
+
+class ShardInputError(ValueError):
+    """A dp or element width outside its bounds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fsdp2Shard:
+    """Per-rank parameter elements and bytes under FSDP2's dim-0 sharding, for one width.
+
+    ``padded_*`` is what each rank allocates (Σ ⌈dim0 ÷ dp⌉ × numel ÷ dim0); ``lower_bound_*`` is
+    ⌈N ÷ dp⌉; ``padding_bytes`` their difference (≥ 0, and 0 at dp = 1).
+    """
+
+    dp: int
+    width: int
+    padded_elements: int
+    lower_bound_elements: int
+    padded_bytes: int
+    lower_bound_bytes: int
+    padding_bytes: int
+    largest_gather_unit: str
+    largest_gather_elements: int
+    note: str
+
+
+def padded_rows_elements(t: Tensor, dp: int) -> int:
+    """One rank's elements of ``t``: ⌈dim0 ÷ dp⌉ rows × (numel ÷ dim0). A 0-d tensor is one row."""
+    dim0 = t.shape[0] if t.shape else 1
+    if dim0 == 0:
+        return 0
+    return ceil_div(dim0, dp) * (t.numel // dim0)
+
+
+def _padded(tensors: tuple[Tensor, ...], dp: int) -> int:
+    return sum(padded_rows_elements(t, dp) for t in tensors)
+
+
+def fsdp2_shard(inv: Inventory, dp: int, width: int) -> Fsdp2Shard:
+    """The FSDP2 per-rank shard of ``inv`` over ``dp`` ranks at ``width`` bytes per element.
+
+    Example (hand-worked in the tests): one [5, 3] tensor at dp = 4 holds ⌈5 ÷ 4⌉ = 2 rows × 3
+    = 6 elements per rank, against ⌈15 ÷ 4⌉ = 4: dim-0 padding of 2 elements.
+    """
+    if type(dp) is not int or not DP_BOUNDS[0] <= dp <= DP_BOUNDS[1]:
+        raise ShardInputError(f"dp must be an integer {DP_BOUNDS[0]} … {DP_BOUNDS[1]:,}")
+    if type(width) is not int or width not in WIDTHS:
+        raise ShardInputError(f"width must be one of {', '.join(map(str, WIDTHS))} bytes per element")
+    embed, layer, final = inv.embed, inv.units[1], inv.final
+    per_unit = {
+        "embed": _padded(embed.tensors, dp),
+        "layer": _padded(layer.tensors, dp),
+        "final": _padded(final.tensors, dp),
+    }
+    padded = per_unit["embed"] + inv.architecture.layers * per_unit["layer"] + per_unit["final"]
+    lower = ceil_div(inv.params, dp)
+    # Largest all-gather: dp × a unit's padded shard; first of equals in execution order.
+    gathers = ((embed.name, per_unit["embed"]), (layer.name, per_unit["layer"]), (final.name, per_unit["final"]))
+    gather_name, gather_shard = max(gathers, key=lambda g: g[1])
+    padding = (padded - lower) * width
+    if padding == 0:
+        note = f"dim-0 padding: +0 bytes (the padded shard equals ⌈{n(inv.params)} ÷ {n(dp)}⌉)"
+    else:
+        note = (
+            f"dim-0 padding: +{n(padding)} bytes ({n(padded)} − ⌈{n(inv.params)} ÷ {n(dp)}⌉ = "
+            f"{n(padded - lower)} elements × {width} B)"
+        )
+    return Fsdp2Shard(
+        dp=dp,
+        width=width,
+        padded_elements=padded,
+        lower_bound_elements=lower,
+        padded_bytes=padded * width,
+        lower_bound_bytes=lower * width,
+        padding_bytes=padding,
+        largest_gather_unit=gather_name,
+        largest_gather_elements=dp * gather_shard,
+        note=note,
+    )

@@ -1,0 +1,218 @@
+"""Every parameter tensor of an architecture, its exact count, and the units FSDP2 / DeepSpeed gather.
+
+Names and shapes are those of the Hugging Face checkpoint (``model.layers.0.self_attn.q_proj.weight``
+of shape [4096, 4096]; GPT-2's Conv1D weights stored [in, out]), because FSDP2 pads dim 0 of
+exactly these tensors. A tied LM head is the embedding tensor itself and is counted once.
+
+Wrapped units follow the usual decoder wrap (torchtitan's ``fully_shard`` per block, DeepSpeed /
+FSDP ``transformer_auto_wrap_policy``): ``embed`` (token embedding, plus GPT-2's learned position
+embedding), one unit per decoder layer ``layers.0`` … ``layers.{L-1}``, and ``final`` (the final
+norm with the untied LM head, which the root unit holds when nothing else wraps them). With a tied
+head the ``final`` unit is the norm alone: the head's matmul reuses the ``embed`` unit's weight.
+
+Decoder layers are identical, so all layer units share one tuple of tensors whose names are
+relative to the unit's prefix; :meth:`Inventory.tensors` spells out full names lazily. That keeps
+an inventory of Llama-2-70B (80 layers) or of a 1,024-expert MoE cheap enough to build per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+from app.ledger.models.architecture import Architecture
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """One parameter tensor: its name, shape, and element count (the product of the shape)."""
+
+    name: str
+    shape: tuple[int, ...]
+    numel: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One wrapped unit: all-gathered at once under ZeRO-3 / FSDP.
+
+    ``tensors`` carry names relative to ``prefix`` (the full name is ``prefix + tensor.name``);
+    decoder layers share the same tuple.
+    """
+
+    name: str
+    prefix: str
+    tensors: tuple[Tensor, ...]
+    params: int
+
+    def full_tensors(self) -> Iterator[Tensor]:
+        """This unit's tensors with their full checkpoint names."""
+        if not self.prefix:
+            yield from self.tensors
+            return
+        for t in self.tensors:
+            yield Tensor(self.prefix + t.name, t.shape, t.numel)
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """The parameter inventory of one architecture.
+
+    ``params`` is the exact count (a tied head counted once) and equals the sum of every
+    tensor's ``numel``; ``units`` are in execution order; ``largest_unit`` is the first unit of
+    the greatest size (the ``U`` of the ledger).
+    """
+
+    architecture: Architecture
+    units: tuple[Unit, ...]
+    params: int
+    largest_unit: Unit
+    tensor_count: int
+
+    @property
+    def embed(self) -> Unit:
+        return self.units[0]
+
+    @property
+    def final(self) -> Unit:
+        return self.units[-1]
+
+    @property
+    def layer_params(self) -> int:
+        """Parameters in one decoder layer (all layers are the same)."""
+        return self.units[1].params
+
+    def tensors(self) -> Iterator[Tensor]:
+        """Every parameter tensor with its full name, in unit order (lazily: L × ~10 objects)."""
+        for unit in self.units:
+            yield from unit.full_tensors()
+
+    def groups(self) -> tuple[tuple[int, tuple[Tensor, ...]], ...]:
+        """(multiplicity, tensors) for the embedding, the L identical layers and the final unit:
+        what a sum over all tensors needs, without visiting L copies."""
+        return ((1, self.embed.tensors), (self.architecture.layers, self.units[1].tensors), (1, self.final.tensors))
+
+    def unit_sizes(self) -> tuple[tuple[str, int], ...]:
+        """(name, params) of every unit, as the receipt lists them."""
+        return tuple((u.name, u.params) for u in self.units)
+
+
+def _t(name: str, *shape: int) -> Tensor:
+    numel = 1
+    for d in shape:
+        numel *= d
+    return Tensor(name, shape, numel)
+
+
+def _norm(arch: Architecture, name: str) -> list[Tensor]:
+    """RMSNorm holds a weight; LayerNorm a weight and a bias."""
+    out = [_t(f"{name}.weight", arch.hidden)]
+    if arch.norm == "layernorm":
+        out.append(_t(f"{name}.bias", arch.hidden))
+    return out
+
+
+def _linear(name: str, out_features: int, in_features: int, bias: bool) -> list[Tensor]:
+    """``nn.Linear``: weight [out, in] and an optional bias [out]."""
+    out = [_t(f"{name}.weight", out_features, in_features)]
+    if bias:
+        out.append(_t(f"{name}.bias", out_features))
+    return out
+
+
+def _conv1d(name: str, in_features: int, out_features: int) -> list[Tensor]:
+    """GPT-2's ``Conv1D``: weight stored [in, out] (transposed against nn.Linear), bias [out]."""
+    return [_t(f"{name}.weight", in_features, out_features), _t(f"{name}.bias", out_features)]
+
+
+def _swiglu_layer(arch: Architecture) -> list[Tensor]:
+    h, i = arch.hidden, arch.intermediate
+    out = _linear("self_attn.q_proj", arch.q_width, h, arch.qkv_bias)
+    out += _linear("self_attn.k_proj", arch.kv_width, h, arch.qkv_bias)
+    out += _linear("self_attn.v_proj", arch.kv_width, h, arch.qkv_bias)
+    out += _linear("self_attn.o_proj", h, arch.q_width, arch.o_bias)
+    if arch.experts == 0:
+        out += _linear("mlp.gate_proj", i, h, arch.mlp_bias)
+        out += _linear("mlp.up_proj", i, h, arch.mlp_bias)
+        out += _linear("mlp.down_proj", h, i, arch.mlp_bias)
+    else:
+        # Mixtral's checkpoint names: a router ``gate`` [E, h] and per expert w1 (gate), w2 (down), w3 (up).
+        out.append(_t("block_sparse_moe.gate.weight", arch.experts, h))
+        w1, w2, w3 = (i, h), (h, i), (i, h)
+        for e in range(arch.experts):
+            stem = f"block_sparse_moe.experts.{e}"
+            out += [_t(f"{stem}.w1.weight", *w1), _t(f"{stem}.w2.weight", *w2), _t(f"{stem}.w3.weight", *w3)]
+    return out + _norm(arch, "input_layernorm") + _norm(arch, "post_attention_layernorm")
+
+
+def _gpt2_layer(arch: Architecture) -> list[Tensor]:
+    h, i = arch.hidden, arch.intermediate
+    return (
+        _norm(arch, "ln_1")
+        + _conv1d("attn.c_attn", h, 3 * h)
+        + _conv1d("attn.c_proj", h, h)
+        + _norm(arch, "ln_2")
+        + _conv1d("mlp.c_fc", h, i)
+        + _conv1d("mlp.c_proj", i, h)
+    )
+
+
+def _gpt_neox_layer(arch: Architecture) -> list[Tensor]:
+    h, i = arch.hidden, arch.intermediate
+    return (
+        _norm(arch, "input_layernorm")
+        + _norm(arch, "post_attention_layernorm")
+        + _linear("attention.query_key_value", 3 * h, h, arch.qkv_bias)
+        + _linear("attention.dense", h, h, arch.o_bias)
+        + _linear("mlp.dense_h_to_4h", i, h, arch.mlp_bias)
+        + _linear("mlp.dense_4h_to_h", h, i, arch.mlp_bias)
+    )
+
+
+def _unit(name: str, prefix: str, tensors: list[Tensor] | tuple[Tensor, ...]) -> Unit:
+    tensors = tuple(tensors)
+    return Unit(name, prefix, tensors, sum(t.numel for t in tensors))
+
+
+def _ends(arch: Architecture) -> tuple[list[Tensor], str, list[Tensor]]:
+    """Embedding tensors, the layer-name prefix pattern, and final-unit tensors of each family."""
+    head = [] if arch.tied_embeddings else [_t("lm_head.weight", arch.vocab, arch.hidden)]
+    if arch.family == "gpt2":
+        embed = [_t("transformer.wte.weight", arch.vocab, arch.hidden)]
+        if arch.learned_positions:
+            embed.append(_t("transformer.wpe.weight", arch.max_positions, arch.hidden))
+        return embed, "transformer.h.{}.", _norm(arch, "transformer.ln_f") + head
+    if arch.family == "gpt_neox":
+        out = [] if arch.tied_embeddings else [_t("embed_out.weight", arch.vocab, arch.hidden)]
+        embed = [_t("gpt_neox.embed_in.weight", arch.vocab, arch.hidden)]
+        return embed, "gpt_neox.layers.{}.", _norm(arch, "gpt_neox.final_layer_norm") + out
+    return (
+        [_t("model.embed_tokens.weight", arch.vocab, arch.hidden)],
+        "model.layers.{}.",
+        _norm(arch, "model.norm") + head,
+    )
+
+
+@lru_cache(maxsize=64)
+def inventory(arch: Architecture) -> Inventory:
+    """The inventory of ``arch`` (cached: an Architecture is a frozen, hashable value)."""
+    if arch.family == "gpt2":
+        layer_tensors = _gpt2_layer(arch)
+    elif arch.family == "gpt_neox":
+        layer_tensors = _gpt_neox_layer(arch)
+    else:
+        layer_tensors = _swiglu_layer(arch)
+    embed_tensors, prefix, final_tensors = _ends(arch)
+    embed = _unit("embed", "", embed_tensors)
+    first = _unit("layers.0", prefix.format(0), layer_tensors)
+    layers = [first] + [
+        Unit(f"layers.{k}", prefix.format(k), first.tensors, first.params) for k in range(1, arch.layers)
+    ]
+    final = _unit("final", "", final_tensors)
+    units = (embed, *layers, final)
+    params = embed.params + arch.layers * first.params + final.params
+    # First unit of the greatest size; the layers are equal, so three candidates decide it.
+    largest = max((embed, first, final), key=lambda u: u.params)
+    count = len(embed.tensors) + arch.layers * len(first.tensors) + len(final.tensors)
+    return Inventory(arch, units, params, largest, count)
