@@ -16,6 +16,7 @@ from app.ledger.fields import FIELDS, allowed_text
 from app.ledger.scenario import ScenarioError, parse_scenario
 
 MAX_SCENARIO_FILE = 64 * 1024
+_METAVARS = {"count": "N", "bytes": "BYTES", "int": "INT", "text": "TEXT", "choice": "CHOICE"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,14 +29,15 @@ class _Parser(argparse.ArgumentParser):
 def _estimate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("estimate", help="print the receipt for a scenario (the seed's example by default)")
     for field in FIELDS:
+        metavar = "{" + ",".join(field.options) + "}" if field.options else _METAVARS[field.kind]
         p.add_argument(
-            field.flag,
-            dest=field.name,
-            metavar=field.unit.upper().replace("/", "_").replace(" ", "_"),
-            help=f"{field.help} Allowed: {allowed_text(field)}.",
+            field.flag, dest=field.name, metavar=metavar, help=f"{field.help} Allowed: {allowed_text(field)}."
         )
     p.add_argument(
         "--scenario", metavar="FILE.json", type=Path, help="read inputs from a JSON object; flags override it"
+    )
+    p.add_argument(
+        "--model-config", metavar="CONFIG.json", type=Path, help="a Hugging Face config.json; sets --model to it"
     )
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument("--link", action="store_true", help="print the scenario's canonical link instead")
@@ -63,24 +65,41 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def _read_scenario_file(path: Path) -> dict[str, object]:
+def _read_json_object(path: Path, flag: str) -> dict[str, object]:
     try:
         with path.open("rb") as handle:
             data = handle.read(MAX_SCENARIO_FILE + 1)
     except OSError as exc:
-        _fail(f"--scenario: cannot read {str(path)!r}: {exc.strerror or exc}")
+        _fail(f"{flag}: cannot read {str(path)!r}: {exc.strerror or exc}")
     if len(data) > MAX_SCENARIO_FILE:
-        _fail(f"--scenario: {str(path)!r} is larger than {MAX_SCENARIO_FILE:,} bytes")
+        _fail(f"{flag}: {str(path)!r} is larger than {MAX_SCENARIO_FILE:,} bytes")
     try:
         loaded = json.loads(data)
     except (ValueError, RecursionError) as exc:
-        _fail(f"--scenario: {str(path)!r} is not valid JSON ({exc})")
+        _fail(f"{flag}: {str(path)!r} is not valid JSON ({exc})")
     if not isinstance(loaded, dict):
-        _fail(f"--scenario: {str(path)!r} must hold a JSON object of scenario fields")
+        _fail(f"{flag}: {str(path)!r} must hold a JSON object")
+    return loaded
+
+
+def _read_scenario_file(path: Path) -> dict[str, object]:
+    loaded = _read_json_object(path, "--scenario")
     # a receipt is also accepted: its "scenario" object reproduces it
     if "scenario" in loaded and isinstance(loaded["scenario"], dict):
         loaded = loaded["scenario"]
     return dict(loaded)
+
+
+def _read_model_config(path: Path) -> str:
+    """A config.json's compact form (``cfg:…``), or exit 2 naming the flag and the problem."""
+    from app.ledger.models.architecture import ModelConfigError
+    from app.ledger.models.reference import compact
+
+    data = _read_json_object(path, "--model-config")
+    try:
+        return compact(data)
+    except ModelConfigError as exc:
+        _fail(f"--model-config: {exc}")
 
 
 def run_estimate(args: argparse.Namespace) -> int:
@@ -93,6 +112,9 @@ def run_estimate(args: argparse.Namespace) -> int:
     if args.scenario is not None:
         raw.update(_read_scenario_file(args.scenario))
         from_file = set(raw)
+    if args.model_config is not None:
+        raw["model"] = _read_model_config(args.model_config)
+        from_file.discard("model")
     for field in FIELDS:
         value = getattr(args, field.name)
         if value is not None:

@@ -35,3 +35,11 @@
     });
   });
 })();
+
+// "Use a model's config.json": a picked file fills the textarea (the form posts text, no upload).
+document.addEventListener("change", function (event) {
+  var input = event.target.closest("input[type=file][data-fills]");
+  if (!input || !input.files || !input.files[0]) return;
+  var target = document.querySelector(input.getAttribute("data-fills"));
+  input.files[0].text().then(function (text) { if (target) target.value = text; });
+});

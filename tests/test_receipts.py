@@ -57,6 +57,14 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "contingency_pct": 0,
         "capacity_bytes": 80_000_000_000,
         "name": "",
+        "model": "",
+        "seq_len": 4096,
+        "micro_batch": 1,
+        "act_bytes": 2,
+        "act_policy": "none",
+        "tp": 1,
+        "sequence_parallel": 0,
+        "logits_bytes": 4,
     }
 
 
@@ -140,6 +148,7 @@ def test_csv_readable_by_dictreader(seed_estimate: Estimate) -> None:
         "persistent",
         "peak",
         "fit",
+        "fit_finder",
         "communication",
         "checkpoint",
         "mutation",

@@ -9,7 +9,7 @@ import pytest
 from app.ledger.fields import FIELD_BY_NAME, FIELDS, TEN_13, Field, allowed_text, default_unit_params
 from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
 
-NUMERIC = [f for f in FIELDS if f.kind != "text"]
+NUMERIC = [f for f in FIELDS if f.kind not in ("text", "choice")]
 
 
 def context_for(field: Field) -> dict[str, object]:
@@ -96,6 +96,15 @@ def test_every_spec_field_is_in_the_table() -> None:
         "contingency_pct",
         "capacity_bytes",
         "name",
+        # issue 5: the model and the activation model's inputs
+        "model",
+        "seq_len",
+        "micro_batch",
+        "act_bytes",
+        "act_policy",
+        "tp",
+        "sequence_parallel",
+        "logits_bytes",
     }
 
 

@@ -1,13 +1,18 @@
-"""One scenario's whole answer: ledger, checks, checkpoint ledger and both kill lists."""
+"""One scenario's whole answer: ledger, checks, checkpoint ledger, both kill lists, the fit finder,
+and, when the scenario names a model, its inventory, activation ledger and FSDP2 shard."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
 from app.ledger.checkpoint import CheckpointPolicy, checkpoint_policies
 from app.ledger.checks import SCENARIO_CHECKS, CheckResult, frozen_scenario, run_checks
+from app.ledger.fit import FitFinder, find_fit
 from app.ledger.ledger import Ledger, compute_ledger
+from app.ledger.model_inputs import ModelDefaults, model_defaults
+from app.ledger.models.fsdp2 import Fsdp2Shard, fsdp2_shard
 from app.ledger.mutants import MutationResult, kill_list, reference_kill_list
 from app.ledger.scenario import Scenario
 
@@ -20,6 +25,13 @@ class Estimate:
     checkpoint: tuple[CheckpointPolicy, ...]
     mutations: tuple[MutationResult, ...]
     reference_mutations: tuple[MutationResult, ...]
+    fit: FitFinder
+    model: ModelDefaults | None = None  # with a model: its inventory and activation ledger
+    fsdp2: Fsdp2Shard | None = None  # with a model: the dim-0-padded shard, in elements per rank
+
+    @property
+    def activation_source(self) -> str:
+        return self.scenario.source_of("activation_bytes")
 
 
 @cache
@@ -28,8 +40,18 @@ def production_frozen_check() -> CheckResult:
     return frozen_scenario(compute_ledger)
 
 
+def _activations_at(s: Scenario) -> Callable[[int], int] | None:
+    """The modelled activation peak as a function of the micro batch, when the scenario models it."""
+    if not s.model or s.source_of("activation_bytes") != "modelled":
+        return None
+    fixed = (s.model, s.seq_len)
+    rest = (s.act_bytes, s.act_policy, s.tp, s.sequence_parallel, s.logits_bytes)
+    return lambda b: model_defaults(*fixed, b, *rest).activations.total_bytes
+
+
 def estimate(s: Scenario) -> Estimate:
     ledger = compute_ledger(s)
+    md = s.model_defaults()
     return Estimate(
         scenario=s,
         ledger=ledger,
@@ -37,4 +59,7 @@ def estimate(s: Scenario) -> Estimate:
         checkpoint=checkpoint_policies(s, tuple(stage.persistent for stage in ledger.stages)),
         mutations=kill_list(s, ledger),
         reference_mutations=reference_kill_list(),
+        fit=find_fit(s, _activations_at(s)),
+        model=md,
+        fsdp2=fsdp2_shard(md.model.inventory, s.dp, 1) if md is not None else None,
     )

@@ -50,7 +50,7 @@ class Peak:
         s = self.scenario
         if self.activations_divided:
             return f"{n(s.activation_bytes)} B ÷ {n(s.dp)} = {n(self.activations)} B"
-        return f"{n(s.activation_bytes)} B as declared, not divided by D"
+        return f"{n(s.activation_bytes)} B, not divided by D"
 
     @property
     def contingency_formula(self) -> str:

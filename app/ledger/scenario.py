@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from functools import cache
+from typing import TYPE_CHECKING
 
 from app.ledger.fields import (
     FIELD_BY_NAME,
@@ -18,11 +19,15 @@ from app.ledger.fields import (
 )
 from app.ledger.sizes import SizeError, parse_bytes, parse_count, parse_plain
 
+if TYPE_CHECKING:
+    from app.ledger.model_inputs import ModelDefaults
+
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """One fully validated, canonical scenario (the seed's example by default)."""
 
+    model: str = ""
     params: int = 7_000_000_000
     dp: int = 8
     param_bytes: int = 2
@@ -39,6 +44,13 @@ class Scenario:
     contingency_pct: int = 0
     capacity_bytes: int = 80_000_000_000
     name: str = ""
+    seq_len: int = 4096
+    micro_batch: int = 1
+    act_bytes: int = 2
+    act_policy: str = "none"
+    tp: int = 1
+    sequence_parallel: int = 0
+    logits_bytes: int = 4
 
     def with_(self, **changes: int | str) -> Scenario:
         """A copy with some inputs changed (no re-validation: callers pass in-bound values)."""
@@ -47,13 +59,46 @@ class Scenario:
     def as_dict(self) -> dict[str, int | str]:
         return {name: getattr(self, name) for name in _SCENARIO_FIELDS}
 
+    def model_defaults(self) -> ModelDefaults | None:
+        """What the named model supplies (None without a model); valid by construction."""
+        if not self.model:
+            return None
+        from app.ledger.model_inputs import model_defaults  # only scenarios with a model pay for it
+
+        return model_defaults(self.model, self.seq_len, self.micro_batch, self.act_bytes, self.act_policy,
+                              self.tp, self.sequence_parallel, self.logits_bytes)  # fmt: skip
+
     def default_for(self, name: str) -> int | str:
-        """The default of ``name`` given the other inputs (U and the gather width depend on them)."""
-        if name == "unit_params":
-            return default_unit_params(self.params)
+        """The default of ``name`` given the other inputs: U and the gather width depend on them,
+        and a model supplies params, U and the activation peak."""
         if name == "gather_bytes":
             return self.param_bytes
+        if name == "seq_len" and self.model:
+            return default_seq_len(self.model)
+        if name in _MODEL_FILLED:
+            md = self.model_defaults()
+            if md is not None:
+                if name == "params":
+                    return md.params
+                if name == "unit_params":
+                    return min(md.unit_params, self.params)
+                return md.activations.total_bytes
+        if name == "unit_params":
+            return default_unit_params(self.params)
         return STATIC_DEFAULTS[name]
+
+    def source_of(self, name: str) -> str:
+        """Where a model-fillable input came from: ``from config`` / ``modelled`` when it equals
+        the model's value, else ``declared`` (params, U) or ``measured`` (activations); without a
+        model, the seed's activation figure is a ``placeholder``."""
+        default = self.default_for(name)
+        if self.model:
+            if getattr(self, name) == default:
+                return "modelled" if name == "activation_bytes" else "from config"
+            return "measured" if name == "activation_bytes" else "declared"
+        if name == "activation_bytes":
+            return "placeholder" if self.activation_bytes == default else "measured"
+        return "declared"
 
     def non_default_items(self) -> list[tuple[str, int | str]]:
         """The inputs that differ from their defaults, sorted by name: the canonical form."""
@@ -61,6 +106,7 @@ class Scenario:
 
 
 _SCENARIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
+_MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +133,10 @@ class ScenarioError(ValueError):
 
 
 FIELD_NAMES = frozenset(FIELD_BY_NAME)
+# The inputs a model's defaults depend on, in model_defaults()'s argument order.
+_MODEL_INPUTS = ("model", "seq_len", "micro_batch", "act_bytes", "act_policy", "tp", "sequence_parallel",
+                 "logits_bytes")  # fmt: skip
+_MODEL_ALLOWED = "a known model id or a compact config (cfg:…)"
 MAX_UNKNOWN_REPORTED = 10  # a pasted blob of junk keys gets a short answer, not one line per key
 _ALL_NAMES = "one of " + ", ".join(f.name for f in FIELDS)
 
@@ -132,6 +182,22 @@ def _read_text(field: Field, raw: object) -> str:
     return text
 
 
+def _read_choice(field: Field, raw: object) -> str:
+    assert field.options is not None
+    if not isinstance(raw, str) or raw.strip() not in field.options:
+        shown = repr(raw)[:40]
+        raise SizeError(f"{shown} is not one of {', '.join(field.options)}")
+    return raw.strip()
+
+
+def _read(field: Field, raw: object) -> int | str:
+    if field.kind == "text":
+        return _read_text(field, raw)
+    if field.kind == "choice":
+        return _read_choice(field, raw)
+    return _read_int(field, raw)
+
+
 def _shown(value: int) -> str:
     """An out-of-range value for a message; a huge one is not printed (and cannot fail to print)."""
     return f"{value:,}" if value.bit_length() <= 64 else f"a {'negative ' if value < 0 else ''}number far out of range"
@@ -146,6 +212,51 @@ def _check_bounds(field: Field, value: int, upper: int | None = None) -> str | N
     if value < field.minimum or value > top:
         return f"{_shown(value)} is out of range"
     return None
+
+
+def default_seq_len(model: str) -> int:
+    """4,096 tokens, or the model's context when it has learned positions and a shorter one (GPT-2)."""
+    from app.ledger.models.reference import resolve
+
+    arch = resolve(model).architecture
+    base = int(STATIC_DEFAULTS["seq_len"])
+    return min(base, arch.max_positions) if arch.learned_positions else base
+
+
+def _model_fill(values: dict[str, int | str], errors: list[FieldError]) -> dict[str, int | str]:
+    """params, U and the activation peak as the named model gives them (empty without a model).
+
+    A bad model or an activation input the model cannot take (``tp`` not dividing the heads,
+    ``seq_len`` beyond learned positions) becomes a field error; so does a modelled activation
+    peak beyond the ``activation_bytes`` bound.
+    """
+    model = values.get("model", "")
+    if not model or any(e.field in _MODEL_INPUTS for e in errors):
+        return {}
+    from app.ledger.model_inputs import model_defaults
+    from app.ledger.models.activations import ActivationInputError
+    from app.ledger.models.architecture import ModelConfigError
+
+    inputs = {name: values.get(name, STATIC_DEFAULTS[name]) for name in _MODEL_INPUTS}
+    try:
+        if "seq_len" not in values:
+            inputs["seq_len"] = default_seq_len(str(model))
+        md = model_defaults(*(inputs[name] for name in _MODEL_INPUTS))
+    except ModelConfigError as exc:
+        errors.append(FieldError("model", str(exc), _MODEL_ALLOWED))
+        return {}
+    except ActivationInputError as exc:
+        message = str(exc).removeprefix(f"{exc.field}: ")
+        field = FIELD_BY_NAME.get(exc.field)
+        errors.append(FieldError(exc.field, message, allowed_text(field) if field else "see the model"))
+        return {}
+    activation = md.activations.total_bytes
+    if "activation_bytes" not in values and activation > FIELD_BY_NAME["activation_bytes"].maximum:
+        errors.append(FieldError("micro_batch", f"the modelled activation peak, {activation:,} B, is beyond "
+                                 f"the {FIELD_BY_NAME['activation_bytes'].maximum:,} B bound", "a smaller "
+                                 "micro_batch or seq_len, or a typed activation_bytes"))  # fmt: skip
+    return {"params": md.params, "unit_params": md.unit_params, "activation_bytes": activation,
+            "seq_len": inputs["seq_len"]}  # fmt: skip
 
 
 def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> Scenario:
@@ -170,7 +281,7 @@ def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> 
             continue
         item = raw[field.name]
         try:
-            values[field.name] = _read_text(field, item) if field.kind == "text" else _read_int(field, item)
+            values[field.name] = _read(field, item)
         except SizeError as exc:
             errors.append(FieldError(field.name, str(exc), allowed_text(field)))
     for name, value in values.items():
@@ -178,7 +289,8 @@ def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> 
             problem = _check_bounds(FIELD_BY_NAME[name], value)
             if problem:
                 errors.append(FieldError(name, problem, allowed_text(FIELD_BY_NAME[name])))
-    params = values.get("params", STATIC_DEFAULTS["params"])
+    filled = _model_fill(values, errors)
+    params = values.get("params", filled.get("params", STATIC_DEFAULTS["params"]))
     params_ok = isinstance(params, int) and not any(e.field == "params" for e in errors)
     if "unit_params" in values:
         unit = values["unit_params"]
@@ -194,9 +306,11 @@ def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> 
         errors.sort(key=lambda e: order.get(e.field, -1))
         raise ScenarioError(errors)
     merged: dict[str, int | str] = dict(STATIC_DEFAULTS)
+    merged.update(filled)
     merged.update(values)
     if "unit_params" not in values:
-        merged["unit_params"] = default_unit_params(int(merged["params"]))
+        limit = int(merged["params"])
+        merged["unit_params"] = min(int(filled["unit_params"]), limit) if filled else default_unit_params(limit)
     if "gather_bytes" not in values:
         merged["gather_bytes"] = merged["param_bytes"]
     return Scenario(**merged)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from app.ledger.arithmetic import share_bp
 from app.ledger.estimate import Estimate
 from app.ledger.fields import FIELDS
-from app.receipts.receipt import activation_source
+from app.receipts.receipt import activation_source, activations_section, fsdp2_section, model_section
 
 COLUMNS: tuple[str, ...] = (
     "stage",
@@ -154,6 +154,12 @@ def rows(e: Estimate) -> Iterator[Row]:
         }
         for stage, peak in enumerate(c.save_peaks):
             yield {"stage": stage, "ledger": "checkpoint", "category": f"{c.policy}.save_peak", "bytes": peak}
+    yield from _model_rows(e)
+    for fit in e.fit.stages:
+        yield {"stage": fit.stage, "ledger": "fit_finder", "category": "smallest_dp", "value": _blank(fit.smallest_dp)}
+        if e.fit.micro_batch_modelled:
+            yield {"stage": fit.stage, "ledger": "fit_finder", "category": "largest_micro_batch",
+                   "value": _blank(fit.largest_micro_batch)}  # fmt: skip
     for ledger_name, results in (("mutation", e.mutations), ("reference_mutation", e.reference_mutations)):
         for m in results:
             yield {
@@ -163,6 +169,30 @@ def rows(e: Estimate) -> Iterator[Row]:
                 "formula": m.check,
                 "detail": m.message,
             }
+
+
+def _blank(value: int | None) -> int | str:
+    return "" if value is None else value
+
+
+def _model_rows(e: Estimate) -> Iterator[Row]:
+    """The model's inventory, its activation ledger and the FSDP2 padding, when a model is named."""
+    model, activations, fsdp2 = model_section(e), activations_section(e), fsdp2_section(e)
+    if model is not None:
+        yield {"ledger": "model", "category": "params", "value": model["params"], "detail": model["title"]}
+        yield {"ledger": "model", "category": "largest_unit", "value": model["largest_unit"]["params"],
+               "detail": model["largest_unit"]["name"]}  # fmt: skip
+    if activations["source"] == "modelled":
+        for key in ("per_layer_bytes", "working_set_bytes", "embedding_bytes", "head_bytes", "logits_bytes",
+                    "total_bytes"):  # fmt: skip
+            yield {"ledger": "activations", "category": key.removesuffix("_bytes"), "bytes": activations[key]}
+        yield {"ledger": "activations", "category": "recompute_flops_fraction",
+               "value": activations["recompute_flops_fraction"], "formula": activations["formula"]}  # fmt: skip
+    if fsdp2 is not None:
+        for cls, size in fsdp2["stage3_padded_bytes"].items():
+            yield {"stage": 3, "ledger": "fsdp2", "category": cls, "bytes": size}
+        yield {"stage": 3, "ledger": "fsdp2", "category": "padding", "bytes": fsdp2["padding_bytes"],
+               "detail": fsdp2["note"]}  # fmt: skip
 
 
 def _line(writer_buffer: io.StringIO, writer: csv.DictWriter[str], row: Row) -> str:

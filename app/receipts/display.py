@@ -53,13 +53,15 @@ _BYTE_UNITS: tuple[tuple[int, str], ...] = (
 
 
 def _shortest(value: int, units: tuple[tuple[int, str], ...]) -> str:
-    """The shortest exact spelling with at most three decimals, e.g. 6740000000 → ``6.74B``."""
-    for size, suffix in units:
-        if value < size:
-            continue
+    """The shortest exact spelling, e.g. 6740000000 → ``6.74B``, 2147483648 → ``2GiB``: a whole
+    multiple of a unit first, then up to three decimals; plain digits when neither reads well
+    ("494032.768K" does not)."""
+    fitting = [(size, suffix) for size, suffix in units if size <= value and value // size < 1000]
+    for size, suffix in fitting:
+        if value % size == 0:
+            return f"{value // size}{suffix}"
+    for size, suffix in fitting:
         whole, rest = divmod(value, size)
-        if rest == 0:
-            return f"{whole}{suffix}"
         if size % 1000 == 0 and rest % (size // 1000) == 0:
             decimals = f"{rest // (size // 1000):03d}".rstrip("0")
             return f"{whole}.{decimals}{suffix}"

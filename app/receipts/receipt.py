@@ -8,7 +8,6 @@ from typing import Any
 from app.ledger.arithmetic import share_bp
 from app.ledger.checks import TITLES
 from app.ledger.estimate import Estimate
-from app.ledger.fields import STATIC_DEFAULTS
 from app.ledger.mutants import MutationResult, reference_kill_list
 from app.receipts.links import canonical_query
 
@@ -20,10 +19,91 @@ DISCLAIMER = (
 
 
 def activation_source(e: Estimate) -> str:
-    """``placeholder`` while the seed's declared 20 GB stands, else ``declared``."""
-    if e.scenario.activation_bytes == STATIC_DEFAULTS["activation_bytes"]:
-        return "placeholder"
-    return "declared"
+    """``modelled`` (from the model), ``measured`` (typed by the user), or ``placeholder`` while the
+    seed's declared 20 GB stands."""
+    return e.activation_source
+
+
+def model_section(e: Estimate) -> dict[str, Any] | None:
+    """The named model's inventory: family, exact count, layers, the largest unit and every unit."""
+    if e.model is None:
+        return None
+    ref = e.model.model
+    inv = ref.inventory
+    return {
+        "reference": ref.reference,
+        "title": ref.title,
+        "source": ref.source,
+        "family": ref.architecture.family,
+        "params": inv.params,
+        "layers": ref.architecture.layers,
+        "largest_unit": {"name": inv.largest_unit.name, "params": inv.largest_unit.params},
+        "units": [{"name": u.name, "params": u.params} for u in inv.units],
+        "params_source": e.scenario.source_of("params"),
+        "unit_params_source": e.scenario.source_of("unit_params"),
+    }
+
+
+def activations_section(e: Estimate) -> dict[str, Any]:
+    """The activation entry of the peak: the model's ledger when modelled, else the declared figure."""
+    s = e.scenario
+    source = e.activation_source
+    if e.model is None or source != "modelled":
+        return {"source": source, "total_bytes": s.activation_bytes}
+    a = e.model.activations
+    num, den = a.recompute_flops
+    return {
+        "source": "modelled",
+        "policy": a.policy,
+        "per_layer_bytes": a.per_layer_bytes,
+        "layers": a.layers,
+        "working_set_bytes": a.working_set_bytes,
+        "embedding_bytes": a.embedding_bytes,
+        "head_bytes": a.head_bytes,
+        "logits_bytes": a.logits_bytes,
+        "total_bytes": a.total_bytes,
+        "recompute_flops_fraction": a.recompute_fraction_text(4),
+        "recompute_flops": {"numerator": num, "denominator": den},
+        "formula": a.formula,
+        "assumptions": a.assumptions,
+        "inputs": {"seq_len": s.seq_len, "micro_batch": s.micro_batch, "act_bytes": s.act_bytes,
+                   "tp": s.tp, "sequence_parallel": bool(s.sequence_parallel), "logits_bytes": s.logits_bytes},
+    }  # fmt: skip
+
+
+def fsdp2_section(e: Estimate) -> dict[str, Any] | None:
+    """FSDP2's stage-3 shard with each tensor padded on dim 0, beside the ⌈N ÷ D⌉ bound."""
+    if e.fsdp2 is None:
+        return None
+    f = e.fsdp2
+    stage3 = e.ledger.stages[3]
+    per_class = {line.tensor_class: f.padded_elements * line.width * line.copies for line in stage3.lines}
+    padded_total = sum(per_class.values())
+    state_width = sum(line.width * line.copies for line in stage3.lines)
+    extra = f.padded_elements - f.lower_bound_elements
+    return {
+        "padded_elements": f.padded_elements,
+        "lower_bound_elements": f.lower_bound_elements,
+        "padding_elements": f.padded_elements - f.lower_bound_elements,
+        "stage3_padded_bytes": {**per_class, "total": padded_total},
+        "stage3_lower_bound_bytes": stage3.persistent,
+        "padding_bytes": padded_total - stage3.persistent,
+        "largest_gather_unit": f.largest_gather_unit,
+        "note": f"dim-0 padding: +{padded_total - stage3.persistent:,} bytes at stage 3 ({extra:,} elements per "
+        f"rank beyond ⌈N ÷ D⌉, × {state_width} B of sharded state per element)",
+    }
+
+
+def fit_section(e: Estimate) -> dict[str, Any]:
+    return {
+        "capacity_bytes": e.scenario.capacity_bytes,
+        "stages": [
+            {"stage": st.stage, "smallest_dp": st.smallest_dp, "largest_micro_batch": st.largest_micro_batch}
+            for st in e.fit.stages
+        ],
+        "micro_batch_modelled": e.fit.micro_batch_modelled,
+        "curve": [{"dp": dp, "peaks": list(peaks)} for dp, peaks in e.fit.curve],
+    }
 
 
 def _mutation(m: MutationResult) -> dict[str, Any]:
@@ -107,7 +187,13 @@ def receipt(e: Estimate) -> dict[str, Any]:
         "scenario": e.scenario.as_dict(),
         "link": canonical_query(e.scenario),
         "units": "bytes",
-        "sources": {"activations": activation_source(e), "buckets": "declared", "overhead": "declared"},
+        "sources": {
+            "activations": activation_source(e),
+            "params": e.scenario.source_of("params"),
+            "unit_params": e.scenario.source_of("unit_params"),
+            "buckets": "declared",
+            "overhead": "declared",
+        },
         "stages": stages,
         "checkpoint": {
             c.policy: {
@@ -127,5 +213,9 @@ def receipt(e: Estimate) -> dict[str, Any]:
         ],
         "mutations": [_mutation(m) for m in e.mutations],
         "reference_mutations": _reference(e.reference_mutations),
+        "model": model_section(e),
+        "activations": activations_section(e),
+        "fsdp2": fsdp2_section(e),
+        "fit": fit_section(e),
         "disclaimer": DISCLAIMER,
     }

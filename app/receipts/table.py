@@ -33,6 +33,31 @@ def _kills(title: str, results: tuple[MutationResult, ...]) -> Iterator[str]:
             yield f"  {m.id:<28} SURVIVED — {m.message.removeprefix('survived: ')}"
 
 
+def _model_lines(e: Estimate) -> Iterator[str]:
+    if e.model is None:
+        return
+    ref = e.model.model
+    inv = ref.inventory
+    s = e.scenario
+    yield ""
+    yield (f"Model {ref.title} ({ref.architecture.family}): {integer(inv.params)} params, {ref.architecture.layers} "
+           f"layers; largest unit {inv.largest_unit.name} = {integer(inv.largest_unit.params)} params")  # fmt: skip
+    yield f"  params {s.source_of('params')}, largest unit {s.source_of('unit_params')}; source: {ref.source}"
+    a = e.model.activations
+    if e.activation_source == "modelled":
+        yield (f"  activations modelled ({a.policy}, s = {s.seq_len:,}, b = {s.micro_batch:,}, t = {s.tp}): "
+               f"{gb(a.total_bytes)} = {a.layers} × {integer(a.per_layer_bytes)} B per layer + working set, "
+               f"embedding, head and logits ({integer(a.logits_bytes)} B); recompute "
+               f"+{a.recompute_fraction_text(3)} of a step")  # fmt: skip
+    else:
+        yield f"  activations measured: {gb(s.activation_bytes)} (the model would give {gb(a.total_bytes)})"
+    if e.fsdp2 is not None:
+        f = e.fsdp2
+        extra = integer(f.padded_elements - f.lower_bound_elements)
+        yield (f"  FSDP2 shard at D = {s.dp:,}: {integer(f.padded_elements)} elements per rank with dim-0 "
+               f"padding vs {integer(f.lower_bound_elements)} = ⌈N ÷ D⌉ (+{extra})")  # fmt: skip
+
+
 def render_table(e: Estimate) -> str:
     return "\n".join(_lines(e)) + "\n"
 
@@ -92,6 +117,16 @@ def _lines(e: Estimate) -> Iterator[str]:
     )
     yield f"  activations: {activation_source(e)}; buckets and overhead: declared"
     yield f"  stage-3 gather: {e.ledger.stages[3].peak.gather_formula}"
+    yield from _model_lines(e)
+    yield ""
+    yield f"Fit finder against {gb(s.capacity_bytes)} / {gib(s.capacity_bytes)}"
+    body = [
+        [f"stage {st.stage}", "none fits" if st.smallest_dp is None else f"D = {st.smallest_dp:,}",
+         "—" if not e.fit.micro_batch_modelled else ("none fits" if st.largest_micro_batch is None
+                                                     else f"b = {st.largest_micro_batch:,}")]
+        for st in e.fit.stages
+    ]  # fmt: skip
+    yield from _table(["", "smallest dp that fits", f"largest micro batch at D = {s.dp:,}"], body)
     yield ""
     yield "Communication per rank per optimizer step"
     yield from _table(

@@ -10,11 +10,23 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from app.ledger.estimate import estimate
+from app.ledger.models.architecture import ModelConfigError
+from app.ledger.models.inventory import inventory
+from app.ledger.models.known import KNOWN_MODELS
+from app.ledger.models.reference import compact, resolve
 from app.ledger.scenario import Scenario, ScenarioError
 from app.receipts.csv_rows import csv_lines
 from app.receipts.links import slug
 from app.receipts.receipt import _mutation, receipt
-from app.web.openapi import BODY_SCHEMA, MUTATIONS_RESPONSES, QUERY_PARAMETERS, RECEIPT_RESPONSES
+from app.web.openapi import (
+    BODY_SCHEMA,
+    CONFIG_BODY,
+    INVENTORY_RESPONSES,
+    MODELS_RESPONSES,
+    MUTATIONS_RESPONSES,
+    QUERY_PARAMETERS,
+    RECEIPT_RESPONSES,
+)
 from app.web.query import error_body, query_dict, read_scenario
 from app.web.routing import DirectRoute
 
@@ -147,6 +159,50 @@ async def receipt_csv(request: Request) -> StreamingResponse:
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="zero3-lab-{slug(scenario)}.csv"'},
     )
+
+
+def inventory_json(reference: str) -> dict[str, Any]:
+    """A model's inventory: every tensor with its shape and unit, the units, the largest one."""
+    ref = resolve(reference)
+    inv = ref.inventory
+    return {
+        "model": ref.reference,
+        "title": ref.title,
+        "family": ref.architecture.family,
+        "params": inv.params,
+        "layers": ref.architecture.layers,
+        "largest_unit": {"name": inv.largest_unit.name, "params": inv.largest_unit.params},
+        "units": [{"name": name, "params": params} for name, params in inv.unit_sizes()],
+        "tensors": [
+            {"name": unit.prefix + t.name, "shape": list(t.shape), "unit": unit.name}
+            for unit in inv.units
+            for t in unit.tensors
+        ],
+    }
+
+
+@router.post("/api/model-inventory", openapi_extra={"requestBody": CONFIG_BODY}, responses=INVENTORY_RESPONSES,
+             summary="The exact parameter inventory of a Hugging Face config.json")  # fmt: skip
+async def model_inventory(request: Request) -> Response:
+    try:
+        config = json.loads(await request.body())
+        if not isinstance(config, dict):
+            raise ModelConfigError("the body must be a JSON object (a config.json)")
+        reference = compact(config)
+    except ModelConfigError as exc:
+        key = exc.key or "config"
+        return JSONResponse({"detail": [{"loc": ["body", key], "field": key, "msg": str(exc),
+                                         "type": "value_error"}]}, status_code=422)  # fmt: skip
+    except (ValueError, RecursionError):
+        return JSONResponse({"detail": [{"loc": ["body"], "msg": "the body is not valid JSON",
+                                         "type": "json_invalid"}]}, status_code=422)  # fmt: skip
+    return FastJSON(inventory_json(reference))
+
+
+@router.get("/api/models", responses=MODELS_RESPONSES, summary="The built-in models and where their facts come from")
+async def models(_: Request) -> Response:
+    return FastJSON([{"id": m.id, "title": m.title, "source": m.source, "params": inventory(m.architecture()).params}
+                     for m in KNOWN_MODELS])  # fmt: skip
 
 
 HEALTH_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -80,3 +80,67 @@ def peak_chart(ledger: Ledger) -> PeakChart:
         )
     height = TOP + len(bars) * (BAR + GAP) + 10
     return PeakChart(WIDTH, height, LABEL, BAR, tuple(bars), LABEL + capacity * span // scale_max, capacity, scale_max)
+
+
+# ---------------------------------------------------------------- the fit finder's curve
+
+FIT_WIDTH = 640
+FIT_HEIGHT = 250
+FIT_LEFT = 78
+FIT_RIGHT = 16
+FIT_TOP = 12
+FIT_BOTTOM = 34
+LOG_STEPS = 64  # sub-steps per doubling on the log axis
+
+
+def log_position(value: int) -> int:
+    """log2(value) in 1/64ths, by linear interpolation between powers of two (integers only)."""
+    if value <= 1:
+        return 0
+    top = value.bit_length() - 1
+    return LOG_STEPS * top + ((value << 6) >> top) - LOG_STEPS
+
+
+@dataclass(slots=True)
+class FitCurve:
+    stage: int
+    points: str  # "x,y x,y …" for a <polyline>
+
+
+@dataclass(slots=True)
+class FitChart:
+    width: int
+    height: int
+    left: int
+    top: int
+    bottom: int
+    right: int
+    curves: tuple[FitCurve, ...]
+    capacity_y: int
+    x_ticks: tuple[tuple[int, str], ...]  # (x, label)
+    y_ticks: tuple[tuple[int, str], ...]  # (y, label)
+
+
+def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int) -> FitChart:
+    """Per-rank peak against D, both axes log2, one polyline per stage, with the capacity line."""
+    plot_w = FIT_WIDTH - FIT_LEFT - FIT_RIGHT
+    plot_h = FIT_HEIGHT - FIT_TOP - FIT_BOTTOM
+    values = [p for _, peaks in curve for p in peaks] + [capacity]
+    low, high = log_position(max(min(values), 1)), log_position(max(values))
+    span = max(high - low, LOG_STEPS)
+    last = len(curve) - 1
+
+    def x(i: int) -> int:
+        return FIT_LEFT + i * plot_w // last
+
+    def y(v: int) -> int:
+        return FIT_TOP + (high - log_position(max(v, 1))) * plot_h // span
+
+    curves = tuple(
+        FitCurve(stage, " ".join(f"{x(i)},{y(peaks[stage])}" for i, (_, peaks) in enumerate(curve)))
+        for stage in range(len(curve[0][1]))
+    )
+    x_ticks = tuple((x(i), f"{dp:,}") for i, (dp, _) in enumerate(curve) if i % 3 == 0 or i == last)
+    y_ticks = ((y(max(values)), gb(max(values))), (y(min(values)), gb(min(values))))
+    return FitChart(FIT_WIDTH, FIT_HEIGHT, FIT_LEFT, FIT_TOP, FIT_HEIGHT - FIT_BOTTOM, FIT_WIDTH - FIT_RIGHT,
+                    curves, y(capacity), x_ticks, y_ticks)  # fmt: skip

@@ -8,8 +8,13 @@ from app.ledger.fields import FIELDS, NAME_PATTERN, Field
 
 
 def field_schema(field: Field) -> dict[str, Any]:
+    if field.name == "model":
+        return {"type": "string", "maxLength": field.maximum,
+                "description": "a known model id (see /api/models) or a compact config, cfg:key=value;…"}  # fmt: skip
     if field.kind == "text":
         return {"type": "string", "maxLength": field.maximum, "pattern": NAME_PATTERN}
+    if field.options is not None:
+        return {"type": "string", "enum": list(field.options)}
     if field.choices is not None:
         return {"type": "integer", "enum": list(field.choices)}
     return {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
@@ -133,3 +138,36 @@ MUTATIONS_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: _ERROR_RESPONSE,
     **LIMIT_RESPONSES,
 }
+
+_UNIT = {"type": "object", "required": ["name", "params"],
+         "properties": {"name": {"type": "string"}, "params": {"type": "integer"}}}  # fmt: skip
+INVENTORY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["model", "family", "params", "layers", "largest_unit", "units", "tensors"],
+    "properties": {
+        "model": {"type": "string", "description": "the scenario's model input for this config (cfg:…)"},
+        "family": {"type": "string"},
+        "params": {"type": "integer"},
+        "layers": {"type": "integer"},
+        "largest_unit": _UNIT,
+        "units": {"type": "array", "items": _UNIT},
+        "tensors": {"type": "array", "items": {"type": "object", "required": ["name", "shape", "unit"], "properties": {
+            "name": {"type": "string"}, "shape": {"type": "array", "items": {"type": "integer"}},
+            "unit": {"type": "string"}}}},
+    },
+}  # fmt: skip
+CONFIG_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {"application/json": {"schema": {"type": "object", "description": "a Hugging Face config.json"}}},
+    "description": "A Hugging Face config.json of a supported family (llama, mistral, mixtral, qwen2, gpt2, gpt_neox).",
+}
+INVENTORY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The model's inventory", "content": {"application/json": {"schema": INVENTORY_SCHEMA}}},
+    422: _ERROR_RESPONSE,
+    **LIMIT_RESPONSES,
+}
+MODELS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The built-in models", "content": {"application/json": {"schema": {
+        "type": "array", "items": {"type": "object", "required": ["id", "title", "source", "params"]}}}}},
+    414: LIMIT_RESPONSES[414],
+}  # fmt: skip

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from html import escape
+from urllib.parse import parse_qs, parse_qsl
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.ledger.estimate import estimate
+from app.ledger.models.architecture import ModelConfigError
+from app.ledger.models.reference import compact
 from app.ledger.presets import PRESET_BY_ID
+from app.ledger.scenario import FIELD_NAMES
 from app.receipts.links import link
-from app.web.query import query_dict, read_scenario, scenario_fields
+from app.web.query import DERIVED, form_fields, query_dict, read_scenario
 from app.web.rendering import Renderer
 from app.web.results_view import results_view
 from app.web.routing import DirectRoute
@@ -40,7 +45,7 @@ async def page(request: Request) -> Response:
         if request.headers.get("hx-request") == "true":
             return Response(status_code=204, headers={"HX-Redirect": target})
         return RedirectResponse(target, status_code=303)
-    raw = scenario_fields(query)
+    raw = form_fields(query)
     scenario, error = read_scenario(raw, strict=False)
     fragment = wants_fragment(request)
     ctx = context(raw, scenario, error, page=not fragment)
@@ -55,15 +60,51 @@ async def page(request: Request) -> Response:
     return HTMLResponse(renderer.page(ctx), status_code=status, headers={"Vary": "HX-Request"})
 
 
+@router.post("/model")
+async def use_model_config(request: Request) -> Response:
+    """The page's "use a config.json" form: the config becomes the scenario's ``model`` (compact),
+    keeping the other inputs of the scenario the form was on; a bad config is shown inline."""
+    body = await request.body()
+    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and k not in DERIVED}
+    text = form.get("config", "")
+    try:
+        config = json.loads(text)
+        if not isinstance(config, dict):
+            raise ModelConfigError("must be a JSON object, like a config.json file")
+        reference = compact(config)
+    except (ValueError, RecursionError) as exc:
+        message = str(exc) if isinstance(exc, ModelConfigError) else f"not valid JSON ({exc})"
+        scenario, error = read_scenario(keep, strict=False)
+        ctx = context(keep, scenario, error, page=True)
+        ctx.update(paste_error=message, pasted_config=text)
+        return HTMLResponse(_renderer(request).page(ctx), status_code=422)
+    scenario, error = read_scenario({**keep, "model": reference}, strict=False)
+    if scenario is None:  # the kept inputs do not suit this model (e.g. tp): start from its defaults
+        scenario, error = read_scenario({"model": reference}, strict=False)
+    return RedirectResponse(link(scenario) if scenario else "/", status_code=303)
+
+
 @router.get("/lines")
 async def lines(request: Request) -> Response:
     """The ledger-lines table for the scenario in the query (fetched when its <details> opens)."""
-    scenario, error = read_scenario(scenario_fields(query_dict(request)), strict=False)
+    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
     if scenario is None:
         assert error is not None
         return HTMLResponse(f'<p class="hint">{escape(str(error))}</p>', status_code=422)
     ctx = {"v": results_view(estimate(scenario), with_lines=True)}
     return HTMLResponse(_renderer(request).lines(ctx), headers={"Vary": "HX-Request"})
+
+
+@router.get("/fit-table")
+async def fit_table(request: Request) -> Response:
+    """The fit chart's table twin for the scenario in the query (fetched when its <details> opens)."""
+    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
+    if scenario is None:
+        assert error is not None
+        return HTMLResponse(f'<p class="hint">{escape(str(error))}</p>', status_code=422)
+    ctx = {"v": results_view(estimate(scenario), with_lines=True)}
+    return HTMLResponse(_renderer(request).fit_table(ctx), headers={"Vary": "HX-Request"})
 
 
 @router.get("/docs")

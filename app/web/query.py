@@ -29,9 +29,19 @@ def query_dict(request: Request) -> dict[str, str]:
     return out
 
 
+# Fields whose default follows other inputs (the model, params, the parameter width). The page's
+# form leaves them empty unless the user types a value, so an empty one means "use the default".
+DERIVED = frozenset({"params", "unit_params", "gather_bytes", "activation_bytes"})
+
+
 def scenario_fields(query: Mapping[str, str]) -> dict[str, str]:
     """The scenario fields of a query (other keys are ignored)."""
     return {k: v for k, v in query.items() if k in FIELD_NAMES}
+
+
+def form_fields(query: Mapping[str, str]) -> dict[str, str]:
+    """The scenario fields the page's form sent: an empty derived field means its default."""
+    return {k: v for k, v in query.items() if k in FIELD_NAMES and (v.strip() or k not in DERIVED)}
 
 
 def read_scenario(raw: Mapping[str, object], *, strict: bool) -> tuple[Scenario | None, ScenarioError | None]:

@@ -9,6 +9,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from app.ledger.fields import FIELDS
+from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.mutants import reference_kill_list
 from app.ledger.presets import DEVICES, PRESETS
 from app.receipts import display
@@ -25,6 +26,7 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
         )
+        self.env.globals["known_models"] = KNOWN_MODELS
         self.env.filters.update(
             gb=display.gb,
             gib=display.gib,
@@ -49,6 +51,7 @@ class Renderer:
             ).render(fields=[ErrorSlot(f, None) for f in FIELDS])
         )
         self.lines_template = self.env.get_template("_lines.html")
+        self.fit_table_template = self.env.get_template("_fit_table.html")
         # The form's constant parts: presets, the device list and table, and each empty error slot.
         parts = self.env.get_template("_static_form_parts.html").module
         slot = self.env.get_template("_field_error.html").module
@@ -72,6 +75,9 @@ class Renderer:
 
     def lines(self, ctx: dict[str, Any]) -> str:
         return self.lines_template.render(ctx)
+
+    def fit_table(self, ctx: dict[str, Any]) -> str:
+        return self.fit_table_template.render(ctx)
 
     def docs(self) -> str:
         return self.docs_template.render()

@@ -30,6 +30,8 @@ class ResultsView:
     peaks: list[tuple[int, list[PeakCell], bool, int, str, str, str, str]]
     communication: list[tuple[int, str, int, str, str, str]]
     checkpoint: list[tuple[str, str, int, str, str, int, str, str, list[tuple[int, str]], bool, str]]
+    fit: list[tuple[int, str, str]]  # per stage: smallest D, largest micro batch (text)
+    fit_rows: list[tuple[str, list[tuple[int, str]]]]  # per D of the curve: (D, [(bytes, GB) per stage])
 
 
 def _cell(stage: int, cls: str, value: int, share: str, formula: str) -> Cell:
@@ -73,4 +75,12 @@ def results_view(e: Estimate, *, with_lines: bool = True) -> ResultsView:
         for c in e.checkpoint
     ]  # fmt: skip
     totals = [(st.stage, st.persistent, gb(st.persistent), gib(st.persistent), integer(st.persistent)) for st in stages]
-    return ResultsView(cells, totals, lines, peaks, comm, checkpoint)
+    modelled = e.fit.micro_batch_modelled
+    fit = [
+        (st.stage, "none fits" if st.smallest_dp is None else f"{st.smallest_dp:,}",
+         ("none fits" if st.largest_micro_batch is None else f"{st.largest_micro_batch:,}") if modelled
+         else "— (activations not modelled)")
+        for st in e.fit.stages
+    ]  # fmt: skip
+    fit_rows = [] if not with_lines else [(f"{dp:,}", [(p, gb(p)) for p in peaks]) for dp, peaks in e.fit.curve]
+    return ResultsView(cells, totals, lines, peaks, comm, checkpoint, fit, fit_rows)

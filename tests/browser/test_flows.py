@@ -132,7 +132,9 @@ def test_edit_updates_url_and_ledger_then_reload_back_forward(page: Page, live_s
     page.go_back()
     expect(page).to_have_url(live_server + "/?dp=16")
     expect(cell).to_have_attribute("data-bytes", "7000000000")
-    expect(page.locator("#f-params")).to_have_value("7B")
+    # params is a derived field: empty means its default, and the hint beside it says which
+    expect(page.locator("#f-params")).to_have_value("")
+    expect(page.locator("#d-params")).to_contain_text("7,000,000,000")
     expect(page.locator("#f-dp")).to_have_value("16")
 
     page.go_back()
@@ -439,3 +441,43 @@ def test_narrow_viewport_has_no_horizontal_scroll(browser: Browser, live_server:
         assert max(scroll_width, inputs_right) <= client_width, widths
     finally:
         ctx.close()
+
+
+@pytest.mark.browser
+def test_picking_a_model_fills_the_ledger_from_its_config(page: Page, live_server: str) -> None:
+    """Llama-2-7B: 6,738,415,616 params, U = one 202,383,360-parameter layer; stage 3 at D = 8 holds
+    ⌈6,738,415,616 ÷ 8⌉ = 842,301,952 elements × 16 B = 13,476,831,232 B."""
+    page.goto(live_server + "/?dp=8")
+    page.locator("#f-model").select_option("llama-2-7b")
+    expect(page).to_have_url(live_server + "/?model=llama-2-7b")
+    expect(stage3_total(page)).to_have_attribute("data-bytes", str(842_301_952 * 16))
+    expect(page.locator("#sec-model")).to_contain_text("Llama-2-7B")
+    expect(page.locator("#d-params")).to_contain_text("from config: 6,738,415,616")
+    expect(page.locator("#d-activation_bytes")).to_contain_text("modelled")
+    assert dom_ledger(page) == receipt_ledger(api_receipt(live_server, "model=llama-2-7b"))
+
+    # full recomputation shrinks the modelled activations; the fit finder follows
+    page.locator("#f-act_policy").select_option("full")
+    expect(page).to_have_url(live_server + "/?act_policy=full&model=llama-2-7b")
+    receipt = api_receipt(live_server, "act_policy=full&model=llama-2-7b")
+    peak3 = page.locator('table.peak tr[data-stage="3"] td[data-part="activations"]')
+    expect(peak3).to_have_attribute("data-bytes", str(receipt["activations"]["total_bytes"]))
+    smallest = page.locator('table.fit tr[data-stage="3"] td[data-fit="smallest_dp"]')
+    expect(smallest).to_have_text(f"{receipt['fit']['stages'][3]['smallest_dp']:,}")
+
+    # the chart's table twin loads when opened
+    page.locator("details.fit-numbers summary").click()
+    expect(page.locator("details.fit-numbers table.fit-curve tbody tr")).to_have_count(18)
+
+
+@pytest.mark.browser
+def test_pasting_a_config_json_uses_it(page: Page, live_server: str) -> None:
+    from app.ledger.models.known import KNOWN_BY_ID
+
+    page.goto(live_server + "/?dp=4")
+    page.locator("details.paste summary").click()
+    page.locator("#config").fill(json.dumps(dict(KNOWN_BY_ID["gpt2"].config)))
+    page.get_by_role("button", name="Use this config").click()
+    expect(page).to_have_url(re.compile(r"dp=4&model=cfg%3Amodel_type%3Dgpt2"))
+    expect(page.locator("#sec-model")).to_contain_text("custom gpt2 config")
+    expect(page.locator("#results")).to_contain_text("124,439,808")

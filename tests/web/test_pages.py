@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.ledger.fields import FIELDS
 from app.ledger.presets import PRESETS
+from app.web.query import DERIVED
 from tests.web.html_numbers import read_cells
 
 HX = {"HX-Request": "true"}
@@ -63,7 +65,10 @@ def test_fragment_is_results_plus_out_of_band_error_slots(client: TestClient) ->
     assert r.status_code == 200
     assert "<html" not in r.text and 'id="scenario"' not in r.text
     assert r.text.lstrip().startswith('<section id="results"')
-    assert r.text.count('hx-swap-oob="true"') == 16  # one error slot per field, cleared or filled
+    # one error slot per field (cleared or filled), one hint per derived field, and the paste form's scenario
+    assert r.text.count('class="field-error" id="e-') == len(FIELDS)
+    assert r.text.count('class="derived" id="d-') == len(DERIVED)
+    assert r.text.count('hx-swap-oob="true"') == len(FIELDS) + len(DERIVED) + 1
     assert r.headers["vary"] == "HX-Request"
     assert r.headers["hx-push-url"] == "/?dp=16"
 
@@ -169,3 +174,12 @@ def test_security_headers_on_every_response(client: TestClient) -> None:
         assert "unsafe-inline" not in script_src
         assert headers["x-content-type-options"] == "nosniff"
         assert headers["referrer-policy"] == "no-referrer"
+
+
+@pytest.mark.parametrize("query", ["", "model=llama-2-7b&act_policy=full", "dp=0"])
+def test_every_id_on_the_page_is_unique(client: TestClient, query: str) -> None:
+    """A regression test: a section heading once shared the id of a field's help text."""
+    import re
+
+    ids = re.findall(r'\sid="([^"]+)"', client.get(f"/?{query}").text)
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})

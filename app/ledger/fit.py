@@ -1,0 +1,128 @@
+"""The fit finder: per stage, the smallest sharding degree at which the peak fits the device, the
+largest micro batch that fits at the current degree (when activations are modelled), and the
+curve of per-rank peak against D for the chart.
+
+The peak here is the ledger's own rules (ownership table, gather term, contingency) written as a
+closed form in D, so that a search over 131,072 degrees costs a few microseconds per probe; a
+property test holds it equal to the full ledger at every answer and one step before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.ledger.fields import FIELD_BY_NAME
+from app.ledger.persistent import width_and_copies
+from app.ledger.rules import CLASSES, PRODUCTION, STAGES
+from app.ledger.scenario import Scenario
+
+DP_MAX = FIELD_BY_NAME["dp"].maximum
+MICRO_BATCH_MAX = FIELD_BY_NAME["micro_batch"].maximum
+CURVE_DPS: tuple[int, ...] = tuple(2**k for k in range(18))  # 1 … 131,072, a log2 axis
+
+
+@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
+class StageFit:
+    stage: int
+    smallest_dp: int | None  # None: no D within bounds fits
+    largest_micro_batch: int | None  # None: not modelled, or not even one sequence fits
+
+
+@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
+class FitFinder:
+    stages: tuple[StageFit, ...]
+    curve: tuple[tuple[int, tuple[int, ...]], ...]  # (D, peak per stage)
+    micro_batch_modelled: bool
+
+
+class _PeakModel:
+    """peak(stage, D, activations) for one scenario, every other input fixed."""
+
+    def __init__(self, s: Scenario) -> None:
+        self.s = s
+        # Per stage: total width of the classes sharded at that stage, and of the replicated ones.
+        self.widths: list[tuple[int, int]] = []
+        for stage in STAGES:
+            sharded = replicated = 0
+            for c in CLASSES:
+                width, copies, _ = width_and_copies(s, c, PRODUCTION)
+                if PRODUCTION.sharded(c, stage):
+                    sharded += width * copies
+                else:
+                    replicated += width * copies
+            self.widths.append((sharded, replicated))
+        self.fixed = s.bucket_bytes + s.overhead_bytes
+
+    def peak(self, stage: int, dp: int, activations: int) -> int:
+        s = self.s
+        sharded, replicated = self.widths[stage]
+        persistent = -(-s.params // dp) * sharded + s.params * replicated
+        gather = 0
+        if stage == 3:
+            gather = (1 + s.prefetch) * (s.unit_params + (-s.unit_params // dp)) * s.gather_bytes
+        subtotal = persistent + gather + self.fixed + activations
+        return subtotal + -(-subtotal * s.contingency_pct // 100)
+
+
+def _smallest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The smallest x in [low, high] with fits(x), searching for the boundary by bisection."""
+    if fits(low):
+        return low
+    if not fits(high):
+        return None
+    # invariant: fits(high) and not fits(low)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def _largest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The largest x in [low, high] with fits(x), for a predicate that only turns false."""
+    if not fits(low):
+        return None
+    if fits(high):
+        return high
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) -> FitFinder:
+    """Fit figures for ``s``. ``activations_at(b)`` gives the modelled activation peak for micro
+    batch ``b`` (with a model and no measured value); without it the micro batch is not searched.
+
+    The smallest D is found by bisection after checking D = 1: the persistent state shrinks with
+    D while the stage-3 gather grows towards (1 + P) × U × gather_bytes, so the peak falls with D
+    except when the gather outgrows the state (U × (1 + P) × g > N × state width, a model of one
+    or two units with prefetch); there the bisection still returns a D that fits where D − 1 does
+    not, and the page shows the whole curve.
+    """
+    model = _PeakModel(s)
+    cap = s.capacity_bytes
+    act = s.activation_bytes
+    stages = []
+    memo: dict[int, int] = {}
+
+    def modelled(b: int) -> int:
+        if b not in memo:
+            assert activations_at is not None
+            memo[b] = activations_at(b)
+        return memo[b]
+
+    for stage in STAGES:
+        dp = _smallest(lambda d, st=stage: model.peak(st, d, act) <= cap, 1, DP_MAX)  # type: ignore[misc]
+        mb = None
+        if activations_at is not None:
+            mb = _largest(lambda b, st=stage: model.peak(st, s.dp, modelled(b)) <= cap, 1, MICRO_BATCH_MAX)  # type: ignore[misc]
+        stages.append(StageFit(stage, dp, mb))
+    curve = tuple((d, tuple(model.peak(st, d, act) for st in STAGES)) for d in CURVE_DPS)
+    return FitFinder(tuple(stages), curve, activations_at is not None)

@@ -1,0 +1,52 @@
+"""What a scenario's model supplies: defaults for params, the largest unit and the activation peak.
+
+A scenario that names a model (``model=llama-2-7b``) takes its parameter count and largest
+wrapped unit from the model's inventory, and its activation peak from the activation ledger for
+its sequence length, micro batch, widths, policy and parallelism, unless the user typed a value:
+a typed ``params`` or ``unit_params`` overrides the config, a typed ``activation_bytes`` is a
+measurement. Cached, because the canonical link and the page ask for these defaults repeatedly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from app.ledger.models.activations import ActivationLedger, activation_ledger
+from app.ledger.models.reference import ModelRef, resolve
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDefaults:
+    model: ModelRef
+    params: int
+    unit_params: int
+    unit_name: str
+    activations: ActivationLedger
+
+
+@lru_cache(maxsize=512)
+def model_defaults(
+    model: str,
+    seq_len: int,
+    micro_batch: int,
+    act_bytes: int,
+    act_policy: str,
+    tp: int,
+    sequence_parallel: int,
+    logits_bytes: int,
+) -> ModelDefaults:
+    """Raises ``ModelConfigError`` (the model) or ``ActivationInputError`` (naming its field)."""
+    ref = resolve(model)
+    inv = ref.inventory
+    ledger = activation_ledger(
+        ref.architecture,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        act_bytes=act_bytes,
+        policy=act_policy,
+        tp=tp,
+        sequence_parallel=bool(sequence_parallel),
+        logits_bytes=logits_bytes,
+    )
+    return ModelDefaults(ref, inv.params, inv.largest_unit.params, inv.largest_unit.name, ledger)

@@ -1,0 +1,89 @@
+"""A model as one scenario input: a known id (``llama-2-7b``) or a pasted config in compact form.
+
+The address bar is the lab's state, so a config pasted into the page must fit in a link. Only
+the keys the config readers consult are kept, as ``cfg:model_type=llama;hidden_size=4096;...``
+(integers and true/false only): bounded, readable, and read back by the same reader as a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from app.ledger.models.architecture import Architecture, ModelConfigError, architecture_from_config
+from app.ledger.models.inventory import Inventory, inventory
+from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS
+
+PREFIX = "cfg:"
+MAX_REFERENCE_CHARS = 600
+# Every key a family reader consults (architecture.py); nothing else survives compaction.
+CONFIG_KEYS: tuple[str, ...] = (
+    "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
+    "attention_bias", "mlp_bias", "num_local_experts", "num_experts_per_tok", "n_embd", "n_layer", "n_head",
+    "n_inner", "n_positions", "use_parallel_residual",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRef:
+    """A resolved model input: what it is called, where its facts come from, and its shape."""
+
+    reference: str  # the scenario's ``model`` text, canonical
+    title: str
+    source: str
+    architecture: Architecture
+
+    @property
+    def inventory(self) -> Inventory:
+        return inventory(self.architecture)
+
+
+def compact(config: Mapping[str, object]) -> str:
+    """``cfg:`` + the consulted keys of ``config``, in a fixed order; validated by reading it back."""
+    architecture_from_config(config)  # refuse a bad config here, naming its key
+    parts = []
+    for key in CONFIG_KEYS:
+        value = config.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            parts.append(f"{key}={'true' if value else 'false'}")
+        elif isinstance(value, int) or (isinstance(value, str) and key == "model_type" and value.isidentifier()):
+            parts.append(f"{key}={value}")
+        else:
+            raise ModelConfigError(f"{key} must be an integer or true/false, not {type(value).__name__}", key)
+    return PREFIX + ";".join(parts)
+
+
+def _expand(text: str) -> dict[str, object]:
+    config: dict[str, object] = {}
+    for part in text.split(";"):
+        key, sep, raw = part.partition("=")
+        if not sep or key not in CONFIG_KEYS:
+            raise ModelConfigError(f"{part[:40]!r} is not one of the config keys {', '.join(CONFIG_KEYS)}")
+        if raw in ("true", "false"):
+            config[key] = raw == "true"
+        elif raw.isascii() and raw.isdigit() and len(raw) <= 12:
+            config[key] = int(raw)
+        elif key == "model_type":
+            config[key] = raw
+        else:
+            raise ModelConfigError(f"{key}={raw[:20]!r}: expected an integer or true/false", key)
+    return config
+
+
+@lru_cache(maxsize=256)
+def resolve(reference: str) -> ModelRef:
+    """The model a scenario names; ``ModelConfigError`` says what is accepted when it names none."""
+    if len(reference) > MAX_REFERENCE_CHARS:
+        raise ModelConfigError(f"is longer than {MAX_REFERENCE_CHARS} characters")
+    known = KNOWN_BY_ID.get(reference)
+    if known is not None:
+        return ModelRef(known.id, known.title, known.source, known.architecture())
+    if reference.startswith(PREFIX):
+        arch = architecture_from_config(_expand(reference[len(PREFIX) :]))
+        return ModelRef(reference, f"custom {arch.family} config", "pasted config.json", arch)
+    ids = ", ".join(m.id for m in KNOWN_MODELS)
+    raise ModelConfigError(f"{reference[:40]!r} is neither a known model ({ids}) nor a pasted config (cfg:…)")

@@ -1,0 +1,176 @@
+"""A scenario that names a model: the inventory fills params and U, the activation ledger fills
+the activation peak, typed values override them, and the fit finder agrees with the verdict."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.ledger.estimate import estimate
+from app.ledger.fit import find_fit
+from app.ledger.ledger import compute_ledger
+from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS, KnownModel
+from app.ledger.models.reference import compact, resolve
+from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
+from app.receipts.csv_rows import csv_text
+from app.receipts.links import canonical_query
+from app.receipts.receipt import receipt
+
+LLAMA2_7B = 6_738_415_616
+LLAMA2_7B_LAYER = 202_383_360
+
+
+def test_a_known_model_fills_params_unit_and_activations() -> None:
+    """Llama-2-7B: 6,738,415,616 params; its largest unit is one decoder layer of 202,383,360."""
+    s = parse_scenario({"model": "llama-2-7b"})
+    assert (s.params, s.unit_params) == (LLAMA2_7B, LLAMA2_7B_LAYER)
+    md = s.model_defaults()
+    assert md is not None
+    assert s.activation_bytes == md.activations.total_bytes
+    assert [s.source_of(n) for n in ("params", "unit_params", "activation_bytes")] == [
+        "from config",
+        "from config",
+        "modelled",
+    ]
+    assert canonical_query(s) == "model=llama-2-7b"  # everything the model supplies is omitted
+
+
+def test_typed_values_override_the_model_and_are_marked() -> None:
+    s = parse_scenario({"model": "llama-2-7b", "params": "7B", "activation_bytes": "30GB"})
+    assert s.params == 7_000_000_000
+    assert s.source_of("params") == "declared"
+    assert s.source_of("activation_bytes") == "measured"
+    assert s.unit_params == LLAMA2_7B_LAYER  # still from config
+    assert "activation_bytes=30000000000" in canonical_query(s)
+    e = estimate(s)
+    assert receipt(e)["activations"] == {"source": "measured", "total_bytes": 30_000_000_000}
+
+
+def test_without_a_model_the_seed_activations_are_a_placeholder() -> None:
+    s = parse_scenario({})
+    assert s.source_of("activation_bytes") == "placeholder"
+    assert parse_scenario({"activation_bytes": "12GB"}).source_of("activation_bytes") == "measured"
+
+
+def test_the_models_constraints_are_field_errors() -> None:
+    with pytest.raises(ScenarioError) as tp:
+        parse_scenario({"model": "llama-2-7b", "tp": "3"})  # 32 heads
+    assert [e.field for e in tp.value.errors] == ["tp"]
+    with pytest.raises(ScenarioError) as unknown:
+        parse_scenario({"model": "llama-9"})
+    assert unknown.value.errors[0].field == "model"
+    assert "llama-2-7b" in unknown.value.errors[0].message
+    with pytest.raises(ScenarioError) as huge:
+        parse_scenario({"model": "llama-2-70b", "seq_len": "1048576", "micro_batch": "4096"})
+    assert huge.value.errors[0].field == "micro_batch"
+
+
+def test_gpt2_defaults_to_its_learned_context() -> None:
+    """GPT-2 has 1,024 learned positions: the 4,096-token default would not fit, so it takes 1,024."""
+    s = parse_scenario({"model": "gpt2"})
+    assert s.seq_len == 1024
+    assert canonical_query(s) == "model=gpt2"
+    with pytest.raises(ScenarioError):
+        parse_scenario({"model": "gpt2", "seq_len": "2048"})
+
+
+@pytest.mark.parametrize("known", KNOWN_MODELS, ids=lambda m: m.id)
+def test_a_pasted_config_is_the_same_model_as_its_preset(known: KnownModel) -> None:
+    model = KNOWN_BY_ID[known.id]
+    reference = compact(model.config)
+    assert reference.startswith("cfg:")
+    assert resolve(reference).inventory.params == resolve(model.id).inventory.params
+    by_id, pasted = parse_scenario({"model": model.id}), parse_scenario({"model": reference})
+    assert (by_id.params, by_id.unit_params, by_id.activation_bytes) == (
+        pasted.params,
+        pasted.unit_params,
+        pasted.activation_bytes,
+    )
+
+
+def test_the_receipt_carries_model_activations_fsdp2_and_fit() -> None:
+    data = receipt(estimate(parse_scenario({"model": "qwen2-0.5b", "dp": "6"})))
+    model = data["model"]
+    assert model["family"] == "qwen2"
+    assert model["params"] == 494_032_768
+    assert model["largest_unit"] == {"name": "embed", "params": 136_134_656}  # the tied embedding
+    assert sum(u["params"] for u in model["units"]) == model["params"]
+    acts = data["activations"]
+    for key in ("policy", "per_layer_bytes", "layers", "logits_bytes", "total_bytes", "recompute_flops_fraction",
+                "formula"):  # fmt: skip
+        assert key in acts
+    assert acts["source"] == "modelled"
+    assert acts["total_bytes"] == data["scenario"]["activation_bytes"]
+    f = data["fsdp2"]
+    assert f["padded_elements"] >= f["lower_bound_elements"] == -(-494_032_768 // 6)
+    assert f["padding_bytes"] == f["stage3_padded_bytes"]["total"] - f["stage3_lower_bound_bytes"] >= 0
+    assert [st["stage"] for st in data["fit"]["stages"]] == [0, 1, 2, 3]
+    assert [p["dp"] for p in data["fit"]["curve"]][:3] == [1, 2, 4]
+    text = csv_text(estimate(parse_scenario({"model": "qwen2-0.5b", "dp": "6"})))
+    assert ",model,params,,494032768," in text
+    assert ",fsdp2,padding," in text
+
+
+models = st.sampled_from([m.id for m in KNOWN_MODELS if m.id not in ("mixtral-8x7b-v0.1",)])
+
+
+@settings(max_examples=40)
+@given(models, st.sampled_from([1, 2, 4, 8, 64]), st.sampled_from(["none", "selective", "full"]))
+def test_modelled_activations_do_not_depend_on_dp(model: str, dp: int, policy: str) -> None:
+    one = parse_scenario({"model": model, "dp": 1, "act_policy": policy})
+    many = parse_scenario({"model": model, "dp": dp, "act_policy": policy})
+    assert one.activation_bytes == many.activation_bytes
+    assert [st.peak.activations for st in compute_ledger(many).stages] == [many.activation_bytes] * 4
+
+
+def _fits(s: Scenario, stage: int) -> bool:
+    return compute_ledger(s).stages[stage].peak.fits
+
+
+@settings(max_examples=40)
+@given(
+    st.integers(1, 10**12),
+    st.integers(0, 8),
+    st.integers(1, 2**40),
+    st.integers(0, 2**36),
+    st.sampled_from([0, 4]),
+)
+def test_the_fit_finder_agrees_with_the_verdict(
+    params: int, prefetch: int, capacity: int, act: int, master: int
+) -> None:
+    """At the answer the full ledger says fits, and one step before (D − 1) it does not."""
+    s = parse_scenario({"params": params, "prefetch": prefetch, "capacity_bytes": capacity,
+                        "activation_bytes": act, "master_bytes": master})  # fmt: skip
+    for fit in find_fit(s).stages:
+        if fit.smallest_dp is None:
+            assert not _fits(s.with_(dp=131_072), fit.stage)
+            continue
+        assert _fits(s.with_(dp=fit.smallest_dp), fit.stage)
+        if fit.smallest_dp > 1:
+            assert not _fits(s.with_(dp=fit.smallest_dp - 1), fit.stage)
+
+
+@settings(max_examples=15)
+@given(models, st.sampled_from([8, 64]), st.sampled_from(["none", "full"]), st.sampled_from([24, 80, 141]))
+def test_the_largest_micro_batch_fits_and_one_more_does_not(model: str, dp: int, policy: str, gib: int) -> None:
+    base = {"model": model, "dp": dp, "act_policy": policy, "capacity_bytes": f"{gib}GiB"}
+    s = parse_scenario(base)
+    for fit in estimate(s).fit.stages:
+        b = fit.largest_micro_batch
+        if b is None:
+            assert not _fits(parse_scenario({**base, "micro_batch": 1}), fit.stage)
+            continue
+        assert _fits(parse_scenario({**base, "micro_batch": b}), fit.stage)
+        if b < 4096:
+            try:
+                bigger = parse_scenario({**base, "micro_batch": b + 1})
+            except ScenarioError:
+                continue  # beyond the activation bound: certainly does not fit
+            assert not _fits(bigger, fit.stage)
+
+
+def test_the_fit_curve_equals_the_ledger_at_each_point() -> None:
+    s = parse_scenario({"model": "llama-2-13b", "act_policy": "full", "prefetch": 1})
+    for dp, peaks in find_fit(s).curve:
+        assert list(peaks) == [st.peak.total for st in compute_ledger(s.with_(dp=dp)).stages]
