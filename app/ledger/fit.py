@@ -64,6 +64,54 @@ class _PeakModel:
         subtotal = persistent + gather + self.fixed + activations
         return subtotal + -(-subtotal * s.contingency_pct // 100)
 
+    def curve(self, dps: tuple[int, ...], activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """All four stages at each D: per D the shard and the gather are computed once, and the
+        terms that do not depend on D once for the whole curve."""
+        s = self.s
+        n, u, pct = s.params, s.unit_params, s.contingency_pct
+        per_gather = (1 + s.prefetch) * s.gather_bytes
+        (w0, r0), (w1, r1), (w2, r2), (w3, r3) = self.widths
+        base = self.fixed + activations
+        b0, b1, b2, b3 = n * r0 + base, n * r1 + base, n * r2 + base, n * r3 + base
+        out = []
+        for dp in dps:
+            shard = -(-n // dp)
+            subs: tuple[int, ...] = (
+                shard * w0 + b0,
+                shard * w1 + b1,
+                shard * w2 + b2,
+                shard * w3 + b3 + per_gather * (u + (-u // dp)),
+            )
+            if pct:
+                subs = tuple(v + -(-v * pct // 100) for v in subs)
+            out.append((dp, subs))
+        return tuple(out)
+
+    def max_subtotal(self) -> int:
+        """The largest subtotal whose peak (with contingency) still fits the capacity."""
+        cap, pct = self.s.capacity_bytes, self.s.contingency_pct
+        guess = cap * 100 // (100 + pct)  # at most one off: sub + ⌈sub × pct ÷ 100⌉ ≤ cap
+        while guess + -(-guess * pct // 100) > cap:
+            guess -= 1
+        while (guess + 1) + -(-(guess + 1) * pct // 100) <= cap:
+            guess += 1
+        return guess
+
+    def smallest_dp_without_gather(self, stage: int, activations: int) -> int | None:
+        """Stages 0–2 in closed form: ⌈N ÷ D⌉ × sharded ≤ room  ⟺  D ≥ ⌈N ÷ ⌊room ÷ sharded⌋⌉."""
+        s = self.s
+        sharded, replicated = self.widths[stage]
+        room = self.max_subtotal() - s.params * replicated - self.fixed - activations
+        if room < 0:
+            return None
+        if sharded == 0:
+            return 1
+        most = room // sharded  # the largest ⌈N ÷ D⌉ that fits
+        if most == 0:
+            return None
+        dp = max(1, -(-s.params // most))
+        return dp if dp <= DP_MAX else None
+
 
 def _smallest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
     """The smallest x in [low, high] with fits(x), searching for the boundary by bisection."""
@@ -119,10 +167,13 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
         return memo[b]
 
     for stage in STAGES:
-        dp = _smallest(lambda d, st=stage: model.peak(st, d, act) <= cap, 1, DP_MAX)  # type: ignore[misc]
+        if stage < 3:
+            dp = model.smallest_dp_without_gather(stage, act)
+        else:
+            dp = _smallest(lambda d: model.peak(3, d, act) <= cap, 1, DP_MAX)
         mb = None
         if activations_at is not None:
             mb = _largest(lambda b, st=stage: model.peak(st, s.dp, modelled(b)) <= cap, 1, MICRO_BATCH_MAX)  # type: ignore[misc]
         stages.append(StageFit(stage, dp, mb))
-    curve = tuple((d, tuple(model.peak(st, d, act) for st in STAGES)) for d in CURVE_DPS)
+    curve = model.curve(CURVE_DPS, act)
     return FitFinder(tuple(stages), curve, activations_at is not None)
