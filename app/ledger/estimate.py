@@ -6,15 +6,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 from app.ledger.checkpoint import CheckpointPolicy, checkpoint_policies
 from app.ledger.checks import SCENARIO_CHECKS, CheckResult, frozen_scenario, run_checks
 from app.ledger.fit import FitFinder, find_fit
 from app.ledger.ledger import Ledger, compute_ledger
-from app.ledger.model_inputs import ModelDefaults, model_defaults
-from app.ledger.models.fsdp2 import Fsdp2Shard, fsdp2_shard
 from app.ledger.mutants import MutationResult, kill_list, reference_kill_list
 from app.ledger.scenario import Scenario
+
+if TYPE_CHECKING:  # the model code loads only for scenarios that name a model (CLI cold start)
+    from app.ledger.model_inputs import ModelDefaults
+    from app.ledger.models.fsdp2 import Fsdp2Shard
 
 
 @dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
@@ -44,6 +47,8 @@ def _activations_at(s: Scenario) -> Callable[[int], int] | None:
     """The modelled activation peak as a function of the micro batch, when the scenario models it."""
     if not s.model or s.source_of("activation_bytes") != "modelled":
         return None
+    from app.ledger.model_inputs import model_defaults
+
     fixed = (s.model, s.seq_len)
     rest = (s.act_bytes, s.act_policy, s.tp, s.sequence_parallel, s.logits_bytes)
     return lambda b: model_defaults(*fixed, b, *rest).activations.total_bytes
@@ -52,6 +57,11 @@ def _activations_at(s: Scenario) -> Callable[[int], int] | None:
 def estimate(s: Scenario) -> Estimate:
     ledger = compute_ledger(s)
     md = s.model_defaults()
+    fsdp2 = None
+    if md is not None:
+        from app.ledger.models.fsdp2 import fsdp2_shard
+
+        fsdp2 = fsdp2_shard(md.model.inventory, s.dp, 1)
     return Estimate(
         scenario=s,
         ledger=ledger,
@@ -61,5 +71,5 @@ def estimate(s: Scenario) -> Estimate:
         reference_mutations=reference_kill_list(),
         fit=find_fit(s, _activations_at(s)),
         model=md,
-        fsdp2=fsdp2_shard(md.model.inventory, s.dp, 1) if md is not None else None,
+        fsdp2=fsdp2,
     )
