@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
+from typing import Any
 from urllib.parse import parse_qs, parse_qsl
 
 from fastapi import APIRouter, Request
@@ -85,26 +87,27 @@ async def use_model_config(request: Request) -> Response:
     return RedirectResponse(link(scenario) if scenario else "/", status_code=303)
 
 
-@router.get("/lines")
-async def lines(request: Request) -> Response:
-    """The ledger-lines table for the scenario in the query (fetched when its <details> opens)."""
+def _detail_table(request: Request, render: Callable[[dict[str, Any]], str]) -> Response:
+    """A table that a closed <details> fetches when opened, for the scenario in the query."""
     scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
     if scenario is None:
         assert error is not None
         return HTMLResponse(f'<p class="hint">{escape(str(error))}</p>', status_code=422)
-    ctx = {"v": results_view(estimate(scenario), with_lines=True)}
-    return HTMLResponse(_renderer(request).lines(ctx), headers={"Vary": "HX-Request"})
+    return HTMLResponse(
+        render({"v": results_view(estimate(scenario), with_lines=True)}), headers={"Vary": "HX-Request"}
+    )
+
+
+@router.get("/lines")
+async def lines(request: Request) -> Response:
+    """The ledger-lines table (formula and evidence of every stage and class)."""
+    return _detail_table(request, _renderer(request).lines)
 
 
 @router.get("/fit-table")
 async def fit_table(request: Request) -> Response:
-    """The fit chart's table twin for the scenario in the query (fetched when its <details> opens)."""
-    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
-    if scenario is None:
-        assert error is not None
-        return HTMLResponse(f'<p class="hint">{escape(str(error))}</p>', status_code=422)
-    ctx = {"v": results_view(estimate(scenario), with_lines=True)}
-    return HTMLResponse(_renderer(request).fit_table(ctx), headers={"Vary": "HX-Request"})
+    """The fit chart's table twin: the peak of every stage at each D."""
+    return _detail_table(request, _renderer(request).fit_table)
 
 
 @router.get("/docs")

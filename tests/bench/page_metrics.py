@@ -21,13 +21,9 @@ import argparse
 import os
 import platform
 import shlex
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +32,10 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from playwright.sync_api import Browser, CDPSession, Page, sync_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench import _server
 
 ROOT = Path(__file__).resolve().parents[2]
 # Keep in step with tests/browser/conftest.py (a script cannot import a conftest cleanly).
@@ -87,47 +87,15 @@ async ([value, expected]) => {
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def live_server() -> Iterator[str]:
-    """``zero3-lab serve`` on a free port, its log in a temporary file; yields the base URL."""
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="zero3-lab-bench-") as tmp:
-        log_path = Path(tmp) / "serve.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with urllib.request.urlopen(base + "/healthz", timeout=1) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
-                        raise RuntimeError(f"the lab did not start; its log ends:\n{tail}") from None
-                    time.sleep(0.1)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    """``zero3-lab serve`` on a free port (tests/bench/_server.py); yields the base URL."""
+    port = _server.free_port()
+    proc = _server.start(port, access_log=True)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _server.stop(proc)
 
 
 @dataclass
