@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.ledger.scenario import Scenario
+from app.ledger.scenario import Scenario, parse_scenario
 
 GIB = 2**30
 GB = 10**9
@@ -121,6 +121,40 @@ PRESETS: tuple[Preset, ...] = (
             contingency_pct=5,
             capacity_bytes=80 * GIB,
             name="Llama-2-70B, 8 x H100",
+        ),
+    ),
+    # From a model's config: params, the largest unit and the activation peak are filled in.
+    Preset(
+        "model-llama2-7b-selective",
+        "Llama-2-7B from its config.json, selective recompute, s = 4,096, b = 2, 8 × H100",
+        "the built-in Llama-2-7B config; activations modelled (SwiGLU / GQA count, FlashAttention-style)",
+        parse_scenario(
+            {
+                "model": "llama-2-7b",
+                "act_policy": "selective",
+                "micro_batch": 2,
+                "prefetch": 1,
+                "overhead_bytes": 3 * GIB,
+                "contingency_pct": 5,
+                "capacity_bytes": 80 * GIB,
+            }
+        ),
+    ),
+    Preset(
+        "model-mixtral-full-dp64",
+        "Mixtral-8x7B from its config.json, full recompute, 64 × H100",
+        "the built-in Mixtral-8x7B-v0.1 config (MoE: 8 experts, top-2); activations modelled",
+        parse_scenario(
+            {
+                "model": "mixtral-8x7b-v0.1",
+                "act_policy": "full",
+                "dp": 64,
+                "prefetch": 1,
+                "bucket_bytes": 1 * GB,
+                "overhead_bytes": 4 * GIB,
+                "contingency_pct": 5,
+                "capacity_bytes": 80 * GIB,
+            }
         ),
     ),
 )
