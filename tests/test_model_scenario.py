@@ -174,3 +174,16 @@ def test_the_fit_curve_equals_the_ledger_at_each_point() -> None:
     s = parse_scenario({"model": "llama-2-13b", "act_policy": "full", "prefetch": 1})
     for dp, peaks in find_fit(s).curve:
         assert list(peaks) == [st.peak.total for st in compute_ledger(s.with_(dp=dp)).stages]
+
+
+def test_the_hand_written_preset_counts_equal_the_model_inventory() -> None:
+    """The Llama presets spell their counts out by hand; the inventory must agree with every one."""
+    from app.ledger import presets
+
+    for model_id, params, layer in (
+        ("llama-2-7b", presets.LLAMA2_7B, presets.LLAMA2_7B_LAYER),
+        ("llama-2-13b", presets.LLAMA2_13B, presets.LLAMA2_13B_LAYER),
+        ("llama-2-70b", presets.LLAMA2_70B, presets.LLAMA2_70B_LAYER),
+    ):
+        inv = resolve(model_id).inventory
+        assert (inv.params, inv.largest_unit.params) == (params, layer)

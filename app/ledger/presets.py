@@ -43,6 +43,11 @@ LLAMA2_70B_LAYER = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 81
 LLAMA2_70B = 80 * LLAMA2_70B_LAYER + 2 * 32000 * 8192 + 8192  # 68,976,648,192
 
 _SEED = Scenario()
+# Llama-2-70B on H100s: one decoder layer wrapped, one unit prefetched, declared buffers and overhead.
+_LLAMA2_70B_RUN: dict[str, int | str] = {
+    "params": LLAMA2_70B, "unit_params": LLAMA2_70B_LAYER, "prefetch": 1, "bucket_bytes": 1 * GB,
+    "activation_bytes": 30 * GB, "overhead_bytes": 4 * GIB, "contingency_pct": 5, "capacity_bytes": 80 * GIB,
+}  # fmt: skip
 _FSDP2 = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "gather_bytes": 2}
 
 PRESETS: tuple[Preset, ...] = (
@@ -93,35 +98,13 @@ PRESETS: tuple[Preset, ...] = (
         "llama2-70b-dp64",
         "Llama-2-70B, ZeRO-3, 64 × H100 80GB",
         "68,976,648,192 parameters (h 8192, i 28672, 80 layers, 8 KV heads); U = one decoder layer",
-        _SEED.with_(
-            params=LLAMA2_70B,
-            unit_params=LLAMA2_70B_LAYER,
-            dp=64,
-            prefetch=1,
-            bucket_bytes=1 * GB,
-            activation_bytes=30 * GB,
-            overhead_bytes=4 * GIB,
-            contingency_pct=5,
-            capacity_bytes=80 * GIB,
-            name="Llama-2-70B, 64 x H100",
-        ),
+        _SEED.with_(**_LLAMA2_70B_RUN, dp=64, name="Llama-2-70B, 64 x H100"),
     ),
     Preset(
         "llama2-70b-dp8",
         "Llama-2-70B on only 8 × H100 80GB (does not fit)",
         "the same model squeezed onto one node: the verdict shows why 64 ranks are needed",
-        _SEED.with_(
-            params=LLAMA2_70B,
-            unit_params=LLAMA2_70B_LAYER,
-            dp=8,
-            prefetch=1,
-            bucket_bytes=1 * GB,
-            activation_bytes=30 * GB,
-            overhead_bytes=4 * GIB,
-            contingency_pct=5,
-            capacity_bytes=80 * GIB,
-            name="Llama-2-70B, 8 x H100",
-        ),
+        _SEED.with_(**_LLAMA2_70B_RUN, dp=8, name="Llama-2-70B, 8 x H100"),
     ),
     # From a model's config: params, the largest unit and the activation peak are filled in.
     Preset(

@@ -36,19 +36,9 @@ from playwright.sync_api import Browser, CDPSession, Page, sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench import _server
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[2]
-# Keep in step with tests/browser/conftest.py (a script cannot import a conftest cleanly).
-CHROMIUM = os.environ.get("ZERO3_LAB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 DEBOUNCE_MS = 300  # templates/_form.html: hx-trigger="input delay:300ms, ..."
 SEED_PARAMS = 7_000_000_000
 SEED_BYTES_PER_PARAM = 2 + 2 + 4 + 2 * 4

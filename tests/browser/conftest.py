@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -14,18 +13,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
-CHROMIUM = os.environ.get("ZERO3_LAB_CHROMIUM", "/usr/bin/chromium")
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-# Without these flags Chromium keeps dialling Google's hosts, which this network refuses.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _free_port() -> int:
