@@ -56,7 +56,7 @@ def test_numeric_bound_exceeded_rejected(field: Field, delta: int) -> None:
 @pytest.mark.parametrize(
     ("name", "allowed"),
     [
-        ("params", "1 … 10,000,000,000,000"),
+        ("params", "1 … 10,000,000,000,000 (10T)"),
         ("dp", "1 … 131,072"),
         ("param_bytes", "one of 1, 2, 4"),
         ("grad_bytes", "one of 2, 4"),
@@ -65,11 +65,11 @@ def test_numeric_bound_exceeded_rejected(field: Field, delta: int) -> None:
         ("opt_bytes", "one of 1, 2, 4, 8"),
         ("gather_bytes", "one of 1, 2, 4"),
         ("prefetch", "0 … 8"),
-        ("bucket_bytes", "0 … 1,099,511,627,776"),
-        ("activation_bytes", "0 … 70,368,744,177,664"),
-        ("overhead_bytes", "0 … 70,368,744,177,664"),
+        ("bucket_bytes", "0 … 1,099,511,627,776 (1 TiB)"),
+        ("activation_bytes", "0 … 70,368,744,177,664 (64 TiB)"),
+        ("overhead_bytes", "0 … 70,368,744,177,664 (64 TiB)"),
         ("contingency_pct", "0 … 100"),
-        ("capacity_bytes", "1 … 70,368,744,177,664"),
+        ("capacity_bytes", "1 … 70,368,744,177,664 (64 TiB)"),
         ("name", "up to 80 printable characters"),
     ],
 )
@@ -255,7 +255,7 @@ def test_one_error_per_bad_field_in_form_order() -> None:
     assert by_field["dp"].allowed == "1 … 131,072"
     assert by_field["param_bytes"].allowed == "one of 1, 2, 4"
     assert by_field["prefetch"].allowed == "0 … 8"
-    assert by_field["params"].allowed == "1 … 10,000,000,000,000"
+    assert by_field["params"].allowed == "1 … 10,000,000,000,000 (10T)"
     for e in errors:
         assert str(e) == f"{e.field}: {e.message} (allowed: {e.allowed})"
         assert str(e) in str(info.value)

@@ -166,4 +166,9 @@ def allowed_text(field: Field) -> str:
         return "one of " + ", ".join(str(c) for c in field.choices)
     if field.name == "unit_params":
         return "0 … params"
-    return f"{field.minimum:,} … {field.maximum:,}"
+    human = _HUMAN_MAXIMUM.get(field.maximum) if field.kind in ("count", "bytes") else None
+    return f"{field.minimum:,} … {field.maximum:,}" + (f" ({human})" if human else "")
+
+
+# The large bounds, as a person reads them (B = bytes for byte fields, 10T = 10^13 parameters).
+_HUMAN_MAXIMUM: dict[int, str] = {TEN_13: "10T", TWO_40: "1 TiB", TWO_46: "64 TiB"}

@@ -72,10 +72,13 @@ def form_fields(raw: Mapping[str, str], s: Scenario | None, errors: Mapping[str,
     shown = s or DEFAULT_SCENARIO
     out = []
     for f in FIELDS:
+        typed = raw.get(f.name)
+        if typed is not None and f.kind in ("count", "bytes") and typed.isascii() and typed.isdigit():
+            typed = display_value(f, int(typed))  # a link's 85899345920 reads back as 80GiB: same value
         if f.name in DERIVED:
-            out.append(FormField(f, raw.get(f.name, ""), errors.get(f.name), _HELP[f.name], derived_hint(s, f.name)))
+            out.append(FormField(f, typed or "", errors.get(f.name), _HELP[f.name], derived_hint(s, f.name)))
         else:
-            value = raw[f.name] if f.name in raw else display_value(f, getattr(shown, f.name))
+            value = typed if typed is not None else display_value(f, getattr(shown, f.name))
             out.append(FormField(f, value, errors.get(f.name), _HELP[f.name]))
     return out
 
