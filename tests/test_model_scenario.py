@@ -135,13 +135,14 @@ def _fits(s: Scenario, stage: int) -> bool:
     st.integers(1, 2**40),
     st.integers(0, 2**36),
     st.sampled_from([0, 4]),
+    st.integers(0, 100),
 )
 def test_the_fit_finder_agrees_with_the_verdict(
-    params: int, prefetch: int, capacity: int, act: int, master: int
+    params: int, prefetch: int, capacity: int, act: int, master: int, contingency: int
 ) -> None:
     """At the answer the full ledger says fits, and one step before (D − 1) it does not."""
     s = parse_scenario({"params": params, "prefetch": prefetch, "capacity_bytes": capacity,
-                        "activation_bytes": act, "master_bytes": master})  # fmt: skip
+                        "activation_bytes": act, "master_bytes": master, "contingency_pct": contingency})  # fmt: skip
     for fit in find_fit(s).stages:
         if fit.smallest_dp is None:
             assert not _fits(s.with_(dp=131_072), fit.stage)
@@ -171,7 +172,7 @@ def test_the_largest_micro_batch_fits_and_one_more_does_not(model: str, dp: int,
 
 
 def test_the_fit_curve_equals_the_ledger_at_each_point() -> None:
-    s = parse_scenario({"model": "llama-2-13b", "act_policy": "full", "prefetch": 1})
+    s = parse_scenario({"model": "llama-2-13b", "act_policy": "full", "prefetch": 1, "contingency_pct": 7})
     for dp, peaks in find_fit(s).curve:
         assert list(peaks) == [st.peak.total for st in compute_ledger(s.with_(dp=dp)).stages]
 

@@ -76,15 +76,16 @@ class _PeakModel:
         out = []
         for dp in dps:
             shard = -(-n // dp)
-            subs: tuple[int, ...] = (
-                shard * w0 + b0,
-                shard * w1 + b1,
-                shard * w2 + b2,
-                shard * w3 + b3 + per_gather * (u + (-u // dp)),
-            )
-            if pct:
-                subs = tuple(v + -(-v * pct // 100) for v in subs)
-            out.append((dp, subs))
+            s0, s1, s2 = shard * w0 + b0, shard * w1 + b1, shard * w2 + b2
+            s3 = shard * w3 + b3 + per_gather * (u + (-u // dp))
+            if pct:  # + ⌈subtotal × pct ÷ 100⌉, as the ledger's contingency
+                s0, s1, s2, s3 = (
+                    s0 - (-s0 * pct // 100),
+                    s1 - (-s1 * pct // 100),
+                    s2 - (-s2 * pct // 100),
+                    s3 - (-s3 * pct // 100),
+                )
+            out.append((dp, (s0, s1, s2, s3)))
         return tuple(out)
 
     def max_subtotal(self) -> int:
