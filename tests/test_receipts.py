@@ -15,7 +15,7 @@ from app.ledger.estimate import Estimate, estimate
 from app.ledger.fields import FIELDS
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
 from app.receipts.csv_rows import COLUMNS, csv_lines, csv_text, neutralise, rows, scenario_inputs
-from app.receipts.display import both, gb, gib, integer, percent_bp
+from app.receipts.display import gb, gib, integer, percent_bp
 from app.receipts.links import canonical_query, link, slug
 from app.receipts.receipt import SCHEMA_VERSION, receipt
 from app.receipts.table import render_table
@@ -285,7 +285,7 @@ def test_gib_exact_rounding(value: int, expected: str) -> None:
 
 
 def test_binary_never_labelled_gb() -> None:
-    assert both(80 * 10**9) == "80.00 GB / 74.51 GiB"
+    assert (gb(80 * 10**9), gib(80 * 10**9)) == ("80.00 GB", "74.51 GiB")
     assert integer(7 * 10**9) == "7,000,000,000"
     assert percent_bp(1_250) == "12.50 %"
     assert percent_bp(5) == "0.05 %"

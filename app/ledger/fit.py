@@ -131,18 +131,12 @@ def _smallest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
 
 
 def _largest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
-    """The largest x in [low, high] with fits(x), for a predicate that only turns false."""
-    if not fits(low):
-        return None
-    if fits(high):
+    """The largest x in [low, high] with fits(x), for a predicate that only turns false: one
+    before the first x that does not fit."""
+    first_miss = _smallest(lambda x: not fits(x), low, high)
+    if first_miss is None:
         return high
-    while high - low > 1:
-        mid = (low + high) // 2
-        if fits(mid):
-            low = mid
-        else:
-            high = mid
-    return low
+    return first_miss - 1 if first_miss > low else None
 
 
 def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) -> FitFinder:

@@ -31,10 +31,6 @@ def gib(value: int) -> str:
     return f"{_scaled(value, GIB)} GiB"
 
 
-def both(value: int) -> str:
-    return f"{gb(value)} / {gib(value)}"
-
-
 @lru_cache(maxsize=4096)
 def integer(value: int) -> str:
     return f"{value:,}"

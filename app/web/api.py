@@ -58,6 +58,25 @@ class FastJSON(Response):
         return orjson.dumps(content)
 
 
+def _body_error(message: str, kind: str, *loc: str) -> JSONResponse:
+    """A 422 about the request body, in the shape of every other 422 (``field`` when one is named)."""
+    detail: dict[str, Any] = {"loc": ["body", *loc], "msg": message, "type": kind}
+    if loc:
+        detail["field"] = loc[-1]
+    return JSONResponse({"detail": [detail]}, status_code=422)
+
+
+async def _json_object(request: Request, what: str) -> dict[str, object] | Response:
+    """The body as a JSON object, or the 422 that says why it is not one."""
+    try:
+        data = json.loads(await request.body())
+    except (ValueError, RecursionError):
+        return _body_error("the body is not valid JSON", "json_invalid")
+    if not isinstance(data, dict):
+        return _body_error(f"the body must be a JSON object of {what}", "model_attributes_type")
+    return data
+
+
 def _json(data: Any) -> Response:
     return FastJSON(data)
 
@@ -79,27 +98,9 @@ async def estimate_get(request: Request) -> Response:
     summary="The receipt for the scenario in a JSON body",
 )
 async def estimate_post(request: Request) -> Response:
-    body = await request.body()
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return JSONResponse(
-            {"detail": [{"loc": ["body"], "msg": "the body is not valid JSON", "type": "json_invalid"}]},
-            status_code=422,
-        )
-    if not isinstance(data, dict):
-        return JSONResponse(
-            {
-                "detail": [
-                    {
-                        "loc": ["body"],
-                        "msg": "the body must be a JSON object of scenario fields",
-                        "type": "model_attributes_type",
-                    }
-                ]
-            },
-            status_code=422,
-        )
+    data = await _json_object(request, "scenario fields")
+    if isinstance(data, Response):
+        return data
     scenario, error = read_scenario(data, strict=True)
     if error is not None:
         raise BadInput(error, "body")
@@ -184,18 +185,14 @@ def inventory_json(reference: str) -> dict[str, Any]:
 @router.post("/api/model-inventory", openapi_extra={"requestBody": CONFIG_BODY}, responses=INVENTORY_RESPONSES,
              summary="The exact parameter inventory of a Hugging Face config.json")  # fmt: skip
 async def model_inventory(request: Request) -> Response:
+    config = await _json_object(request, "config.json keys")
+    if isinstance(config, Response):
+        return config
     try:
-        config = json.loads(await request.body())
-        if not isinstance(config, dict):
-            raise ModelConfigError("the body must be a JSON object (a config.json)")
         reference = compact(config)
     except ModelConfigError as exc:
         key = exc.key or "config"
-        return JSONResponse({"detail": [{"loc": ["body", key], "field": key, "msg": str(exc),
-                                         "type": "value_error"}]}, status_code=422)  # fmt: skip
-    except (ValueError, RecursionError):
-        return JSONResponse({"detail": [{"loc": ["body"], "msg": "the body is not valid JSON",
-                                         "type": "json_invalid"}]}, status_code=422)  # fmt: skip
+        return _body_error(str(exc), "value_error", key)
     return FastJSON(inventory_json(reference))
 
 
