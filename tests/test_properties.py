@@ -18,7 +18,8 @@ from app.ledger.estimate import estimate
 from app.ledger.ledger import Ledger, compute_ledger, rederive
 from app.ledger.mutants import MUTANTS, kill_list, try_mutant
 from app.ledger.oracle import stage_table
-from app.ledger.rules import CLASSES
+from app.ledger.persistent import all_persistent_lines, ledger_line
+from app.ledger.rules import CLASSES, PRODUCTION, STAGES
 from app.ledger.scenario import Scenario, parse_scenario
 from app.receipts.links import canonical_query
 from app.receipts.receipt import receipt
@@ -153,6 +154,15 @@ def test_a_derived_mutant_ledger_equals_one_computed_from_scratch(s: Scenario) -
     for mutant in MUTANTS:
         assert rederive(production, mutant.rules) == compute_ledger(s, mutant.rules), mutant.id
         assert rederive(production, mutant.rules, mutant.changed_cells) == compute_ledger(s, mutant.rules)
+
+
+@given(scenarios())
+def test_all_lines_at_once_equal_one_line_at_a_time(s: Scenario) -> None:
+    """compute_ledger builds all sixteen lines in one pass; each must be what ledger_line gives."""
+    for rules in (PRODUCTION, *(m.rules for m in MUTANTS)):
+        lines = all_persistent_lines(s, rules)
+        for stage in STAGES:
+            assert lines[stage] == tuple(ledger_line(s, stage, c, rules) for c in CLASSES)
 
 
 @given(scenarios())

@@ -6,10 +6,12 @@ import csv
 import inspect
 import io
 import json
+from fractions import Fraction
 from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from app.ledger.estimate import Estimate, estimate
 from app.ledger.fields import FIELDS
@@ -282,6 +284,23 @@ def test_gb_exact_rounding(value: int, expected: str) -> None:
 )
 def test_gib_exact_rounding(value: int, expected: str) -> None:
     assert gib(value) == expected
+
+
+def _half_up(value: int, unit: int, label: str) -> str:
+    """Independent reference: exact rational arithmetic, then Python's own formatting."""
+    magnitude = Fraction(abs(value), unit)
+    hundredths = int(magnitude * 100 + Fraction(1, 2))  # floor of a non-negative value: half up
+    sign = "−" if value < 0 else ""
+    return f"{sign}{hundredths // 100:,}.{hundredths % 100:02d} {label}"
+
+
+EDGES = st.sampled_from([0, 4_999_999, 5_000_000, 5_368_709, 5_368_710])
+
+
+@given(st.integers(min_value=-(2**53), max_value=2**53) | EDGES)
+def test_gb_and_gib_round_half_up_like_exact_fractions(value: int) -> None:
+    assert gb(value) == _half_up(value, 10**9, "GB")
+    assert gib(value) == _half_up(value, 2**30, "GiB")
 
 
 def test_binary_never_labelled_gb() -> None:

@@ -43,15 +43,10 @@ class _PeakModel:
         self.s = s
         # Per stage: total width of the classes sharded at that stage, and of the replicated ones.
         self.widths: list[tuple[int, int]] = []
-        for stage in STAGES:
-            sharded = replicated = 0
-            for c in CLASSES:
-                width, copies, _ = width_and_copies(s, c, PRODUCTION)
-                if PRODUCTION.sharded(c, stage):
-                    sharded += width * copies
-                else:
-                    replicated += width * copies
-            self.widths.append((sharded, replicated))
+        per_class = [width * copies for width, copies, _ in (width_and_copies(s, c, PRODUCTION) for c in CLASSES)]
+        for flags in PRODUCTION.table:
+            sharded = sum([w for w, f in zip(per_class, flags, strict=True) if f])
+            self.widths.append((sharded, sum(per_class) - sharded))
         self.fixed = s.bucket_bytes + s.overhead_bytes
 
     def peak(self, stage: int, dp: int, activations: int) -> int:

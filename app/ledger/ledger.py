@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from app.ledger.communication import Communication, communication
 from app.ledger.peak import Peak, training_peak
-from app.ledger.persistent import LedgerLine, ledger_line, persistent_lines
+from app.ledger.persistent import LedgerLine, all_persistent_lines, ledger_line, persistent_lines
 from app.ledger.rules import PRODUCTION, STAGES, Rules
 from app.ledger.scenario import Scenario
 
@@ -41,7 +41,13 @@ def stage_ledger(s: Scenario, stage: int, rules: Rules = PRODUCTION) -> StageLed
 
 def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:
     """Every stage's ledger for ``s`` under ``rules`` (the spec's rules unless a mutant's)."""
-    return Ledger(s, tuple(stage_ledger(s, stage, rules) for stage in STAGES), rules)
+    stages = []
+    for stage, lines in zip(STAGES, all_persistent_lines(s, rules), strict=True):
+        persistent = sum([line.bytes for line in lines])
+        stages.append(
+            StageLedger(stage, lines, persistent, training_peak(s, stage, persistent, rules), communication(s, stage))
+        )
+    return Ledger(s, tuple(stages), rules)
 
 
 def rederive(base: Ledger, rules: Rules, changed: frozenset[tuple[int, str]] | None = None) -> Ledger:

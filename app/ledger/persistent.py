@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.ledger.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, Rules
+from app.ledger.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, STAGES, Rules
 from app.ledger.scenario import Scenario
 
 _NO_MASTER = "no separate master copy (master_bytes = 0): the optimizer updates the parameters"
@@ -73,4 +73,20 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> Led
 
 
 def persistent_lines(s: Scenario, stage: int, rules: Rules) -> tuple[LedgerLine, ...]:
-    return tuple(ledger_line(s, stage, c, rules) for c in CLASSES)
+    return all_persistent_lines(s, rules)[stage]
+
+
+def all_persistent_lines(s: Scenario, rules: Rules) -> list[tuple[LedgerLine, ...]]:
+    """Every stage's lines: as :func:`ledger_line` per cell, with each class's width and copies
+    worked out once rather than once per stage (the same numbers; a test holds them equal)."""
+    n, dp = s.params, s.dp
+    shard = -(-n // dp)
+    per_class = [(c, *width_and_copies(s, c, rules)) for c in CLASSES]
+    out = []
+    for stage, flags in zip(STAGES, rules.table, strict=True):
+        out.append(tuple(
+            LedgerLine(stage, c, width, copies, dp, shard, shard * width * copies, n, True, note) if sharded
+            else LedgerLine(stage, c, width, copies, 1, n, n * width * copies, n, False, note)
+            for (c, width, copies, note), sharded in zip(per_class, flags, strict=True)
+        ))  # fmt: skip
+    return out

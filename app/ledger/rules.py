@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 CLASSES: tuple[str, ...] = ("parameters", "gradients", "master_weights", "optimizer_states")
 STAGES: tuple[int, ...] = (0, 1, 2, 3)
+CLASS_INDEX: dict[str, int] = {c: i for i, c in enumerate(CLASSES)}
 
 # ZeRO's ownership table (spec "Persistent ledger"): a class is sharded from this stage on.
 SHARDED_FROM: dict[str, int] = {
@@ -45,12 +46,21 @@ class Rules:
     master_copy: bool = True
     activations_divided_by_dp: bool = False
     gather_peak: bool = True
+    # Per stage, per class (CLASSES order): sharded? Derived from the two fields above, once.
+    table: tuple[tuple[bool, ...], ...] = field(init=False, repr=False, compare=False)
 
-    def sharded(self, tensor_class: str, stage: int) -> bool:
+    def __post_init__(self) -> None:
+        table = tuple(tuple(self._rule(c, stage) for c in CLASSES) for stage in STAGES)
+        object.__setattr__(self, "table", table)  # frozen: set once, here
+
+    def _rule(self, tensor_class: str, stage: int) -> bool:
         override = self.overrides.get((tensor_class, stage))
         if override is not None:
             return override
         return stage >= self.sharded_from[tensor_class]
+
+    def sharded(self, tensor_class: str, stage: int) -> bool:
+        return self.table[stage][CLASS_INDEX[tensor_class]]
 
     def owners(self, tensor_class: str, stage: int, dp: int) -> int:
         """Ranks that share one copy of ``tensor_class`` at ``stage``."""

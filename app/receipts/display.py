@@ -5,33 +5,36 @@ Rounding is done in integers (half up), so even the formatted figure involves no
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 GB = 10**9
 GIB = 2**30
 
 
-def _scaled(value: int, unit: int) -> str:
-    """``value ÷ unit`` with two decimals, rounded half up, in integers."""
-    hundredths = (abs(value) * 200 + unit) // (2 * unit)
-    return f"{'−' if value < 0 else ''}{hundredths // 100:,}.{hundredths % 100:02d}"
+_TWO_DIGITS: tuple[str, ...] = tuple(f"{i:02d}" for i in range(100))
 
 
-# A page shows the same few values many times (stage totals, zeros, the declared inputs): the
-# formatters are small pure functions, so they are memoised.
-@lru_cache(maxsize=4096)
+def _hundredths(hundredths: int, unit: str) -> str:
+    whole, frac = divmod(hundredths, 100)
+    if whole < 1000:
+        return f"{whole}.{_TWO_DIGITS[frac]} {unit}"
+    return f"{whole:,}.{_TWO_DIGITS[frac]} {unit}"
+
+
+# Hot: a page formats a few hundred values, most of them different on every request, so these are
+# plain arithmetic rather than memoised (a cache miss costs more than the formatting).
 def gb(value: int) -> str:
-    """Decimal gigabytes (10^9 bytes)."""
-    return f"{_scaled(value, GB)} GB"
+    """Decimal gigabytes (10^9 bytes), two decimals, rounded half up: ⌊(value + 5·10^6) ÷ 10^7⌋ hundredths."""
+    if value < 0:
+        return "−" + gb(-value)
+    return _hundredths((value + 5_000_000) // 10_000_000, "GB")
 
 
-@lru_cache(maxsize=4096)
 def gib(value: int) -> str:
-    """Binary gibibytes (2^30 bytes)."""
-    return f"{_scaled(value, GIB)} GiB"
+    """Binary gibibytes (2^30 bytes), two decimals, rounded half up: ⌊(100·value + 2^29) ÷ 2^30⌋ hundredths."""
+    if value < 0:
+        return "−" + gib(-value)
+    return _hundredths((value * 100 + (1 << 29)) >> 30, "GiB")
 
 
-@lru_cache(maxsize=4096)
 def integer(value: int) -> str:
     return f"{value:,}"
 

@@ -12,7 +12,6 @@ from starlette.exceptions import HTTPException
 from app import __version__
 from app.web import api, pages
 from app.web.limits import RequestLimits
-from app.web.rendering import Renderer
 from app.web.security import SecurityHeaders
 from app.web.settings import Settings
 
@@ -39,7 +38,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
-    app.state.renderer = Renderer(settings.templates_dir)
     for router in ROUTERS:
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")

@@ -1,11 +1,10 @@
-"""Server-rendered SVG geometry for the training-peak chart (integers only)."""
+"""Server-rendered SVG charts (integer geometry): the training peak per stage, and the fit
+finder's curve of per-rank peak against D. Each has a table twin with the same numbers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from app.ledger.ledger import Ledger
-from app.receipts.display import gb, integer
+from app.receipts.display import gb
 
 PARTS: tuple[tuple[str, str], ...] = (
     ("persistent", "persistent state"),
@@ -23,66 +22,48 @@ TOP = 10
 LABEL_ROOM = 110  # right of the longest bar, for its total
 
 
-@dataclass(slots=True)
-class Segment:
-    part: str
-    label: str
-    bytes: int
-    x: int
-    width: int
-    text: str  # "20.00 GB (20,000,000,000 B)"
-
-
-@dataclass(slots=True)
-class Bar:
-    stage: int
-    y: int
-    total: int
-    fits: bool
-    segments: tuple[Segment, ...]
-    end: int
-    text: str  # the total in GB
-
-
-@dataclass(slots=True)
-class PeakChart:
-    width: int
-    height: int
-    label: int
-    bar: int
-    bars: tuple[Bar, ...]
-    capacity_x: int
-    capacity: int
-    scale_max: int
-
-
-def peak_chart(ledger: Ledger) -> PeakChart:
+def peak_chart(ledger: Ledger, capacity_gb: str) -> str:
+    """Stacked bars, one per stage, with the capacity as a vertical line."""
     capacity = ledger.scenario.capacity_bytes
-    scale_max = max([capacity, *(st.peak.total for st in ledger.stages)])
+    stages = ledger.stages
+    scale_max = max(capacity, *(st.peak.total for st in stages))
     span = WIDTH - LABEL - LABEL_ROOM
-    bars = []
-    for i, st in enumerate(ledger.stages):
-        x = LABEL
+    height = TOP + len(stages) * (BAR + GAP) + 10
+    desc = "".join(
+        f"Stage {st.stage}: {gb(st.peak.total)}, {'fits' if st.peak.fits else 'does not fit'}. " for st in stages
+    )
+    out = [
+        f'<svg role="img" aria-labelledby="peak-title peak-desc" viewBox="0 0 {WIDTH} {height}" width="100%"'
+        ' preserveAspectRatio="xMinYMin meet">\n'
+        '<title id="peak-title">Training peak per stage, stacked by part, against a capacity of'
+        f" {capacity_gb}</title>\n"
+        f'<desc id="peak-desc">{desc}The table below holds the same numbers.</desc>\n'
+    ]
+    for i, st in enumerate(stages):
+        peak = st.peak
+        y = TOP + i * (BAR + GAP)
+        out.append(f'<text x="4" y="{y + 17}" class="axis">stage {st.stage}</text>\n')
         cumulative = 0
-        segments = []
+        end = LABEL
         for part, label in PARTS:
-            size = getattr(st.peak, part)
+            size = getattr(peak, part)
             start = LABEL + cumulative * span // scale_max
             cumulative += size
             end = LABEL + cumulative * span // scale_max
             if size:
-                segments.append(
-                    Segment(part, label, size, start, max(end - start, 1), f"{gb(size)} ({integer(size)} B)")
+                out.append(
+                    f'<rect x="{start}" y="{y}" width="{max(end - start, 1)}" height="{BAR}" class="seg {part}">'
+                    f"<title>stage {st.stage} {label}: {gb(size)} ({size:,} B)</title></rect>\n"
                 )
-            x = end
-        bars.append(
-            Bar(st.stage, TOP + i * (BAR + GAP), st.peak.total, st.peak.fits, tuple(segments), x, gb(st.peak.total))
-        )
-    height = TOP + len(bars) * (BAR + GAP) + 10
-    return PeakChart(WIDTH, height, LABEL, BAR, tuple(bars), LABEL + capacity * span // scale_max, capacity, scale_max)
+        verdict = 'ok">' + gb(peak.total) if peak.fits else 'bad">' + gb(peak.total) + " ✗"
+        out.append(f'<text x="{end + 4}" y="{y + 17}" class="total {verdict}</text>\n')
+    x = LABEL + capacity * span // scale_max
+    out.append(
+        f'<line x1="{x}" x2="{x}" y1="2" y2="{height - 4}" class="capacity"><title>capacity {capacity_gb}'
+        f" ({capacity:,} B)</title></line>\n</svg>\n"
+    )
+    return "".join(out)
 
-
-# ---------------------------------------------------------------- the fit finder's curve
 
 FIT_WIDTH = 640
 FIT_HEIGHT = 250
@@ -101,46 +82,59 @@ def log_position(value: int) -> int:
     return LOG_STEPS * top + ((value << 6) >> top) - LOG_STEPS
 
 
-@dataclass(slots=True)
-class FitCurve:
-    stage: int
-    points: str  # "x,y x,y …" for a <polyline>
-
-
-@dataclass(slots=True)
-class FitChart:
-    width: int
-    height: int
-    left: int
-    top: int
-    bottom: int
-    right: int
-    curves: tuple[FitCurve, ...]
-    capacity_y: int
-    x_ticks: tuple[tuple[int, str], ...]  # (x, label)
-    y_ticks: tuple[tuple[int, str], ...]  # (y, label)
-
-
-def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int) -> FitChart:
+def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, capacity_gb: str) -> str:
     """Per-rank peak against D, both axes log2, one polyline per stage, with the capacity line."""
     plot_w = FIT_WIDTH - FIT_LEFT - FIT_RIGHT
     plot_h = FIT_HEIGHT - FIT_TOP - FIT_BOTTOM
-    values = [p for _, peaks in curve for p in peaks] + [capacity]
-    low, high = log_position(max(min(values), 1)), log_position(max(values))
+    values = [p for _, peaks in curve for p in peaks]
+    values.append(capacity)
+    smallest, largest = min(values), max(values)
+    low, high = log_position(max(smallest, 1)), log_position(largest)
     span = max(high - low, LOG_STEPS)
     last = len(curve) - 1
-
-    def x(i: int) -> int:
-        return FIT_LEFT + i * plot_w // last
+    xs = [FIT_LEFT + i * plot_w // last for i in range(len(curve))]
 
     def y(v: int) -> int:
-        return FIT_TOP + (high - log_position(max(v, 1))) * plot_h // span
+        return FIT_TOP + (high - log_position(v if v > 1 else 1)) * plot_h // span
 
-    curves = tuple(
-        FitCurve(stage, " ".join(f"{x(i)},{y(peaks[stage])}" for i, (_, peaks) in enumerate(curve)))
-        for stage in range(len(curve[0][1]))
+    # Per stage, y of each point: log_position inlined (72 points per chart, on every update).
+    ys: list[list[int]] = [[] for _ in curve[0][1]]
+    for _, peaks in curve:
+        for column, v in zip(ys, peaks, strict=True):
+            if v > 1:
+                top = v.bit_length() - 1
+                column.append(FIT_TOP + (high - LOG_STEPS * top - ((v << 6) >> top) + LOG_STEPS) * plot_h // span)
+            else:
+                column.append(FIT_TOP + high * plot_h // span)
+    bottom, right = FIT_HEIGHT - FIT_BOTTOM, FIT_WIDTH - FIT_RIGHT
+    x_ticks = "".join(
+        f'<text x="{xs[i]}" y="{bottom + 14}" class="tick" text-anchor="middle">{dp:,}</text>'
+        for i, (dp, _) in enumerate(curve)
+        if i % 3 == 0 or i == last
     )
-    x_ticks = tuple((x(i), f"{dp:,}") for i, (dp, _) in enumerate(curve) if i % 3 == 0 or i == last)
-    y_ticks = ((y(max(values)), gb(max(values))), (y(min(values)), gb(min(values))))
-    return FitChart(FIT_WIDTH, FIT_HEIGHT, FIT_LEFT, FIT_TOP, FIT_HEIGHT - FIT_BOTTOM, FIT_WIDTH - FIT_RIGHT,
-                    curves, y(capacity), x_ticks, y_ticks)  # fmt: skip
+    y_ticks = "".join(
+        f'<text x="{FIT_LEFT - 4}" y="{y(v) + 4}" class="tick" text-anchor="end">{gb(v)}</text>'
+        for v in (largest, smallest)
+    )
+    curves = "".join(
+        f'<polyline points="{" ".join([f"{x},{yv}" for x, yv in zip(xs, column, strict=True)])}"'
+        f' class="curve stage{stage}"><title>stage {stage}</title></polyline>'
+        for stage, column in enumerate(ys)
+    )
+    cap_y = y(capacity)
+    return (
+        f'<svg role="img" aria-labelledby="fit-title fit-desc" viewBox="0 0 {FIT_WIDTH} {FIT_HEIGHT}" width="100%"'
+        ' preserveAspectRatio="xMinYMin meet">\n'
+        '<title id="fit-title">Per-rank peak against the sharding degree D, both axes logarithmic, with the capacity'
+        "</title>\n"
+        '<desc id="fit-desc">One line per stage from D = 1 to 131,072; the table below the chart holds the numbers.'
+        "</desc>\n"
+        f'<line x1="{FIT_LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}" class="axis-line"></line>\n'
+        f"{x_ticks}\n"
+        f'<text x="{(FIT_LEFT + right) // 2}" y="{FIT_HEIGHT - 2}" class="tick" text-anchor="middle">'
+        "D (ranks, log scale)</text>\n"
+        f"{y_ticks}\n"
+        f'<line x1="{FIT_LEFT}" x2="{right}" y1="{cap_y}" y2="{cap_y}" class="capacity"><title>capacity {capacity_gb}'
+        "</title></line>\n"
+        f"{curves}\n</svg>\n"
+    )

@@ -5,30 +5,23 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from html import escape
-from typing import Any
 from urllib.parse import parse_qs, parse_qsl
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app.ledger.estimate import estimate
+from app.ledger.estimate import Estimate, estimate
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import compact
 from app.ledger.presets import PRESET_BY_ID
 from app.ledger.scenario import FIELD_NAMES
 from app.receipts.links import link
+from app.web.html import shell, tables
 from app.web.query import DERIVED, form_fields, query_dict, read_scenario
-from app.web.rendering import Renderer
-from app.web.results_view import results_view
 from app.web.routing import DirectRoute
-from app.web.views import context
+from app.web.views import view
 
 router = APIRouter(include_in_schema=False, route_class=DirectRoute)
-
-
-def _renderer(request: Request) -> Renderer:
-    renderer: Renderer = request.app.state.renderer
-    return renderer
 
 
 def wants_fragment(request: Request) -> bool:
@@ -50,16 +43,15 @@ async def page(request: Request) -> Response:
     raw = form_fields(query)
     scenario, error = read_scenario(raw, strict=False)
     fragment = wants_fragment(request)
-    ctx = context(raw, scenario, error, page=not fragment)
-    address = "/?" + ctx["query"] if ctx["query"] else "/"
-    renderer = _renderer(request)
+    v = view(raw, scenario, error)
     if fragment:
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
-        return HTMLResponse(renderer.fragment(ctx), headers={"Vary": "HX-Request", "HX-Push-Url": address})
+        address = "/?" + v.query if v.query else "/"
+        return HTMLResponse(shell.fragment(v), headers={"Vary": "HX-Request", "HX-Push-Url": address})
     # A history restore must be 200 or htmx will not swap it in (it would keep the newer page).
     restoring = request.headers.get("hx-history-restore-request") == "true"
     status = 200 if error is None or restoring else 422
-    return HTMLResponse(renderer.page(ctx), status_code=status, headers={"Vary": "HX-Request"})
+    return HTMLResponse(shell.page(v), status_code=status, headers={"Vary": "HX-Request"})
 
 
 @router.post("/model")
@@ -78,38 +70,35 @@ async def use_model_config(request: Request) -> Response:
     except (ValueError, RecursionError) as exc:
         message = str(exc) if isinstance(exc, ModelConfigError) else f"not valid JSON ({exc})"
         scenario, error = read_scenario(keep, strict=False)
-        ctx = context(keep, scenario, error, page=True)
-        ctx.update(paste_error=message, pasted_config=text)
-        return HTMLResponse(_renderer(request).page(ctx), status_code=422)
+        page = shell.page(view(keep, scenario, error), paste_error=message, pasted_config=text)
+        return HTMLResponse(page, status_code=422)
     scenario, error = read_scenario({**keep, "model": reference}, strict=False)
     if scenario is None:  # the kept inputs do not suit this model (e.g. tp): start from its defaults
         scenario, error = read_scenario({"model": reference}, strict=False)
     return RedirectResponse(link(scenario) if scenario else "/", status_code=303)
 
 
-def _detail_table(request: Request, render: Callable[[dict[str, Any]], str]) -> Response:
+def _detail_table(request: Request, render: Callable[[Estimate], str]) -> Response:
     """A table that a closed <details> fetches when opened, for the scenario in the query."""
     scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
     if scenario is None:
         assert error is not None
         return HTMLResponse(f'<p class="hint">{escape(str(error))}</p>', status_code=422)
-    return HTMLResponse(
-        render({"v": results_view(estimate(scenario), with_lines=True)}), headers={"Vary": "HX-Request"}
-    )
+    return HTMLResponse(render(estimate(scenario)), headers={"Vary": "HX-Request"})
 
 
 @router.get("/lines")
 async def lines(request: Request) -> Response:
     """The ledger-lines table (formula and evidence of every stage and class)."""
-    return _detail_table(request, _renderer(request).lines)
+    return _detail_table(request, tables.lines_table)
 
 
 @router.get("/fit-table")
 async def fit_table(request: Request) -> Response:
     """The fit chart's table twin: the peak of every stage at each D."""
-    return _detail_table(request, _renderer(request).fit_table)
+    return _detail_table(request, tables.fit_table)
 
 
 @router.get("/docs")
 async def docs(request: Request) -> HTMLResponse:
-    return HTMLResponse(_renderer(request).docs())
+    return HTMLResponse(shell.DOCS)

@@ -11,16 +11,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    templates_dir: Path = ROOT / "templates"
     static_dir: Path = ROOT / "static"
     max_query_chars: int = 2048
     max_body_bytes: int = 64 * 1024
 
     @classmethod
     def from_env(cls) -> Settings:
-        """``ZERO3_LAB_TEMPLATES`` and ``ZERO3_LAB_STATIC`` override the asset folders."""
-        base = cls()
-        return cls(
-            templates_dir=Path(os.environ.get("ZERO3_LAB_TEMPLATES", base.templates_dir)),
-            static_dir=Path(os.environ.get("ZERO3_LAB_STATIC", base.static_dir)),
-        )
+        """``ZERO3_LAB_STATIC`` overrides the static assets folder."""
+        return cls(static_dir=Path(os.environ.get("ZERO3_LAB_STATIC", cls().static_dir)))

@@ -1,23 +1,17 @@
-"""What the templates render: the form's fields and, for a valid scenario, the whole estimate."""
+"""What a page shows, before any HTML: the form's fields and, for a valid scenario, the estimate."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
-from markupsafe import Markup, escape
-
 from app.ledger.estimate import Estimate, estimate
-from app.ledger.fields import FIELD_BY_NAME, FIELDS, GROUPS, Field, allowed_text
+from app.ledger.fields import FIELD_BY_NAME, FIELDS, Field
 from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
-from app.receipts.display import gb, gib, human_bytes, human_count, integer
+from app.receipts.display import gb, human_bytes, human_count
 from app.receipts.links import canonical_query
-from app.receipts.receipt import DISCLAIMER, activation_source, fsdp2_section
-from app.web.charts import fit_chart, peak_chart
 from app.web.query import DERIVED
-from app.web.results_view import results_view
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +19,6 @@ class FormField:
     field: Field
     value: str
     error: FieldError | None
-    help: Markup  # the field's help and allowed range, escaped once at import
     derived: str | None = None  # for a derived field: what an empty field stands for
 
 
@@ -53,7 +46,6 @@ def derived_hint(s: Scenario | None, name: str) -> str:
 
 
 DERIVED_ORDER: tuple[str, ...] = tuple(f.name for f in FIELDS if f.name in DERIVED)
-_HELP: dict[str, Markup] = {f.name: escape(f"{f.help} Allowed: {allowed_text(f)}.") for f in FIELDS}
 
 
 def display_value(field: Field, value: int | str) -> str:
@@ -76,10 +68,10 @@ def form_fields(raw: Mapping[str, str], s: Scenario | None, errors: Mapping[str,
         if typed is not None and f.kind in ("count", "bytes") and typed.isascii() and typed.isdigit():
             typed = display_value(f, int(typed))  # a link's 85899345920 reads back as 80GiB: same value
         if f.name in DERIVED:
-            out.append(FormField(f, typed or "", errors.get(f.name), _HELP[f.name], derived_hint(s, f.name)))
+            out.append(FormField(f, typed or "", errors.get(f.name), derived_hint(s, f.name)))
         else:
             value = typed if typed is not None else display_value(f, getattr(shown, f.name))
-            out.append(FormField(f, value, errors.get(f.name), _HELP[f.name]))
+            out.append(FormField(f, value, errors.get(f.name)))
     return out
 
 
@@ -106,66 +98,26 @@ def raw_query(raw: Mapping[str, str], errors: Mapping[str, FieldError]) -> str:
     return urlencode(sorted(kept))
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorSlot:
-    """What a field's error slot needs in a fragment (the form itself is not re-rendered)."""
-
-    field: Field
-    error: FieldError | None
-
-
-def _count(value: int) -> str:
+def count_text(value: int) -> str:
     short = human_count(value)
     return f"{value:,}" if short.isdigit() else short
 
 
-def fsdp2_note(e: Estimate) -> str:
-    section = fsdp2_section(e)
-    return "" if section is None else str(section["note"])
+@dataclass(slots=True)
+class View:
+    """One request's page: what was typed, the scenario (None while invalid), its estimate."""
+
+    raw: Mapping[str, str]
+    scenario: Scenario | None
+    errors: Mapping[str, FieldError]
+    query: str  # the canonical query string (the address bar and every link)
+    title: str
+    estimate: Estimate | None
 
 
-def context(
-    raw: Mapping[str, str], scenario: Scenario | None, error: ScenarioError | None, *, page: bool = True
-) -> dict[str, Any]:
-    """The template context: the whole page's, or (``page=False``) only what the fragment shows."""
+def view(raw: Mapping[str, str], scenario: Scenario | None, error: ScenarioError | None) -> View:
     errors = error.by_field() if error else {}
-    ctx: dict[str, Any] = {"errors": errors, "disclaimer": DISCLAIMER, "paste_error": None, "pasted_config": ""}
-    if page:
-        fields = form_fields(raw, scenario, errors)
-        ctx.update(
-            groups=[(gid, title, [ff for ff in fields if ff.field.group == gid]) for gid, title in GROUPS],
-            fields=fields,
-        )
-    else:
-        ctx["fields"] = [ErrorSlot(f, errors.get(f.name)) for f in FIELDS]
-        ctx["derived"] = derived_slots(scenario)
     if scenario is None:
-        ctx.update(valid=False, query=raw_query(raw, errors), title="fix the highlighted fields")
-        return ctx
-    result: Estimate = estimate(scenario)
-    stages = result.ledger.stages
-    fitting = [st.stage for st in stages if st.peak.fits]
-    ctx.update(
-        valid=True,
-        query=canonical_query(scenario),
-        scenario=scenario,
-        e=result,
-        v=results_view(result, with_lines=page),
-        inline_lines=page,
-        chart=peak_chart(result.ledger),
-        fit_chart=fit_chart(result.fit.curve, scenario.capacity_bytes),
-        activation_source=activation_source(result),
-        least_stage=fitting[0] if fitting else None,
-        title=scenario.name or f"{_count(scenario.params)} parameters on {scenario.dp:,} ranks",
-        capacity_gb=gb(scenario.capacity_bytes),
-        capacity_gib=gib(scenario.capacity_bytes),
-        capacity_raw=integer(scenario.capacity_bytes),
-        buckets_gb=gb(scenario.bucket_bytes),
-        overhead_gb=gb(scenario.overhead_bytes),
-        gather_formula=stages[3].peak.gather_formula,
-        activations_formula=stages[0].peak.activations_formula,
-        contingency_formula=stages[3].peak.contingency_formula,
-        comm_evidence=stages[0].communication.evidence,
-        fsdp2_note=fsdp2_note(result),
-    )
-    return ctx
+        return View(raw, None, errors, raw_query(raw, errors), "fix the highlighted fields", None)
+    title = scenario.name or f"{count_text(scenario.params)} parameters on {scenario.dp:,} ranks"
+    return View(raw, scenario, errors, canonical_query(scenario), title, estimate(scenario))

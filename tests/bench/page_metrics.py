@@ -39,7 +39,7 @@ from tests.bench import _server
 from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[2]
-DEBOUNCE_MS = 300  # templates/_form.html: hx-trigger="input delay:300ms, ..."
+DEBOUNCE_MS = 300  # app/web/html/form.py: hx-trigger="input delay:300ms, ..."
 SEED_PARAMS = 7_000_000_000
 SEED_BYTES_PER_PARAM = 2 + 2 + 4 + 2 * 4
 

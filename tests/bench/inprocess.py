@@ -1,0 +1,108 @@
+"""Per-request cost of each route inside the app (no sockets), and a cProfile of one of them.
+
+    .venv/bin/python tests/bench/inprocess.py [--requests 3000] [--profile fragment]
+
+Drives the ASGI app directly with the same kind of random scenarios as ``scenarios.lua`` (a
+different one per request), so the figures isolate the app's own work from uvicorn and the
+network. The floor is a 404 for an unrouted path with the same query string. It is a benchmark,
+not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from app.web.app import create_app
+
+ROUTES: dict[str, tuple[str, bool]] = {
+    "floor": ("/no-such-route", False),
+    "estimate": ("/api/estimate", False),
+    "fragment": ("/", True),
+    "page": ("/", False),
+}
+
+
+def random_query(rng: random.Random) -> str:
+    params = rng.randint(1, 200_000) * 1_000_000
+    return (
+        f"params={params}&dp={rng.randint(1, 4096)}&param_bytes={rng.choice((1, 2, 4))}"
+        f"&master_bytes={rng.choice((0, 4, 8))}&opt_states={rng.randint(0, 4)}&unit_params={rng.randint(0, params)}"
+        f"&prefetch={rng.randint(0, 8)}&activation_bytes={rng.randint(0, 60)}GB"
+        f"&capacity_bytes={rng.randint(16, 192)}GiB&contingency_pct={rng.randint(0, 20)}"
+    )
+
+
+async def call(app: Any, path: str, hx: bool, query: str) -> tuple[int, int]:
+    headers = [(b"host", b"bench")] + ([(b"hx-request", b"true")] if hx else [])
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+        "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": headers,
+        "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "root_path": "",
+    }  # fmt: skip
+    status = 0
+    size = 0
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status, size
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        else:
+            size += len(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return status, size
+
+
+async def run(app: Any, route: str, queries: list[str]) -> list[float]:
+    path, hx = ROUTES[route]
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        status, _ = await call(app, path, hx, q)
+        times.append(time.perf_counter() - t)
+        if status >= 500:
+            raise SystemExit(f"{route}: {status}")
+    return times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--profile", choices=sorted(ROUTES), help="print a cProfile of this route instead")
+    args = ap.parse_args()
+    app = create_app()
+    rng = random.Random(1)  # noqa: S311 - benchmark inputs, not secrets
+    queries = [random_query(rng) for _ in range(args.requests)]
+    loop = asyncio.new_event_loop()
+    for route in ROUTES:
+        loop.run_until_complete(run(app, route, queries[:200]))  # warm-up
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        loop.run_until_complete(run(app, args.profile, queries))
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(35)
+        return 0
+    for route in ROUTES:
+        times = loop.run_until_complete(run(app, route, queries))
+        median = statistics.median(times) * 1e6
+        print(f"{route:10s} median {median:7.1f} µs   mean {statistics.fmean(times) * 1e6:7.1f} µs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
