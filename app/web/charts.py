@@ -3,6 +3,8 @@ finder's curve of per-rank peak against D. Each has a table twin with the same n
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from app.ledger.ledger import Ledger
 from app.receipts.display import gb
 
@@ -22,16 +24,34 @@ TOP = 10
 LABEL_ROOM = 110  # right of the longest bar, for its total
 
 
-def peak_chart(ledger: Ledger, capacity_gb: str) -> str:
+class StagePeak(NamedTuple):
+    """One stage's peak, formatted once for the chart and its table twin."""
+
+    stage: int
+    fits: bool
+    values: tuple[int, ...]  # PEAK_PARTS: the six parts, then the total
+    gb: list[str]
+    exact: list[str]  # "20,000,000,000"
+
+
+PEAK_PARTS: tuple[str, ...] = (*(part for part, _ in PARTS), "total")
+
+
+def stage_peaks(ledger: Ledger) -> list[StagePeak]:
+    out = []
+    for st in ledger.stages:
+        p = st.peak
+        values = (p.persistent, p.gather, p.buckets, p.activations, p.overhead, p.contingency, p.total)
+        out.append(StagePeak(st.stage, p.fits, values, [gb(v) for v in values], [f"{v:,}" for v in values]))
+    return out
+
+
+def peak_chart(peaks: list[StagePeak], capacity: int, capacity_gb: str) -> str:
     """Stacked bars, one per stage, with the capacity as a vertical line."""
-    capacity = ledger.scenario.capacity_bytes
-    stages = ledger.stages
-    scale_max = max(capacity, *(st.peak.total for st in stages))
+    scale_max = max(capacity, *(sp.values[6] for sp in peaks))
     span = WIDTH - LABEL - LABEL_ROOM
-    height = TOP + len(stages) * (BAR + GAP) + 10
-    desc = "".join(
-        f"Stage {st.stage}: {gb(st.peak.total)}, {'fits' if st.peak.fits else 'does not fit'}. " for st in stages
-    )
+    height = TOP + len(peaks) * (BAR + GAP) + 10
+    desc = "".join(f"Stage {sp.stage}: {sp.gb[6]}, {'fits' if sp.fits else 'does not fit'}. " for sp in peaks)
     out = [
         f'<svg role="img" aria-labelledby="peak-title peak-desc" viewBox="0 0 {WIDTH} {height}" width="100%"'
         ' preserveAspectRatio="xMinYMin meet">\n'
@@ -39,23 +59,22 @@ def peak_chart(ledger: Ledger, capacity_gb: str) -> str:
         f" {capacity_gb}</title>\n"
         f'<desc id="peak-desc">{desc}The table below holds the same numbers.</desc>\n'
     ]
-    for i, st in enumerate(stages):
-        peak = st.peak
+    for i, (stage, fits, values, gbs, exact) in enumerate(peaks):
         y = TOP + i * (BAR + GAP)
-        out.append(f'<text x="4" y="{y + 17}" class="axis">stage {st.stage}</text>\n')
+        out.append(f'<text x="4" y="{y + 17}" class="axis">stage {stage}</text>\n')
         cumulative = 0
         end = LABEL
-        for part, label in PARTS:
-            size = getattr(peak, part)
+        for index, (part, label) in enumerate(PARTS):
+            size = values[index]
             start = LABEL + cumulative * span // scale_max
             cumulative += size
             end = LABEL + cumulative * span // scale_max
             if size:
                 out.append(
                     f'<rect x="{start}" y="{y}" width="{max(end - start, 1)}" height="{BAR}" class="seg {part}">'
-                    f"<title>stage {st.stage} {label}: {gb(size)} ({size:,} B)</title></rect>\n"
+                    f"<title>stage {stage} {label}: {gbs[index]} ({exact[index]} B)</title></rect>\n"
                 )
-        verdict = 'ok">' + gb(peak.total) if peak.fits else 'bad">' + gb(peak.total) + " ✗"
+        verdict = 'ok">' + gbs[6] if fits else 'bad">' + gbs[6] + " ✗"
         out.append(f'<text x="{end + 4}" y="{y + 17}" class="total {verdict}</text>\n')
     x = LABEL + capacity * span // scale_max
     out.append(

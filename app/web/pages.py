@@ -78,25 +78,30 @@ async def use_model_config(request: Request) -> Response:
     return RedirectResponse(link(scenario) if scenario else "/", status_code=303)
 
 
-def _detail_table(request: Request, render: Callable[[Estimate], str]) -> Response:
-    """A table that a closed <details> fetches when opened, for the scenario in the query."""
+def _detail_table(request: Request, name: str, render: Callable[[Estimate], str]) -> Response:
+    """A table that a closed <details> fetches when opened (htmx), or, followed as a link without
+    JavaScript, the same table as a page of its own; for the scenario in the query."""
     scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
     if scenario is None:
         assert error is not None
         return HTMLResponse(f'<p class="hint">{escape(str(error))}</p>', status_code=422)
-    return HTMLResponse(render(estimate(scenario)), headers={"Vary": "HX-Request"})
+    table = render(estimate(scenario))
+    if request.headers.get("hx-request") != "true":
+        v = view({}, scenario, None)
+        table = shell.table_page(f"{name}: {v.title}", v.query, table)
+    return HTMLResponse(table, headers={"Vary": "HX-Request"})
 
 
 @router.get("/lines")
 async def lines(request: Request) -> Response:
     """The ledger-lines table (formula and evidence of every stage and class)."""
-    return _detail_table(request, tables.lines_table)
+    return _detail_table(request, "Ledger lines", tables.lines_table)
 
 
 @router.get("/fit-table")
 async def fit_table(request: Request) -> Response:
     """The fit chart's table twin: the peak of every stage at each D."""
-    return _detail_table(request, tables.fit_table)
+    return _detail_table(request, "Peak per stage at each D", tables.fit_table)
 
 
 @router.get("/docs")

@@ -239,6 +239,18 @@ def test_form_works_without_javascript(no_js_page: Page, live_server: str) -> No
     expect(page.locator("a#share")).to_have_attribute("href", "/?dp=16&params=13000000000")
     assert dom_ledger(page) == receipt_ledger(api_receipt(live_server, "dp=16&params=13000000000"))
 
+    # The long tables are fetched when their <details> opens; without JavaScript, its link opens
+    # the same table as a page of its own, with a way back.
+    page.locator("details.lines summary").click()
+    with page.expect_navigation():
+        page.locator("details.lines").get_by_role("link", name="the table on a page of its own").click()
+    assert path_and_query(page.url) == "/lines?dp=16&params=13000000000"
+    expect(page.locator("main table tbody tr")).to_have_count(16)
+    expect(page.locator("main")).to_contain_text("⌈13,000,000,000 ÷ 16⌉ = 812,500,000")
+    with page.expect_navigation():
+        page.get_by_role("link", name="← back to the scenario").click()
+    expect(stage3_total(page)).to_have_attribute("data-bytes", str(stage3_persistent(13_000_000_000, 16)))
+
     # The preset form is a plain GET form too: pick, press Load, land on the canonical link.
     page.locator("#preset").select_option(KEYBOARD_PRESET)
     with page.expect_navigation():

@@ -17,13 +17,12 @@ from app.ledger.rules import CLASSES
 from app.ledger.scenario import FieldError
 from app.receipts.display import gb, gib, percent_bp
 from app.receipts.receipt import DISCLAIMER, fsdp2_section
-from app.web.charts import fit_chart, peak_chart
-from app.web.html.tables import fit_table, kills_table, lines_table
+from app.web.charts import PEAK_PARTS, fit_chart, peak_chart, stage_peaks
+from app.web.html.tables import kills_table
 from app.web.html.text import esc
 
 SECTION_OPEN = '<section id="results" class="results" aria-live="polite" aria-label="Ledger" tabindex="-1">\n'
 REFERENCE_KILLS = kills_table("Reference: the frozen seed scenario (checks 1–5)", reference_kill_list())
-PEAK_PARTS: tuple[str, ...] = ("persistent", "gather", "buckets", "activations", "overhead", "contingency", "total")
 
 
 def waiting(errors: Mapping[str, FieldError]) -> str:
@@ -40,9 +39,10 @@ def waiting(errors: Mapping[str, FieldError]) -> str:
     )
 
 
-def results(e: Estimate, title: str, query: str, *, inline: bool) -> str:
-    """The whole results section for a valid scenario. ``inline`` puts the ledger lines and the fit
-    table in the page (a full page); otherwise their ``<details>`` fetch them when opened."""
+def results(e: Estimate, title: str, query: str) -> str:
+    """The whole results section for a valid scenario: the same for the page and a live update.
+    The two long tables (ledger lines, fit curve) sit in closed ``<details>`` that fetch them when
+    opened; without JavaScript their link opens them as a page of their own."""
     q = esc("?" + query) if query else ""
     capacity = e.scenario.capacity_bytes
     capacity_gb = gb(capacity)
@@ -51,9 +51,9 @@ def results(e: Estimate, title: str, query: str, *, inline: bool) -> str:
             SECTION_OPEN,
             _summary(e, title, q, capacity_gb),
             _model(e) if e.model else "",
-            _persistent(e, q, inline),
+            _persistent(e, q),
             _peak(e, capacity_gb),
-            _fit(e, q, inline, capacity_gb),
+            _fit(e, q, capacity_gb),
             _communication(e),
             _checkpoint(e),
             _kills(e),
@@ -145,20 +145,19 @@ _PERSISTENT_HEAD = (
     "</th></tr></thead>\n<tbody>\n"
 )
 _LINES_SUMMARY = "<summary>Ledger lines: formula and evidence for every (stage, class)</summary>\n"
-_LOADING = '<p class="hint">loading…</p>'
 
 
-def _lazy(kind: str, path: str, q: str, summary: str, inline: str | None) -> str:
-    """A ``<details>`` holding a table inline (full page), or fetching it when first opened."""
-    if inline is not None:
-        return f'<details class="{kind}">\n{summary}<div class="lazy">{inline}</div>\n</details>\n'
+def _lazy(kind: str, path: str, q: str, summary: str) -> str:
+    """A closed ``<details>`` that fetches its table when first opened (htmx). The placeholder's
+    link opens the same table as a page, for a reader without JavaScript."""
     return (
         f'<details class="{kind}" hx-get="{path}{q}" hx-trigger="toggle once" hx-target="find .lazy"'
-        f' hx-swap="innerHTML">\n{summary}<div class="lazy">{_LOADING}</div>\n</details>\n'
+        f' hx-swap="innerHTML">\n{summary}<div class="lazy"><p class="hint">loading… (or open'
+        f' <a href="{path}{q}">the table on a page of its own</a>)</p></div>\n</details>\n'
     )
 
 
-def _persistent(e: Estimate, q: str, inline: bool) -> str:
+def _persistent(e: Estimate, q: str) -> str:
     stages = e.ledger.stages
     out = [_PERSISTENT_HEAD]
     for index, cls in enumerate(CLASSES):
@@ -180,7 +179,7 @@ def _persistent(e: Estimate, q: str, inline: bool) -> str:
         for st in stages
     )
     out.append(f'</tbody>\n<tfoot>\n<tr><th scope="row">total</th>{totals}</tr>\n</tfoot>\n</table>\n</div>\n')
-    out.append(_lazy("lines", "/lines", q, _LINES_SUMMARY, lines_table(e) if inline else None))
+    out.append(_lazy("lines", "/lines", q, _LINES_SUMMARY))
     out.append("</section>\n")
     return "".join(out)
 
@@ -208,23 +207,26 @@ _PEAK_TABLE_HEAD = (
 def _peak(e: Estimate, capacity_gb: str) -> str:
     s = e.scenario
     stages = e.ledger.stages
+    peaks = stage_peaks(e.ledger)
     rows = []
-    for st in stages:
-        p = st.peak
+    for stage, fits, values, gbs, exact in peaks:
         cells = "".join(
-            f'<td class="num" data-part="{part}" data-bytes="{v}" title="{v:,} B">{gb(v)}</td>'
-            for part in PEAK_PARTS
-            for v in (getattr(p, part),)
+            [
+                f'<td class="num" data-part="{part}" data-bytes="{v}" title="{x} B">{g}</td>'
+                for part, v, g, x in zip(PEAK_PARTS, values, gbs, exact, strict=True)
+            ]
         )
-        verdict = '<td class="ok">fits' if p.fits else '<td class="bad">does not fit'
+        verdict = '<td class="ok">fits' if fits else '<td class="bad">does not fit'
+        headroom = stages[stage].peak.headroom
         rows.append(
-            f'<tr data-stage="{st.stage}"><th scope="row">stage {st.stage}</th>{cells}{verdict}<br><small>peak '
-            f'{gib(p.total)}</small></td><td class="num" data-part="headroom" data-bytes="{p.headroom}"'
-            f' title="{p.headroom:,} B · {gib(p.headroom)}">{gb(p.headroom)}</td></tr>\n'
+            f'<tr data-stage="{stage}"><th scope="row">stage {stage}</th>{cells}{verdict}<br><small>peak '
+            f'{gib(values[6])}</small></td><td class="num" data-part="headroom" data-bytes="{headroom}"'
+            f' title="{headroom:,} B · {gib(headroom)}">{gb(headroom)}</td></tr>\n'
         )
+    chart = peak_chart(peaks, s.capacity_bytes, capacity_gb)
     return (
         '<section aria-labelledby="h-peak">\n<h3 id="h-peak">Training peak against the device</h3>\n'
-        f'<figure class="chart">\n{peak_chart(e.ledger, capacity_gb)}<figcaption>\n<ul class="legend">{_LEGEND}'
+        f'<figure class="chart">\n{chart}<figcaption>\n<ul class="legend">{_LEGEND}'
         f'<li><span class="swatch capacity" aria-hidden="true"></span>capacity {capacity_gb} / {gib(s.capacity_bytes)}'
         f"</li></ul>\n</figcaption>\n</figure>\n{_PEAK_TABLE_HEAD}{''.join(rows)}</tbody>\n</table>\n</div>\n"
         f'<ul class="sources">\n<li>All-gather (stage 3): <code>{stages[3].peak.gather_formula}</code></li>\n'
@@ -263,7 +265,7 @@ def _activations(e: Estimate) -> str:
     return out + "</li>\n"
 
 
-def _fit(e: Estimate, q: str, inline: bool, capacity_gb: str) -> str:
+def _fit(e: Estimate, q: str, capacity_gb: str) -> str:
     s = e.scenario
     modelled = e.fit.micro_batch_modelled
     rows = []
@@ -288,7 +290,7 @@ def _fit(e: Estimate, q: str, inline: bool, capacity_gb: str) -> str:
         f'<figure class="chart">\n{fit_chart(e.fit.curve, s.capacity_bytes, capacity_gb)}'
         f'<figcaption><ul class="legend">{legend}<li><span class="swatch capacity" aria-hidden="true"></span>capacity'
         f" {capacity_gb}</li></ul></figcaption>\n</figure>\n"
-        f"{_lazy('fit-numbers', '/fit-table', q, summary, fit_table(e) if inline else None)}</section>\n"
+        f"{_lazy('fit-numbers', '/fit-table', q, summary)}</section>\n"
     )
 
 

@@ -20,14 +20,14 @@ _TOP = (
 )
 
 
-def _results(v: View, *, inline: bool) -> str:
+def _results(v: View) -> str:
     if v.estimate is None:
         return waiting(v.errors)
-    return results(v.estimate, v.title, v.query, inline=inline)
+    return results(v.estimate, v.title, v.query)
 
 
 def page(v: View, *, paste_error: str | None = None, pasted_config: str = "") -> str:
-    """The whole page: the form with what was typed, and the results with every table inline."""
+    """The whole page: the form with what was typed, and the results."""
     query = esc(v.query)
     alternate = f"/api/estimate?{query}" if v.query else "/api/estimate"
     return (
@@ -41,7 +41,7 @@ def page(v: View, *, paste_error: str | None = None, pasted_config: str = "") ->
         f"</head>\n{_TOP}"
         f"{scenario_form(form_fields(v.raw, v.scenario, v.errors))}"
         f"{paste_form(v.query, paste_error, pasted_config)}{DEVICES_BLOCK}</aside>\n"
-        f"{_results(v, inline=True)}</main>\n</body>\n</html>\n"
+        f"{_results(v)}</main>\n</body>\n</html>\n"
     )
 
 
@@ -57,8 +57,22 @@ def fragment(v: View) -> str:
         for name, hint in derived_slots(v.scenario)
     )
     return (
-        f"{_results(v, inline=False)}{slots}{hints}"
+        f"{_results(v)}{slots}{hints}"
         f'<input type="hidden" id="keep" name="keep" value="{esc(v.query)}" hx-swap-oob="true">\n'
+    )
+
+
+def table_page(title: str, query: str, table: str) -> str:
+    """A long table as a page of its own: what a reader without JavaScript gets from the link in
+    a closed ``<details>`` (with JavaScript the table is fetched into the page instead)."""
+    back = "/?" + esc(query) if query else "/"
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<title>zero3-lab — {esc(title)}</title>\n<link rel="icon" href="data:,">\n'
+        '<link rel="stylesheet" href="/static/app.css">\n</head>\n<body>\n'
+        f'<p><a href="{back}">← back to the scenario</a></p>\n<main class="results">\n<h1>{esc(title)}</h1>\n'
+        f"{table}</main>\n</body>\n</html>\n"
     )
 
 
