@@ -3,6 +3,7 @@ sections and the lazily loaded tables."""
 
 from __future__ import annotations
 
+import html
 import json
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -104,10 +105,17 @@ def test_derived_fields_are_empty_with_a_hint(client: TestClient) -> None:
 
 
 def test_lazy_tables_answer_for_the_same_scenario(client: TestClient) -> None:
-    lines = client.get("/lines", params={"dp": "16"})
+    htmx = {"HX-Request": "true"}
+    lines = client.get("/lines", params={"dp": "16"}, headers=htmx)
     assert lines.status_code == 200
-    assert "⌈7,000,000,000 ÷ 16⌉ = 437,500,000" in lines.text
-    fit = client.get("/fit-table", params={"dp": "16"})
+    assert not lines.text.startswith("<!doctype")  # the table alone, for the <details> to take in
+    assert "⌈7,000,000,000 ÷ 16⌉ = 437,500,000" in html.unescape(lines.text)
+    fit = client.get("/fit-table", params={"dp": "16"}, headers=htmx)
     assert fit.status_code == 200
     assert fit.text.count('<tr><th scope="row">') == 18  # D = 1, 2, 4, … 131,072
+    # Followed as a plain link (no JavaScript), each is a page of its own with a way back.
+    page = client.get("/lines", params={"dp": "16"})
+    assert page.text.startswith("<!doctype html>")
+    assert '<a href="/?dp=16">' in page.text
+    assert page.text.count("<tr><td>") == 16
     assert client.get("/lines", params={"dp": "0"}).status_code == 422

@@ -13,7 +13,7 @@ from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.presets import DEVICES, PRESETS
 from app.ledger.scenario import FieldError
 from app.receipts.display import gb, gib, integer
-from app.web.html.text import esc
+from app.web.html.text import ascii_html, esc
 from app.web.query import DERIVED
 from app.web.views import FormField
 
@@ -25,33 +25,33 @@ def error_slot(name: str, error: FieldError | None, *, oob: bool = False) -> str
     if error is None:
         return f'<div class="field-error" id="e-{name}"{swap}></div>'
     return (
-        f'<div class="field-error" id="e-{name}"{swap}><span role="alert">{name}: {esc(error.message)}'
-        f" — allowed: {esc(error.allowed)}</span></div>"
+        f'<div class="field-error" id="e-{name}"{swap}><span role="alert">{name}: {ascii_html(esc(error.message))}'
+        f" &mdash; allowed: {ascii_html(esc(error.allowed))}</span></div>"
     )
 
 
 EMPTY_SLOTS: dict[str, str] = {f.name: error_slot(f.name, None) for f in FIELDS}
 EMPTY_OOB_SLOTS = "\n".join(error_slot(f.name, None, oob=True) for f in FIELDS) + "\n"
 
-PRESETS_BLOCK = (
+PRESETS_BLOCK = ascii_html(
     '<form class="presets" method="get" action="/">\n'
     '<label for="preset">Preset</label>\n'
     '<select id="preset" name="preset" data-autosubmit>\n'
-    '<option value="">— pick a workshop scenario —</option>\n'
+    '<option value="">&mdash; pick a workshop scenario &mdash;</option>\n'
     + "".join(f'<option value="{esc(p.id)}">{esc(p.title)}</option>\n' for p in PRESETS)
     + "</select>\n"
     '<button type="submit">Load</button>\n'
     "</form>\n"
 )
-DATALIST = (
+DATALIST = ascii_html(
     '<datalist id="devices">\n'
     + "".join(
-        f'<option value="{d.capacity_bytes}">{esc(d.title)} — {esc(d.nominal)} read as {d.unit}</option>\n'
+        f'<option value="{d.capacity_bytes}">{esc(d.title)} &mdash; {esc(d.nominal)} read as {d.unit}</option>\n'
         for d in DEVICES
     )
     + "</datalist>\n"
 )
-DEVICES_BLOCK = (
+DEVICES_BLOCK = ascii_html(
     '<details class="devices">\n'
     "<summary>Device capacities and where they come from</summary>\n"
     "<table>\n"
@@ -75,7 +75,7 @@ FORM_CLOSE = (
     '<div class="actions">\n'
     '<button type="submit">Compute</button>\n'
     '<span id="busy" class="busy" role="status" aria-live="polite"><span class="spinner" aria-hidden="true"></span>'
-    " updating…</span>\n"
+    " updating&hellip;</span>\n"
     "</div>\n"
     "</form>\n"
 )
@@ -89,13 +89,16 @@ class _FieldParts:
         self.name = name
         self.derived = derived
         described = f"h-{name} e-{name}" + (f" d-{name}" if derived else "")
-        self.label = f'<label for="f-{name}">{esc(f.label)} <span class="unit">({esc(f.unit)})</span></label>\n'
+        self.label = ascii_html(
+            f'<label for="f-{name}">{esc(f.label)} <span class="unit">({esc(f.unit)})</span></label>\n'
+        )
         extra = f'maxlength="{f.maximum}"' if f.kind == "text" else 'inputmode="decimal" spellcheck="false"'
         if name == "capacity_bytes":
             extra += ' list="devices"'
         self.input_open = f'<input id="f-{name}" name="{name}" value="'
         self.input_close = f'" autocomplete="off" {extra} aria-describedby="{described}"'
-        self.help = f'<small class="help" id="h-{name}">{esc(f"{f.help} Allowed: {allowed_text(f)}.")}</small>\n'
+        help_text = esc(f"{f.help} Allowed: {allowed_text(f)}.")
+        self.help = ascii_html(f'<small class="help" id="h-{name}">{help_text}</small>\n')
         self.select: dict[str, str] | None = None
         self.select_none = ""
         values = [str(c) for c in f.choices] if f.choices else list(f.options or ())
@@ -137,16 +140,16 @@ class _FieldParts:
     def _derived(self, ff: FormField) -> str:
         if ff.derived is None:
             return ""
-        return f'<small class="derived" id="d-{self.name}">{esc(ff.derived)}</small>\n'
+        return f'<small class="derived" id="d-{self.name}">{ascii_html(esc(ff.derived))}</small>\n'
 
 
 _MODEL_HEAD = (
     '<select id="f-model" name="model" aria-describedby="h-model e-model">\n'
-    '<option value="">— none: type the parameter count below —</option>\n'
+    '<option value="">&mdash; none: type the parameter count below &mdash;</option>\n'
 )
 _MODEL_OPTIONS = [
-    (m.id, f'<option value="{esc(m.id)}">{esc(m.title)}</option>\n',
-     f'<option value="{esc(m.id)}" selected>{esc(m.title)}</option>\n')
+    (m.id, ascii_html(f'<option value="{esc(m.id)}">{esc(m.title)}</option>\n'),
+     ascii_html(f'<option value="{esc(m.id)}" selected>{esc(m.title)}</option>\n'))
     for m in KNOWN_MODELS
 ]  # fmt: skip
 
@@ -161,7 +164,8 @@ _PARTS = {f.name: _FieldParts(f, f.name in DERIVED) for f in FIELDS}
 
 
 _GROUP_HEADS = {
-    gid: f'<fieldset class="group" id="group-{gid}">\n<legend>{esc(title)}</legend>\n' for gid, title in GROUPS
+    gid: ascii_html(f'<fieldset class="group" id="group-{gid}">\n<legend>{esc(title)}</legend>\n')
+    for gid, title in GROUPS
 }
 
 

@@ -19,17 +19,19 @@ from app.receipts.display import gb, gib, percent_bp
 from app.receipts.receipt import DISCLAIMER, fsdp2_section
 from app.web.charts import PEAK_PARTS, fit_chart, peak_chart, stage_peaks
 from app.web.html.tables import kills_table
+from app.web.html.text import ascii_html as asc  # every text from the core goes through it
 from app.web.html.text import esc
 
+_DISCLAIMER = asc(DISCLAIMER)
 SECTION_OPEN = '<section id="results" class="results" aria-live="polite" aria-label="Ledger" tabindex="-1">\n'
-REFERENCE_KILLS = kills_table("Reference: the frozen seed scenario (checks 1–5)", reference_kill_list())
+REFERENCE_KILLS = kills_table("Reference: the frozen seed scenario (checks 1&ndash;5)", reference_kill_list())
 
 
 def waiting(errors: Mapping[str, FieldError]) -> str:
     """The results section while some input is invalid: which fields, and what they allow."""
     count = len(errors)
     items = "".join(
-        f'<li><a href="#f-{name}">{name}</a>: {esc(err.message)} (allowed: {err.allowed})</li>\n'
+        f'<li><a href="#f-{name}">{name}</a>: {asc(esc(err.message))} (allowed: {asc(err.allowed)})</li>\n'
         for name, err in errors.items()
     )
     return (
@@ -78,9 +80,9 @@ def _summary(e: Estimate, title: str, q: str, capacity_gb: str) -> str:
         )
     return (
         f'<header class="summary">\n<h2>{esc(title)}</h2>\n{verdict}<p class="links">\n'
-        f'<a href="/receipt.json{q}" download>Download JSON receipt</a> ·\n'
-        f'<a href="/receipt.csv{q}" download>Download CSV receipt</a> ·\n'
-        f'<a href="/api/estimate{q}" type="application/json">API</a> ·\n'
+        f'<a href="/receipt.json{q}" download>Download JSON receipt</a> &middot;\n'
+        f'<a href="/receipt.csv{q}" download>Download CSV receipt</a> &middot;\n'
+        f'<a href="/api/estimate{q}" type="application/json">API</a> &middot;\n'
         f'<a id="share" href="/{q}">Link to this scenario</a>\n'
         '<button type="button" class="copy" data-copy="#share">Copy link</button>\n'
         '<span class="copied" role="status" aria-live="polite"></span>\n</p>\n</header>\n'
@@ -88,8 +90,8 @@ def _summary(e: Estimate, title: str, q: str, capacity_gb: str) -> str:
 
 
 def _unit_row(unit: Unit, layer: bool, layers: int) -> str:
-    name = unit.name + (f" … layers.{layers - 1}" if layer and layers > 1 else "")
-    tensors = "; ".join(f"{t.name} [{' × '.join(str(d) for d in t.shape)}]" for t in unit.tensors)
+    name = unit.name + (f" &hellip; layers.{layers - 1}" if layer and layers > 1 else "")
+    tensors = "; ".join(f"{t.name} [{' &times; '.join(str(d) for d in t.shape)}]" for t in unit.tensors)
     each = " each" if layer else ""
     return (
         f'<tr><th scope="row">{name}</th><td class="num">{unit.params:,}{each}</td>'
@@ -110,8 +112,8 @@ def _model(e: Estimate) -> str:
         note = fsdp2_section(e)
         fsdp2 = (
             f"<p>FSDP2 exact stage-3 shard at D = {s.dp:,}: {e.fsdp2.padded_elements:,} elements per rank with each"
-            f" tensor padded on dim 0, against ⌈N ÷ D⌉ = {e.fsdp2.lower_bound_elements:,} —"
-            f" {'' if note is None else note['note']}.</p>\n"
+            f" tensor padded on dim 0, against &lceil;N &divide; D&rceil; = {e.fsdp2.lower_bound_elements:,} &mdash;"
+            f" {'' if note is None else asc(str(note['note']))}.</p>\n"
         )
     layer = inv.units[1]
     rows = (
@@ -121,12 +123,12 @@ def _model(e: Estimate) -> str:
     )
     return (
         '<section aria-labelledby="sec-model">\n'
-        f'<h3 id="sec-model">Model: {esc(md.model.title)}</h3>\n'
+        f'<h3 id="sec-model">Model: {asc(esc(md.model.title))}</h3>\n'
         f"<p>{arch.family}: <strong>{inv.params:,}</strong> parameters ({s.source_of('params')}{params_note}),"
         f" {arch.layers} layers, hidden {arch.hidden:,}, vocabulary {arch.vocab:,}{tied}.\n"
         f"Largest wrapped unit: <strong>{inv.largest_unit.name}</strong> = {inv.largest_unit.params:,} parameters"
         f" ({s.source_of('unit_params')}{unit_note}).</p>\n"
-        f'<p class="hint">Source: {esc(md.model.source)}. Wrapped as FSDP2 / DeepSpeed wrap a decoder: the'
+        f'<p class="hint">Source: {asc(esc(md.model.source))}. Wrapped as FSDP2 / DeepSpeed wrap a decoder: the'
         " embedding, each decoder layer, and a final unit (final norm"
         f"{'' if arch.tied_embeddings else ' + LM head'}).</p>\n"
         f"{fsdp2}<details>\n<summary>Units and tensors (one decoder layer shown; all {arch.layers} are identical)"
@@ -152,7 +154,7 @@ def _lazy(kind: str, path: str, q: str, summary: str) -> str:
     link opens the same table as a page, for a reader without JavaScript."""
     return (
         f'<details class="{kind}" hx-get="{path}{q}" hx-trigger="toggle once" hx-target="find .lazy"'
-        f' hx-swap="innerHTML">\n{summary}<div class="lazy"><p class="hint">loading… (or open'
+        f' hx-swap="innerHTML">\n{summary}<div class="lazy"><p class="hint">loading&hellip; (or open'
         f' <a href="{path}{q}">the table on a page of its own</a>)</p></div>\n</details>\n'
     )
 
@@ -167,9 +169,9 @@ def _persistent(e: Estimate, q: str) -> str:
             value, total = line.bytes, st.persistent
             share = percent_bp((value * 20_000 + total) // (2 * total) if total else 0)
             cells.append(
-                f'<td class="num" title="{line.formula}" data-bytes="{value}" data-stage="{st.stage}"'
+                f'<td class="num" title="{asc(line.formula)}" data-bytes="{value}" data-stage="{st.stage}"'
                 f' data-class="{cls}"><span class="gb">{gb(value)}</span><span class="gib">{gib(value)}</span>'
-                f'<span class="raw">{value:,} B · {share}</span></td>'
+                f'<span class="raw">{value:,} B &middot; {share}</span></td>'
             )
         out.append(f'<tr><th scope="row">{cls}</th>{"".join(cells)}</tr>\n')
     totals = "".join(
@@ -221,7 +223,7 @@ def _peak(e: Estimate, capacity_gb: str) -> str:
         rows.append(
             f'<tr data-stage="{stage}"><th scope="row">stage {stage}</th>{cells}{verdict}<br><small>peak '
             f'{gib(values[6])}</small></td><td class="num" data-part="headroom" data-bytes="{headroom}"'
-            f' title="{headroom:,} B · {gib(headroom)}">{gb(headroom)}</td></tr>\n'
+            f' title="{headroom:,} B &middot; {asc(gib(headroom))}">{asc(gb(headroom))}</td></tr>\n'
         )
     chart = peak_chart(peaks, s.capacity_bytes, capacity_gb)
     return (
@@ -229,33 +231,35 @@ def _peak(e: Estimate, capacity_gb: str) -> str:
         f'<figure class="chart">\n{chart}<figcaption>\n<ul class="legend">{_LEGEND}'
         f'<li><span class="swatch capacity" aria-hidden="true"></span>capacity {capacity_gb} / {gib(s.capacity_bytes)}'
         f"</li></ul>\n</figcaption>\n</figure>\n{_PEAK_TABLE_HEAD}{''.join(rows)}</tbody>\n</table>\n</div>\n"
-        f'<ul class="sources">\n<li>All-gather (stage 3): <code>{stages[3].peak.gather_formula}</code></li>\n'
+        f'<ul class="sources">\n<li>All-gather (stage 3): <code>{asc(stages[3].peak.gather_formula)}</code></li>\n'
         f"{_activations(e)}"
         f"<li>Buckets {gb(s.bucket_bytes)}, overhead {gb(s.overhead_bytes)}: declared inputs. Contingency"
-        f" {s.contingency_pct} %: <code>{stages[3].peak.contingency_formula}</code></li>\n</ul>\n"
-        f'<p class="claim"><strong>What this lab does not claim.</strong> {DISCLAIMER}</p>\n</section>\n'
+        f" {s.contingency_pct} %: <code>{asc(stages[3].peak.contingency_formula)}</code></li>\n</ul>\n"
+        f'<p class="claim"><strong>What this lab does not claim.</strong> {_DISCLAIMER}</p>\n</section>\n'
     )
 
 
 def _activations(e: Estimate) -> str:
     s = e.scenario
     source = e.activation_source
-    formula = e.ledger.stages[0].peak.activations_formula
+    formula = asc(e.ledger.stages[0].peak.activations_formula)
     out = f"<li>Activations: <strong>{source}</strong>"
     if source == "placeholder":
-        out += " — the seed's declared 20 GB; type a measurement or pick a model"
+        out += " &mdash; the seed's declared 20 GB; type a measurement or pick a model"
     out += f". <code>{formula}</code>\n"
     if source == "modelled":
         assert e.model is not None
-        a = e.model.activations
+        act = e.model.activations
         sp = " with sequence parallelism" if s.sequence_parallel else ""
-        working = f" + working set {a.working_set_bytes:,} B" if a.working_set_bytes else ""
+        working = f" + working set {act.working_set_bytes:,} B" if act.working_set_bytes else ""
         out += (
-            f"<br>{a.policy} recomputation, s = {s.seq_len:,}, b = {s.micro_batch:,}, t = {s.tp}{sp}: {a.layers} layers"
-            f" × {a.per_layer_bytes:,} B{working} + embedding {a.embedding_bytes:,} B + head input {a.head_bytes:,} B"
-            f" + logits {a.logits_bytes:,} B = {a.total_bytes:,} B ({gb(a.total_bytes)}). Recomputation costs"
-            f" +{a.recompute_fraction_text(3)} of a step in extra forward FLOPs.\n<details><summary>Formula and"
-            f' assumptions</summary><p><code>{a.formula}</code></p><p class="hint">{a.assumptions}</p></details>\n'
+            f"<br>{act.policy} recomputation, s = {s.seq_len:,}, b = {s.micro_batch:,}, t = {s.tp}{sp}:"
+            f" {act.layers} layers &times; {act.per_layer_bytes:,} B{working} + embedding {act.embedding_bytes:,} B"
+            f" + head input {act.head_bytes:,} B"
+            f" + logits {act.logits_bytes:,} B = {act.total_bytes:,} B ({gb(act.total_bytes)}). Recomputation costs"
+            f" +{act.recompute_fraction_text(3)} of a step in extra forward FLOPs.\n<details><summary>Formula and"
+            f" assumptions</summary><p><code>{asc(act.formula)}</code></p>"
+            f'<p class="hint">{asc(act.assumptions)}</p></details>\n'
         )
     elif source == "measured" and e.model:
         out += (
@@ -272,7 +276,7 @@ def _fit(e: Estimate, q: str, capacity_gb: str) -> str:
     for st in e.fit.stages:
         dp = "none fits" if st.smallest_dp is None else f"{st.smallest_dp:,}"
         if not modelled:
-            mb = "— (activations not modelled)"
+            mb = "&mdash; (activations not modelled)"
         else:
             mb = "none fits" if st.largest_micro_batch is None else f"{st.largest_micro_batch:,}"
         rows.append(
@@ -296,8 +300,8 @@ def _fit(e: Estimate, q: str, capacity_gb: str) -> str:
 
 def _communication(e: Estimate) -> str:
     rows = "".join(
-        f'<tr><th scope="row">stage {st.stage}</th><td>{c.collectives}</td><td class="num" data-bytes="{c.bytes}">'
-        f"{gb(c.bytes)}<br><small>{c.bytes:,} B</small></td><td><code>{c.formula}</code></td></tr>\n"
+        f'<tr><th scope="row">stage {st.stage}</th><td>{asc(c.collectives)}</td><td class="num" data-bytes="{c.bytes}">'
+        f"{gb(c.bytes)}<br><small>{c.bytes:,} B</small></td><td><code>{asc(c.formula)}</code></td></tr>\n"
         for st in e.ledger.stages
         for c in (st.communication,)
     )
@@ -305,8 +309,8 @@ def _communication(e: Estimate) -> str:
         '<section aria-labelledby="h-comm">\n<h3 id="h-comm">Communication per rank per optimizer step</h3>\n'
         '<div class="scroll">\n<table>\n<thead><tr><th scope="col">stage</th><th scope="col">collectives</th>'
         f'<th scope="col">bytes sent</th><th scope="col">formula</th></tr></thead>\n<tbody>\n{rows}</tbody>\n'
-        f'</table>\n</div>\n<p class="hint">{e.ledger.stages[0].communication.evidence}. Stage 3 is 1.5× the baseline'
-        " when widths are equal.</p>\n</section>\n"
+        f'</table>\n</div>\n<p class="hint">{asc(e.ledger.stages[0].communication.evidence)}. Stage 3 is 1.5&times;'
+        " the baseline when widths are equal.</p>\n</section>\n"
     )
 
 
@@ -324,27 +328,27 @@ def _checkpoint(e: Estimate) -> str:
         saves = "".join(f'<td class="num" data-bytes="{v}">{gb(v)}</td>' for v in c.save_peaks)
         flagged = ' class="flagged"' if c.flagged else ""
         rows.append(
-            f'<tr{flagged}><th scope="row">{c.policy}<br><small>{c.description}</small></th><td class="num"'
-            f' data-bytes="{c.device_bytes}" title="{c.device_formula}">{gb(c.device_bytes)}</td><td class="num"'
-            f' data-bytes="{c.host_bytes}" title="{c.host_formula}">{gb(c.host_bytes)}</td>{saves}</tr>\n'
+            f'<tr{flagged}><th scope="row">{asc(c.policy)}<br><small>{asc(c.description)}</small></th><td class="num"'
+            f' data-bytes="{c.device_bytes}" title="{asc(c.device_formula)}">{gb(c.device_bytes)}</td><td class="num"'
+            f' data-bytes="{c.host_bytes}" title="{asc(c.host_formula)}">{gb(c.host_bytes)}</td>{saves}</tr>\n'
         )
         if c.flagged:
-            rows.append(f'<tr class="flagged"><td colspan="7" role="note">⚑ {c.flag}</td></tr>\n')
+            rows.append(f'<tr class="flagged"><td colspan="7" role="note">&#9873; {asc(c.flag)}</td></tr>\n')
     rows.append("</tbody>\n</table>\n</div>\n</section>\n")
     return "".join(rows)
 
 
 def _check_item(c: CheckResult) -> str:
     if c.passed:
-        return f'<li class="ok">✓ {c.title} — {c.message}</li>'
-    return f'<li class="bad">✗ {c.title} — {c.message}</li>'
+        return f'<li class="ok">&#10003; {asc(c.title)} &mdash; {asc(c.message)}</li>'
+    return f'<li class="bad">&#10007; {asc(c.title)} &mdash; {asc(c.message)}</li>'
 
 
 def _kills(e: Estimate) -> str:
     return (
         '<section aria-labelledby="h-kill">\n<h3 id="h-kill">Mutation kill list</h3>\n<p class="hint">Each mutant'
         " changes one accounting rule of the production ledger; a named check must catch it. On your scenario checks"
-        " 1–4 run, so an equivalent mutant survives and says why.</p>\n"
+        " 1&ndash;4 run, so an equivalent mutant survives and says why.</p>\n"
         f"{kills_table('On this scenario', e.mutations)}{REFERENCE_KILLS}<details>\n<summary>The checks on the"
         f' production ledger</summary>\n<ul class="checks">\n{"".join(_check_item(c) for c in e.checks)}\n</ul>\n'
         "</details>\n</section>\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.ledger.fields import FIELDS
 from app.web.html.form import DEVICES_BLOCK, EMPTY_OOB_SLOTS, error_slot, paste_form, scenario_form
 from app.web.html.results import results, waiting
-from app.web.html.text import esc
+from app.web.html.text import ascii_html, esc
 from app.web.views import View, derived_slots, form_fields
 
 _HTMX_CONFIG = (
@@ -15,8 +15,9 @@ _HTMX_CONFIG = (
 _TOP = (
     '<body>\n<a class="skip" href="#results">Skip to the ledger</a>\n<header class="top">\n'
     '<h1><a href="/">zero3-lab</a> <span class="tagline">budget every byte of a ZeRO-3 / FSDP run, per busiest rank'
-    '</span></h1>\n<nav aria-label="Elsewhere"><a href="/docs">API docs</a> · <a href="/openapi.json">OpenAPI</a>'
-    '</nav>\n</header>\n<main class="layout">\n<aside class="inputs" aria-label="Scenario">\n'
+    '</span></h1>\n<nav aria-label="Elsewhere"><a href="/docs">API docs</a> &middot;'
+    ' <a href="/openapi.json">OpenAPI</a></nav>\n</header>\n<main class="layout">\n'
+    '<aside class="inputs" aria-label="Scenario">\n'
 )
 
 
@@ -33,7 +34,7 @@ def page(v: View, *, paste_error: str | None = None, pasted_config: str = "") ->
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>zero3-lab — {esc(v.title)}</title>\n"
+        f"<title>zero3-lab &mdash; {esc(v.title)}</title>\n"
         f"<meta name=\"htmx-config\" content='{_HTMX_CONFIG}'>\n"
         '<link rel="icon" href="data:,">\n<link rel="stylesheet" href="/static/app.css">\n'
         f'<link rel="alternate" type="application/json" href="{alternate}">\n'
@@ -53,7 +54,7 @@ def fragment(v: View) -> str:
     else:
         slots = EMPTY_OOB_SLOTS
     hints = "".join(
-        f'<small class="derived" id="d-{name}" hx-swap-oob="true">{esc(hint)}</small>\n'
+        f'<small class="derived" id="d-{name}" hx-swap-oob="true">{ascii_html(esc(hint))}</small>\n'
         for name, hint in derived_slots(v.scenario)
     )
     return (
@@ -69,9 +70,9 @@ def table_page(title: str, query: str, table: str) -> str:
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f'<title>zero3-lab — {esc(title)}</title>\n<link rel="icon" href="data:,">\n'
+        f'<title>zero3-lab &mdash; {esc(title)}</title>\n<link rel="icon" href="data:,">\n'
         '<link rel="stylesheet" href="/static/app.css">\n</head>\n<body>\n'
-        f'<p><a href="{back}">← back to the scenario</a></p>\n<main class="results">\n<h1>{esc(title)}</h1>\n'
+        f'<p><a href="{back}">&larr; back to the scenario</a></p>\n<main class="results">\n<h1>{esc(title)}</h1>\n'
         f"{table}</main>\n</body>\n</html>\n"
     )
 
@@ -81,6 +82,6 @@ DOCS = (
     '<link rel="icon" href="data:,">\n<link rel="stylesheet" href="/static/vendor/swagger-ui/swagger-ui.css">\n'
     '<script src="/static/vendor/swagger-ui/swagger-ui-bundle.js" defer></script>\n'
     '<script src="/static/docs.js" defer></script>\n</head>\n<body>\n'
-    '<p><a href="/">← back to the lab</a> · <a href="/openapi.json">openapi.json</a></p>\n'
+    '<p><a href="/">&larr; back to the lab</a> &middot; <a href="/openapi.json">openapi.json</a></p>\n'
     '<div id="swagger-ui" data-openapi="/openapi.json"></div>\n</body>\n</html>\n'
 )
