@@ -153,7 +153,7 @@ def test_a_derived_mutant_ledger_equals_one_computed_from_scratch(s: Scenario) -
     production = compute_ledger(s)
     for mutant in MUTANTS:
         assert rederive(production, mutant.rules) == compute_ledger(s, mutant.rules), mutant.id
-        assert rederive(production, mutant.rules, mutant.changed_cells) == compute_ledger(s, mutant.rules)
+        assert rederive(production, mutant.rules, mutant.plan) == compute_ledger(s, mutant.rules)
 
 
 @given(scenarios())

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from app.ledger.communication import Communication, communication
 from app.ledger.peak import Peak, training_peak
 from app.ledger.persistent import LedgerLine, all_persistent_lines, ledger_line, persistent_lines
-from app.ledger.rules import PRODUCTION, STAGES, Rules
+from app.ledger.rules import CLASSES, PRODUCTION, STAGES, Rules
 from app.ledger.scenario import Scenario
 
 
@@ -50,32 +50,45 @@ def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:
     return Ledger(s, tuple(stages), rules)
 
 
-def rederive(base: Ledger, rules: Rules, changed: frozenset[tuple[int, str]] | None = None) -> Ledger:
+@dataclass(frozen=True, slots=True)
+class Rederivation:
+    """What a change of rules touches in a ledger: per stage, the indexes (in CLASSES order) of the
+    lines whose rule differs, and whether the peak's own rules (gather, activations) differ."""
+
+    lines: tuple[tuple[int, ...], ...]
+    peaks: bool
+
+
+def rederivation(base: Rules, rules: Rules) -> Rederivation:
+    changed = rules.cells_differing_from(base)
+    return Rederivation(
+        tuple(tuple(i for i, c in enumerate(CLASSES) if (stage, c) in changed) for stage in STAGES),
+        rules.peak_rules_differ_from(base),
+    )
+
+
+def rederive(base: Ledger, rules: Rules, plan: Rederivation | None = None) -> Ledger:
     """``base`` recomputed under ``rules``, reusing every line that the rule change cannot touch.
 
     Equal to ``compute_ledger(base.scenario, rules)`` (a property test says so), but a mutant
     that changes one cell's ownership recomputes that cell and the peaks, not all sixteen lines.
-    ``changed`` may carry ``rules.cells_differing_from(base.rules)`` computed once in advance.
+    ``plan`` may carry ``rederivation(base.rules, rules)`` worked out once in advance.
     """
     s = base.scenario
-    if changed is None:
-        changed = rules.cells_differing_from(base.rules)
-    touched: dict[int, set[str]] = {}
-    for stage, tensor_class in changed:
-        touched.setdefault(stage, set()).add(tensor_class)
-    peaks_differ = rules.peak_rules_differ_from(base.rules)
+    if plan is None:
+        plan = rederivation(base.rules, rules)
     stages = []
-    for st in base.stages:
-        classes = touched.get(st.stage)
-        if classes is None and not peaks_differ:
+    for st, changed in zip(base.stages, plan.lines, strict=True):
+        if not changed and not plan.peaks:
             stages.append(st)
             continue
         lines, persistent = st.lines, st.persistent
-        if classes is not None:
-            lines = tuple(
-                ledger_line(s, st.stage, ln.tensor_class, rules) if ln.tensor_class in classes else ln for ln in lines
-            )
-            persistent = sum(ln.bytes for ln in lines)
+        if changed:
+            new = list(lines)
+            for i in changed:
+                new[i] = ledger_line(s, st.stage, CLASSES[i], rules)
+            lines = tuple(new)
+            persistent = sum([line.bytes for line in lines])
         stages.append(StageLedger(st.stage, lines, persistent, training_peak(s, st.stage, persistent, rules),
                                   st.communication))  # fmt: skip
     return Ledger(s, tuple(stages), rules)

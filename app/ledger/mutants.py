@@ -13,7 +13,7 @@ from functools import cache, partial
 
 from app.ledger.arithmetic import ceil_div
 from app.ledger.checks import ALL_CHECKS, FROZEN_SCENARIO, SCENARIO_CHECKS, run_checks
-from app.ledger.ledger import Ledger, compute_ledger, rederive
+from app.ledger.ledger import Ledger, Rederivation, compute_ledger, rederivation, rederive
 from app.ledger.rules import PRODUCTION, SHARDED_FROM, Rules
 from app.ledger.scenario import Scenario
 
@@ -68,8 +68,9 @@ class Mutant:
     equivalent_because: Callable[[Scenario], str | None]
 
     @property
-    def changed_cells(self) -> frozenset[tuple[int, str]]:
-        return _CHANGED[self.id]
+    def plan(self) -> Rederivation:
+        """What the mutant's rule change touches in a production ledger."""
+        return _PLANS[self.id]
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -101,7 +102,7 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-_CHANGED: dict[str, frozenset[tuple[int, str]]] = {m.id: m.rules.cells_differing_from(PRODUCTION) for m in MUTANTS}
+_PLANS: dict[str, Rederivation] = {m.id: rederivation(PRODUCTION, m.rules) for m in MUTANTS}
 
 
 @dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
@@ -127,7 +128,7 @@ def try_mutant(
     if production is None:
         results = run_checks(evaluate(s), evaluate, checks)
     else:
-        derived = rederive(production, mutant.rules, mutant.changed_cells)
+        derived = rederive(production, mutant.rules, mutant.plan)
         results = run_checks(derived, evaluate, checks, stop_at_failure=True)
     failed = [r for r in results if not r.passed]
     if failed:

@@ -3,6 +3,7 @@ finder's curve of per-rank peak against D. Each has a table twin with the same n
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from app.ledger.ledger import Ledger
@@ -101,44 +102,54 @@ def log_position(value: int) -> int:
     return LOG_STEPS * top + ((value << 6) >> top) - LOG_STEPS
 
 
+@lru_cache(maxsize=4)
+def _x_axis(dps: tuple[int, ...]) -> tuple[tuple[str, ...], str]:
+    """Per point of the curve, the "x," that starts its SVG coordinate, and the D tick labels:
+    the same for every chart (the curve always probes the same degrees)."""
+    plot_w = FIT_WIDTH - FIT_LEFT - FIT_RIGHT
+    last = len(dps) - 1
+    xs = [FIT_LEFT + i * plot_w // last for i in range(len(dps))]
+    bottom = FIT_HEIGHT - FIT_BOTTOM
+    ticks = "".join(
+        f'<text x="{xs[i]}" y="{bottom + 14}" class="tick" text-anchor="middle">{dp:,}</text>'
+        for i, dp in enumerate(dps)
+        if i % 3 == 0 or i == last
+    )
+    return tuple(f"{x}," for x in xs), ticks
+
+
 def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, capacity_gb: str) -> str:
     """Per-rank peak against D, both axes log2, one polyline per stage, with the capacity line."""
-    plot_w = FIT_WIDTH - FIT_LEFT - FIT_RIGHT
     plot_h = FIT_HEIGHT - FIT_TOP - FIT_BOTTOM
     values = [p for _, peaks in curve for p in peaks]
     values.append(capacity)
     smallest, largest = min(values), max(values)
     low, high = log_position(max(smallest, 1)), log_position(largest)
     span = max(high - low, LOG_STEPS)
-    last = len(curve) - 1
-    xs = [FIT_LEFT + i * plot_w // last for i in range(len(curve))]
+    xs, x_ticks = _x_axis(tuple(dp for dp, _ in curve))
 
     def y(v: int) -> int:
         return FIT_TOP + (high - log_position(v if v > 1 else 1)) * plot_h // span
 
-    # Per stage, y of each point: log_position inlined (72 points per chart, on every update).
-    ys: list[list[int]] = [[] for _ in curve[0][1]]
-    for _, peaks in curve:
-        for column, v in zip(ys, peaks, strict=True):
+    # Per stage, "x,y" of each point, with log_position inlined (72 points on every update).
+    top_y = FIT_TOP + high * plot_h // span
+    offset = high + LOG_STEPS
+    points: list[list[str]] = [[] for _ in curve[0][1]]
+    for x, (_, peaks) in zip(xs, curve, strict=True):
+        for column, v in zip(points, peaks, strict=True):
             if v > 1:
                 top = v.bit_length() - 1
-                column.append(FIT_TOP + (high - LOG_STEPS * top - ((v << 6) >> top) + LOG_STEPS) * plot_h // span)
+                column.append(x + str(FIT_TOP + (offset - LOG_STEPS * top - ((v << 6) >> top)) * plot_h // span))
             else:
-                column.append(FIT_TOP + high * plot_h // span)
+                column.append(x + str(top_y))
     bottom, right = FIT_HEIGHT - FIT_BOTTOM, FIT_WIDTH - FIT_RIGHT
-    x_ticks = "".join(
-        f'<text x="{xs[i]}" y="{bottom + 14}" class="tick" text-anchor="middle">{dp:,}</text>'
-        for i, (dp, _) in enumerate(curve)
-        if i % 3 == 0 or i == last
-    )
     y_ticks = "".join(
         f'<text x="{FIT_LEFT - 4}" y="{y(v) + 4}" class="tick" text-anchor="end">{gb(v)}</text>'
         for v in (largest, smallest)
     )
     curves = "".join(
-        f'<polyline points="{" ".join([f"{x},{yv}" for x, yv in zip(xs, column, strict=True)])}"'
-        f' class="curve stage{stage}"><title>stage {stage}</title></polyline>'
-        for stage, column in enumerate(ys)
+        f'<polyline points="{" ".join(column)}" class="curve stage{stage}"><title>stage {stage}</title></polyline>'
+        for stage, column in enumerate(points)
     )
     cap_y = y(capacity)
     return (
