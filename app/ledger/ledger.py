@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from app.ledger.communication import Communication, communication
 from app.ledger.peak import Peak, training_peak
@@ -11,13 +12,55 @@ from app.ledger.rules import CLASSES, PRODUCTION, STAGES, Rules
 from app.ledger.scenario import Scenario
 
 
-@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
 class StageLedger:
-    stage: int
-    lines: tuple[LedgerLine, ...]
-    persistent: int
-    peak: Peak
-    communication: Communication
+    """One stage: its persistent lines and total, its training peak and its communication.
+
+    The peak is worked out when first read. A mutant's ledger is derived from the production
+    one, and most mutants fall to the first check, which reads only the persistent lines.
+    """
+
+    __slots__ = ("_peak", "_rules", "_scenario", "communication", "lines", "persistent", "stage")
+
+    def __init__(
+        self, stage: int, lines: tuple[LedgerLine, ...], persistent: int, communication: Communication,
+        scenario: Scenario, rules: Rules,
+    ) -> None:  # fmt: skip
+        self.stage = stage
+        self.lines = lines
+        self.persistent = persistent
+        self.communication = communication
+        self._peak: Peak | None = None
+        self._scenario = scenario
+        self._rules = rules
+
+    @property
+    def peak(self) -> Peak:
+        if self._peak is None:
+            self._peak = training_peak(self._scenario, self.stage, self.persistent, self._rules)
+        return self._peak
+
+    def with_(self, *, peak: Peak | None = None, **changes: Any) -> StageLedger:
+        """A copy with some fields replaced (tests build broken ledgers this way); ``peak`` pins
+        the peak instead of working it out."""
+        fields = {"stage": self.stage, "lines": self.lines, "persistent": self.persistent,
+                  "communication": self.communication, **changes}  # fmt: skip
+        copy = StageLedger(**fields, scenario=self._scenario, rules=self._rules)
+        copy._peak = peak
+        return copy
+
+    def _key(self) -> tuple[object, ...]:
+        return self.stage, self.lines, self.persistent, self.peak, self.communication
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StageLedger) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # a value compared by content, like the dataclasses
+
+    def __repr__(self) -> str:
+        return (
+            f"StageLedger(stage={self.stage!r}, lines={self.lines!r}, persistent={self.persistent!r}, "
+            f"peak={self.peak!r}, communication={self.communication!r})"
+        )
 
     def bytes_of(self, tensor_class: str) -> int:
         for line in self.lines:
@@ -36,7 +79,7 @@ class Ledger:
 def stage_ledger(s: Scenario, stage: int, rules: Rules = PRODUCTION) -> StageLedger:
     lines = persistent_lines(s, stage, rules)
     persistent = sum(line.bytes for line in lines)
-    return StageLedger(stage, lines, persistent, training_peak(s, stage, persistent, rules), communication(s, stage))
+    return StageLedger(stage, lines, persistent, communication(s, stage), s, rules)
 
 
 def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:
@@ -44,9 +87,7 @@ def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:
     stages = []
     for stage, lines in zip(STAGES, all_persistent_lines(s, rules), strict=True):
         persistent = sum([line.bytes for line in lines])
-        stages.append(
-            StageLedger(stage, lines, persistent, training_peak(s, stage, persistent, rules), communication(s, stage))
-        )
+        stages.append(StageLedger(stage, lines, persistent, communication(s, stage), s, rules))
     return Ledger(s, tuple(stages), rules)
 
 
@@ -89,6 +130,5 @@ def rederive(base: Ledger, rules: Rules, plan: Rederivation | None = None) -> Le
                 new[i] = ledger_line(s, st.stage, CLASSES[i], rules)
             lines = tuple(new)
             persistent = sum([line.bytes for line in lines])
-        stages.append(StageLedger(st.stage, lines, persistent, training_peak(s, st.stage, persistent, rules),
-                                  st.communication))  # fmt: skip
+        stages.append(StageLedger(st.stage, lines, persistent, st.communication, s, rules))
     return Ledger(s, tuple(stages), rules)
