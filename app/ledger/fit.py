@@ -109,6 +109,19 @@ class _PeakModel:
         return dp if dp <= DP_MAX else None
 
 
+    def smallest_dp_stage3(self, activations: int) -> int | None:
+        """Stage 3 by bisection, between two closed forms: without the gather (no smaller D can
+        fit, the gather being ≥ 0) and with the largest gather, (1 + P) × U × g (that D fits)."""
+        s = self.s
+        low = self.smallest_dp_without_gather(3, activations)
+        if low is None:
+            return None
+        most_gather = (1 + s.prefetch) * s.unit_params * s.gather_bytes
+        high = self.smallest_dp_without_gather(3, activations + most_gather)
+        cap = s.capacity_bytes
+        return _smallest(lambda d: self.peak(3, d, activations) <= cap, low, DP_MAX if high is None else high)
+
+
 def _smallest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
     """The smallest x in [low, high] with fits(x), searching for the boundary by bisection."""
     if fits(low):
@@ -157,10 +170,7 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
         return memo[b]
 
     for stage in STAGES:
-        if stage < 3:
-            dp = model.smallest_dp_without_gather(stage, act)
-        else:
-            dp = _smallest(lambda d: model.peak(3, d, act) <= cap, 1, DP_MAX)
+        dp = model.smallest_dp_without_gather(stage, act) if stage < 3 else model.smallest_dp_stage3(act)
         mb = None
         if activations_at is not None:
             mb = _largest(lambda b, st=stage: model.peak(st, s.dp, modelled(b)) <= cap, 1, MICRO_BATCH_MAX)  # type: ignore[misc]
