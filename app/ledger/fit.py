@@ -108,7 +108,6 @@ class _PeakModel:
         dp = max(1, -(-s.params // most))
         return dp if dp <= DP_MAX else None
 
-
     def smallest_dp_stage3(self, activations: int) -> int | None:
         """Stage 3 by bisection, between two closed forms: without the gather (no smaller D can
         fit, the gather being ≥ 0) and with the largest gather, (1 + P) × U × g (that D fits)."""

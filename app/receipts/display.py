@@ -12,27 +12,22 @@ GIB = 2**30
 _TWO_DIGITS: tuple[str, ...] = tuple(f"{i:02d}" for i in range(100))
 
 
-def _hundredths(hundredths: int, unit: str) -> str:
-    whole, frac = divmod(hundredths, 100)
-    if whole < 1000:
-        return f"{whole}.{_TWO_DIGITS[frac]} {unit}"
-    return f"{whole:,}.{_TWO_DIGITS[frac]} {unit}"
-
-
 # Hot: a page formats a few hundred values, most of them different on every request, so these are
 # plain arithmetic rather than memoised (a cache miss costs more than the formatting).
 def gb(value: int) -> str:
     """Decimal gigabytes (10^9 bytes), two decimals, rounded half up: ⌊(value + 5·10^6) ÷ 10^7⌋ hundredths."""
     if value < 0:
         return "−" + gb(-value)
-    return _hundredths((value + 5_000_000) // 10_000_000, "GB")
+    whole, frac = divmod((value + 5_000_000) // 10_000_000, 100)
+    return f"{whole}.{_TWO_DIGITS[frac]} GB" if whole < 1000 else f"{whole:,}.{_TWO_DIGITS[frac]} GB"
 
 
 def gib(value: int) -> str:
     """Binary gibibytes (2^30 bytes), two decimals, rounded half up: ⌊(100·value + 2^29) ÷ 2^30⌋ hundredths."""
     if value < 0:
         return "−" + gib(-value)
-    return _hundredths((value * 100 + (1 << 29)) >> 30, "GiB")
+    whole, frac = divmod((value * 100 + (1 << 29)) >> 30, 100)
+    return f"{whole}.{_TWO_DIGITS[frac]} GiB" if whole < 1000 else f"{whole:,}.{_TWO_DIGITS[frac]} GiB"
 
 
 def integer(value: int) -> str:
@@ -41,7 +36,7 @@ def integer(value: int) -> str:
 
 def percent_bp(basis_points: int) -> str:
     whole, frac = divmod(basis_points, 100)
-    return f"{whole}.{frac:02d} %"
+    return f"{whole}.{_TWO_DIGITS[frac]} %"
 
 
 _COUNT_UNITS: tuple[tuple[int, str], ...] = ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K"))
