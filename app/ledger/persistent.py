@@ -7,6 +7,7 @@ mutants (which need the numbers, not the prose) never pay for formatting.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.ledger.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, STAGES, Rules
 from app.ledger.scenario import Scenario
@@ -34,16 +35,24 @@ class LedgerLine:
     @property
     def formula(self) -> str:
         """The rule with its numbers substituted."""
-        noun = "copy" if self.copies == 1 else "copies"
-        tail = f"elements × {self.width} B × {self.copies} {noun} = {self.bytes:,} B"
-        if self.owners > 1:
-            return f"⌈{self.params:,} ÷ {self.owners:,}⌉ = {self.elements:,} {tail}"
-        return f"{self.elements:,} {tail}"
+        return _formula(self.params, self.owners, self.elements, self.width, self.copies, self.bytes)
 
     @property
     def evidence(self) -> str:
         """Why this class is sharded or replicated at this stage."""
         return (EVIDENCE_SHARDED if self.sharded else EVIDENCE_REPLICATED)[self.tensor_class]
+
+
+# A ledger's sixteen lines hold at most eight different formulas (a class replicated at stages
+# 0–2 reads the same at each), and the receipt and the page each spell out all sixteen: the few
+# most recent are kept.
+@lru_cache(maxsize=64)
+def _formula(params: int, owners: int, elements: int, width: int, copies: int, size: int) -> str:
+    noun = "copy" if copies == 1 else "copies"
+    tail = f"elements × {width} B × {copies} {noun} = {size:,} B"
+    if owners > 1:
+        return f"⌈{params:,} ÷ {owners:,}⌉ = {elements:,} {tail}"
+    return f"{elements:,} {tail}"
 
 
 def width_and_copies(s: Scenario, tensor_class: str, rules: Rules) -> tuple[int, int, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from html import escape
 
 
@@ -17,4 +18,11 @@ def ascii_html(text: str) -> str:
     every part is ASCII is built and encoded several times faster than one that is not (CPython
     widens a whole string to fit its widest character), and the browser shows the same text.
     """
-    return text if text.isascii() else text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+    return text if text.isascii() else _references(text)
+
+
+# The same texts come back within a page (a formula shared by three stages) and across pages
+# (evidence, titles, messages without numbers): a small cache keeps the recent ones.
+@lru_cache(maxsize=512)
+def _references(text: str) -> str:
+    return text.encode("ascii", "xmlcharrefreplace").decode("ascii")
