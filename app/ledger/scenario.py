@@ -102,11 +102,19 @@ class Scenario:
 
     def non_default_items(self) -> list[tuple[str, int | str]]:
         """The inputs that differ from their defaults, sorted by name: the canonical form."""
-        return sorted((k, v) for k, v in self.as_dict().items() if v != self.default_for(k))
+        out = []
+        for name in _SORTED_FIELDS:
+            value = getattr(self, name)
+            if value != (self.default_for(name) if name in _FOLLOWING else STATIC_DEFAULTS[name]):
+                out.append((name, value))
+        return out
 
 
 _SCENARIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
 _MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes"})
+_SORTED_FIELDS: tuple[str, ...] = tuple(sorted(_SCENARIO_FIELDS))
+# The inputs whose default follows other inputs (see default_for); every other default is static.
+_FOLLOWING = _MODEL_FILLED | {"gather_bytes", "seq_len"}
 
 
 @dataclass(frozen=True, slots=True)
