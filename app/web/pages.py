@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from html import escape
 from urllib.parse import parse_qs, parse_qsl
 
 from fastapi import APIRouter, Request
@@ -17,6 +16,7 @@ from app.ledger.presets import PRESET_BY_ID
 from app.ledger.scenario import FIELD_NAMES
 from app.receipts.links import link
 from app.web.html import shell, tables
+from app.web.html.text import ascii_html, esc
 from app.web.query import DERIVED, form_fields, query_dict, read_scenario
 from app.web.routing import DirectRoute
 from app.web.views import view
@@ -84,7 +84,7 @@ def _detail_table(request: Request, name: str, render: Callable[[Estimate], str]
     scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
     if scenario is None:
         assert error is not None
-        return HTMLResponse(f'<p class="hint">{escape(str(error))}</p>', status_code=422)
+        return HTMLResponse(f'<p class="hint">{ascii_html(esc(str(error)))}</p>', status_code=422)
     table = render(estimate(scenario))
     if request.headers.get("hx-request") != "true":
         v = view({}, scenario, None)

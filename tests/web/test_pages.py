@@ -183,3 +183,20 @@ def test_every_id_on_the_page_is_unique(client: TestClient, query: str) -> None:
 
     ids = re.findall(r'\sid="([^"]+)"', client.get(f"/?{query}").text)
     assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+
+
+@pytest.mark.parametrize("query", [*SCENARIOS, "model=llama-2-7b&act_policy=full", "dp=0&params=x", "dp=1"])
+def test_pages_are_ascii_for_ascii_input(client: TestClient, query: str) -> None:
+    """The lab's own ⌈ ÷ × ≥ … travel as character references: an ASCII page is built and encoded
+    several times faster (docs/performance.md), and reads the same in the browser."""
+    for headers in ({}, HX):
+        body = client.get(f"/?{query}", headers=headers).content
+        assert body.isascii(), [chr(b) for b in body if b > 127][:5]
+    for path in ("/lines", "/fit-table"):
+        for headers in ({}, HX):
+            assert client.get(f"{path}?{query}", headers=headers).content.isascii()
+
+
+def test_typed_unicode_is_kept_and_escaped(client: TestClient) -> None:
+    r = client.get("/", params={"name": "Größe <b>×</b>"})
+    assert "Größe &lt;b&gt;×&lt;/b&gt;" in r.text

@@ -31,7 +31,7 @@ def waiting(errors: Mapping[str, FieldError]) -> str:
     """The results section while some input is invalid: which fields, and what they allow."""
     count = len(errors)
     items = "".join(
-        f'<li><a href="#f-{name}">{name}</a>: {asc(esc(err.message))} (allowed: {asc(err.allowed)})</li>\n'
+        f'<li><a href="#f-{esc(name)}">{esc(name)}</a>: {asc(esc(err.message))} (allowed: {asc(err.allowed)})</li>\n'
         for name, err in errors.items()
     )
     return (
