@@ -59,6 +59,7 @@ def main() -> int:
     proc = _server.start(port, cpu=0)
     base = f"http://127.0.0.1:{port}"
     ratios: dict[str, list[float]] = {name: [] for name in TARGETS if not name.startswith("floor")}
+    rates: dict[str, list[float]] = {name: [] for name in TARGETS}
     floors: list[float] = []
     try:
         for path, hx in TARGETS.values():  # warm-up
@@ -72,6 +73,8 @@ def main() -> int:
                 rps[name], bad = wrk(base, path, hx, args.seconds, args.connections, r + 1)
                 if bad and not name.startswith("floor"):
                     print(f"  warning: {bad} non-2xx responses from {name}")
+            for name, value in rps.items():
+                rates[name].append(value)
             floor = rps["floor (404)"]
             floors.append(floor)
             cells = "  ".join(f"{n}: {rps[n]:7.0f}/s ({rps[n] / floor:.2f})" for n in TARGETS)
@@ -90,11 +93,12 @@ def main() -> int:
     )
     print(f"\nmachine: {os.cpu_count()} cores, {cpu}; Python {platform.python_version()}")
     print(f"command: {' '.join(sys.argv)}  (wrk -t1 -c{args.connections} -d{args.seconds}s per cell)")
-    print(f"floor (404): median {statistics.median(floors):.0f} requests/s")
+    print(f"floor (404): median {statistics.median(floors):.0f} requests/s ({1e6 / statistics.median(floors):.0f} µs)")
     for name, values in ratios.items():
+        rate = statistics.median(rates[name])
         print(
             f"{name:>18}: median {statistics.median(values):.2f} of the floor "
-            f"(min {min(values):.2f}, max {max(values):.2f})"
+            f"(min {min(values):.2f}, max {max(values):.2f}); {rate:.0f} requests/s ({1e6 / rate:.0f} µs)"
         )
     return 0
 
