@@ -5,6 +5,8 @@ Rounding is done in integers (half up), so even the formatted figure involves no
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 GB = 10**9
 GIB = 2**30
 
@@ -46,6 +48,8 @@ _BYTE_UNITS: tuple[tuple[int, str], ...] = (
 )  # fmt: skip
 
 
+# The form shows every input in this spelling on every page; most inputs keep their defaults.
+@lru_cache(maxsize=1024)
 def _shortest(value: int, units: tuple[tuple[int, str], ...]) -> str:
     """The shortest exact spelling, e.g. 6740000000 → ``6.74B``, 2147483648 → ``2GiB``: a whole
     multiple of a unit first, then up to three decimals; plain digits when neither reads well
