@@ -103,8 +103,9 @@ def oracle_agreement(ledger: Ledger) -> CheckResult:
     s = ledger.scenario
     table = _oracle(s.params, s.dp, s.param_bytes, s.grad_bytes, s.master_bytes, s.opt_states, s.opt_bytes)
     for stage in ledger.stages:
+        row = table[stage.stage]
         for line in stage.lines:
-            expected = table[stage.stage][line.tensor_class]
+            expected = row[line.tensor_class]
             if line.bytes != expected:
                 return _fail(
                     "oracle-agreement",
