@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
 
 from app.ledger.fields import FIELD_BY_NAME, FIELDS, TEN_13, Field, allowed_text, default_unit_params
 from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
+from tests.strategies import scenarios
 
 NUMERIC = [f for f in FIELDS if f.kind not in ("text", "choice")]
 
@@ -354,3 +356,9 @@ def test_seed_has_no_non_default_items() -> None:
 def test_non_default_items_round_trip() -> None:
     s = parse_scenario({"dp": 3, "prefetch": 2, "unit_params": 5, "params": 11, "overhead_bytes": "1GB"})
     assert parse_scenario(dict(s.non_default_items())) == s
+
+
+@given(scenarios())
+def test_non_default_items_is_every_input_that_differs_from_its_default(s: Scenario) -> None:
+    """The canonical form's one-pass version against its definition, field by field."""
+    assert s.non_default_items() == sorted((k, v) for k, v in s.as_dict().items() if v != s.default_for(k))

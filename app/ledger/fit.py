@@ -150,11 +150,11 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
     """Fit figures for ``s``. ``activations_at(b)`` gives the modelled activation peak for micro
     batch ``b`` (with a model and no measured value); without it the micro batch is not searched.
 
-    The smallest D is found by bisection after checking D = 1: the persistent state shrinks with
-    D while the stage-3 gather grows towards (1 + P) × U × gather_bytes, so the peak falls with D
-    except when the gather outgrows the state (U × (1 + P) × g > N × state width, a model of one
-    or two units with prefetch); there the bisection still returns a D that fits where D − 1 does
-    not, and the page shows the whole curve.
+    Stages 0–2 are closed forms. Stage 3 is a bisection between two closed forms (see
+    ``smallest_dp_stage3``): the persistent state shrinks with D while the gather grows towards
+    (1 + P) × U × gather_bytes, so the peak falls with D except when the gather outgrows the state
+    (U × (1 + P) × g > N × state width, a model of one or two units with prefetch); there the
+    bisection still returns a D that fits where D − 1 does not, and the page shows the whole curve.
     """
     model = _PeakModel(s)
     cap = s.capacity_bytes

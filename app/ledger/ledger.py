@@ -7,7 +7,7 @@ from typing import Any
 
 from app.ledger.communication import Communication, communication
 from app.ledger.peak import Peak, training_peak
-from app.ledger.persistent import LedgerLine, all_persistent_lines, ledger_line, persistent_lines
+from app.ledger.persistent import LedgerLine, all_persistent_lines, ledger_line
 from app.ledger.rules import CLASSES, PRODUCTION, STAGES, Rules
 from app.ledger.scenario import Scenario
 
@@ -40,12 +40,12 @@ class StageLedger:
         return self._peak
 
     def with_(self, *, peak: Peak | None = None, **changes: Any) -> StageLedger:
-        """A copy with some fields replaced (tests build broken ledgers this way); ``peak`` pins
-        the peak instead of working it out."""
+        """A copy with some fields replaced and every other one kept, the peak included (tests
+        build inconsistent ledgers this way, like ``dataclasses.replace``)."""
         fields = {"stage": self.stage, "lines": self.lines, "persistent": self.persistent,
                   "communication": self.communication, **changes}  # fmt: skip
         copy = StageLedger(**fields, scenario=self._scenario, rules=self._rules)
-        copy._peak = peak
+        copy._peak = self.peak if peak is None else peak
         return copy
 
     def _key(self) -> tuple[object, ...]:
@@ -77,9 +77,7 @@ class Ledger:
 
 
 def stage_ledger(s: Scenario, stage: int, rules: Rules = PRODUCTION) -> StageLedger:
-    lines = persistent_lines(s, stage, rules)
-    persistent = sum(line.bytes for line in lines)
-    return StageLedger(stage, lines, persistent, communication(s, stage), s, rules)
+    return compute_ledger(s, rules).stages[stage]
 
 
 def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:

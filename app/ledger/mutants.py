@@ -128,6 +128,7 @@ def try_mutant(
     if production is None:
         results = run_checks(evaluate(s), evaluate, checks)
     else:
+        assert production.rules is PRODUCTION, "the mutants' plans are worked out against the production rules"
         derived = rederive(production, mutant.rules, mutant.plan)
         results = run_checks(derived, evaluate, checks, stop_at_failure=True)
     failed = [r for r in results if not r.passed]

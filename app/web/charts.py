@@ -75,8 +75,8 @@ def peak_chart(peaks: list[StagePeak], capacity: int, capacity_gb: str) -> str:
                     f'<rect x="{start}" y="{y}" width="{max(end - start, 1)}" height="{BAR}" class="seg {part}">'
                     f"<title>stage {stage} {label}: {gbs[index]} ({exact[index]} B)</title></rect>\n"
                 )
-        verdict = 'ok">' + gbs[6] if fits else 'bad">' + gbs[6] + " &#10007;"
-        out.append(f'<text x="{end + 4}" y="{y + 17}" class="total {verdict}</text>\n')
+        verdict, mark = ("ok", "") if fits else ("bad", " &#10007;")
+        out.append(f'<text x="{end + 4}" y="{y + 17}" class="total {verdict}">{gbs[6]}{mark}</text>\n')
     x = LABEL + capacity * span // scale_max
     out.append(
         f'<line x1="{x}" x2="{x}" y1="2" y2="{height - 4}" class="capacity"><title>capacity {capacity_gb}'

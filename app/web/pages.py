@@ -14,12 +14,12 @@ from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import compact
 from app.ledger.presets import PRESET_BY_ID
 from app.ledger.scenario import FIELD_NAMES
-from app.receipts.links import link
+from app.receipts.links import canonical_query, link
 from app.web.html import shell, tables
 from app.web.html.text import ascii_html, esc
 from app.web.query import DERIVED, form_fields, query_dict, read_scenario
 from app.web.routing import DirectRoute
-from app.web.views import view
+from app.web.views import title_of, view
 
 router = APIRouter(include_in_schema=False, route_class=DirectRoute)
 
@@ -87,8 +87,7 @@ def _detail_table(request: Request, name: str, render: Callable[[Estimate], str]
         return HTMLResponse(f'<p class="hint">{ascii_html(esc(str(error)))}</p>', status_code=422)
     table = render(estimate(scenario))
     if request.headers.get("hx-request") != "true":
-        v = view({}, scenario, None)
-        table = shell.table_page(f"{name}: {v.title}", v.query, table)
+        table = shell.table_page(f"{name}: {title_of(scenario)}", canonical_query(scenario), table)
     return HTMLResponse(table, headers={"Vary": "HX-Request"})
 
 

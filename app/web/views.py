@@ -119,5 +119,9 @@ def view(raw: Mapping[str, str], scenario: Scenario | None, error: ScenarioError
     errors = error.by_field() if error else {}
     if scenario is None:
         return View(raw, None, errors, raw_query(raw, errors), "fix the highlighted fields", None)
-    title = scenario.name or f"{count_text(scenario.params)} parameters on {scenario.dp:,} ranks"
-    return View(raw, scenario, errors, canonical_query(scenario), title, estimate(scenario))
+    return View(raw, scenario, errors, canonical_query(scenario), title_of(scenario), estimate(scenario))
+
+
+def title_of(s: Scenario) -> str:
+    """The results' heading: the scenario's name, or what it is."""
+    return s.name or f"{count_text(s.params)} parameters on {s.dp:,} ranks"

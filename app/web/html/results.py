@@ -1,8 +1,9 @@
 """The results section: verdict, model, persistent state by stage, peak, fit finder,
 communication, checkpoint and kill lists. The page includes it; a live update swaps it in.
 
-Every number is formatted here, at the display edge, from the estimate's exact integers. The
-only user text is the title (the scenario name) and the query string, both escaped.
+Every number is formatted here, at the display edge, from the estimate's exact integers. User
+text — the title (the scenario name), the query string, a pasted model's title and source, the
+error messages that quote input — is escaped; the lab's own text goes through ``asc``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from app.ledger.rules import CLASSES
 from app.ledger.scenario import FieldError
 from app.receipts.display import gb, gib, percent_bp
 from app.receipts.receipt import DISCLAIMER, fsdp2_section
-from app.web.charts import PEAK_PARTS, fit_chart, peak_chart, stage_peaks
+from app.web.charts import PARTS, PEAK_PARTS, fit_chart, peak_chart, stage_peaks
 from app.web.html.tables import kills_table
 from app.web.html.text import ascii_html as asc  # every text from the core goes through it
 from app.web.html.text import esc
@@ -31,7 +32,8 @@ def waiting(errors: Mapping[str, FieldError]) -> str:
     """The results section while some input is invalid: which fields, and what they allow."""
     count = len(errors)
     items = "".join(
-        f'<li><a href="#f-{esc(name)}">{esc(name)}</a>: {asc(esc(err.message))} (allowed: {asc(err.allowed)})</li>\n'
+        f'<li><a href="#f-{esc(name)}">{esc(name)}</a>: {asc(esc(err.message))}'
+        f" (allowed: {asc(esc(err.allowed))})</li>\n"
         for name, err in errors.items()
     )
     return (
@@ -109,11 +111,11 @@ def _model(e: Estimate) -> str:
     tied = " (tied embeddings, counted once)" if arch.tied_embeddings else ""
     fsdp2 = ""
     if e.fsdp2:
-        note = fsdp2_section(e)
+        section = fsdp2_section(e)
         fsdp2 = (
             f"<p>FSDP2 exact stage-3 shard at D = {s.dp:,}: {e.fsdp2.padded_elements:,} elements per rank with each"
             f" tensor padded on dim 0, against &lceil;N &divide; D&rceil; = {e.fsdp2.lower_bound_elements:,} &mdash;"
-            f" {'' if note is None else asc(str(note['note']))}.</p>\n"
+            f" {'' if section is None else asc(str(section['note']))}.</p>\n"
         )
     layer = inv.units[1]
     rows = (
@@ -124,7 +126,8 @@ def _model(e: Estimate) -> str:
     return (
         '<section aria-labelledby="sec-model">\n'
         f'<h3 id="sec-model">Model: {asc(esc(md.model.title))}</h3>\n'
-        f"<p>{arch.family}: <strong>{inv.params:,}</strong> parameters ({s.source_of('params')}{params_note}),"
+        f"<p>{asc(esc(arch.family))}: <strong>{inv.params:,}</strong> parameters"
+        f" ({s.source_of('params')}{params_note}),"
         f" {arch.layers} layers, hidden {arch.hidden:,}, vocabulary {arch.vocab:,}{tied}.\n"
         f"Largest wrapped unit: <strong>{inv.largest_unit.name}</strong> = {inv.largest_unit.params:,} parameters"
         f" ({s.source_of('unit_params')}{unit_note}).</p>\n"
@@ -186,17 +189,7 @@ def _persistent(e: Estimate, q: str) -> str:
     return "".join(out)
 
 
-_LEGEND = "".join(
-    f'<li><span class="swatch {part}" aria-hidden="true"></span>{label}</li>'
-    for part, label in (
-        ("persistent", "persistent state"),
-        ("gather", "all-gather (stage 3)"),
-        ("buckets", "buckets"),
-        ("activations", "activations"),
-        ("overhead", "overhead"),
-        ("contingency", "contingency"),
-    )
-)
+_LEGEND = "".join(f'<li><span class="swatch {part}" aria-hidden="true"></span>{label}</li>' for part, label in PARTS)
 _PEAK_TABLE_HEAD = (
     '<div class="scroll">\n<table class="peak">\n<caption>The chart\'s numbers (GB; exact bytes on hover; GiB for'
     ' peak and headroom)</caption>\n<thead><tr><th scope="col">stage</th><th scope="col">persistent</th>'

@@ -1,7 +1,7 @@
 """Tables shown both inline and on demand: the ledger lines, the fit curve's numbers, a kill list.
 
-The full page carries the first two inline; after a live update a closed ``<details>`` fetches
-them (``/lines``, ``/fit-table``) when the reader opens it.
+The first two sit in closed ``<details>`` that fetch them (``/lines``, ``/fit-table``) when the
+reader opens one; without JavaScript the same routes answer with a page of their own.
 """
 
 from __future__ import annotations
