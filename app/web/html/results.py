@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from app.ledger.arithmetic import share_bp
 from app.ledger.checks import TITLES, CheckResult
 from app.ledger.estimate import Estimate
 from app.ledger.models.inventory import Unit
 from app.ledger.mutants import reference_kill_list
-from app.ledger.rules import CLASSES
+from app.ledger.rules import CLASSES, STAGES
 from app.ledger.scenario import FieldError
 from app.receipts.display import gb, gib, percent_bp
 from app.receipts.receipt import DISCLAIMER, fsdp2_section
@@ -162,21 +163,25 @@ def _lazy(kind: str, path: str, q: str, summary: str) -> str:
     )
 
 
+# Per (class, stage): the cell's fixed attributes, from the closing quote of data-bytes on.
+_CELL_ATTRS = [[f'" data-stage="{stage}" data-class="{cls}"><span class="gb">' for stage in STAGES] for cls in CLASSES]
+
+
 def _persistent(e: Estimate, q: str) -> str:
     stages = e.ledger.stages
     out = [_PERSISTENT_HEAD]
     for index, cls in enumerate(CLASSES):
-        cells = []
+        out.append(f'<tr><th scope="row">{cls}</th>')
+        attrs = _CELL_ATTRS[index]
         for st in stages:
             line = st.lines[index]
-            value, total = line.bytes, st.persistent
-            share = percent_bp((value * 20_000 + total) // (2 * total) if total else 0)
-            cells.append(
-                f'<td class="num" title="{asc(line.formula)}" data-bytes="{value}" data-stage="{st.stage}"'
-                f' data-class="{cls}"><span class="gb">{gb(value)}</span><span class="gib">{gib(value)}</span>'
-                f'<span class="raw">{value:,} B &middot; {share}</span></td>'
+            value = line.bytes
+            out.append(
+                f'<td class="num" title="{asc(line.formula)}" data-bytes="{value}{attrs[st.stage]}{gb(value)}</span>'
+                f'<span class="gib">{gib(value)}</span><span class="raw">{value:,} B &middot;'
+                f" {percent_bp(share_bp(value, st.persistent))}</span></td>"
             )
-        out.append(f'<tr><th scope="row">{cls}</th>{"".join(cells)}</tr>\n')
+        out.append("</tr>\n")
     totals = "".join(
         f'<td class="num" data-bytes="{st.persistent}" data-stage="{st.stage}" data-class="total"><span class="gb">'
         f'{gb(st.persistent)}</span><span class="gib">{gib(st.persistent)}</span><span class="raw">{st.persistent:,}'
