@@ -103,9 +103,9 @@ def log_position(value: int) -> int:
 
 
 @lru_cache(maxsize=4)
-def _x_axis(dps: tuple[int, ...]) -> tuple[tuple[str, ...], str]:
-    """Per point of the curve, the "x," that starts its SVG coordinate, and the D tick labels:
-    the same for every chart (the curve always probes the same degrees)."""
+def _x_axis(dps: tuple[int, ...]) -> tuple[str, str]:
+    """The same for every chart (the curve always probes the same degrees): a ``%`` format for a
+    polyline's points with each x filled in ("78,%d 109,%d …"), and the D tick labels."""
     plot_w = FIT_WIDTH - FIT_LEFT - FIT_RIGHT
     last = len(dps) - 1
     xs = [FIT_LEFT + i * plot_w // last for i in range(len(dps))]
@@ -115,7 +115,7 @@ def _x_axis(dps: tuple[int, ...]) -> tuple[tuple[str, ...], str]:
         for i, dp in enumerate(dps)
         if i % 3 == 0 or i == last
     )
-    return tuple(f"{x}," for x in xs), ticks
+    return " ".join(f"{x},%d" for x in xs), ticks
 
 
 def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, capacity_gb: str) -> str:
@@ -126,30 +126,31 @@ def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, cap
     smallest, largest = min(values), max(values)
     low, high = log_position(max(smallest, 1)), log_position(largest)
     span = max(high - low, LOG_STEPS)
-    xs, x_ticks = _x_axis(tuple(dp for dp, _ in curve))
+    points, x_ticks = _x_axis(tuple(dp for dp, _ in curve))
 
     def y(v: int) -> int:
         return FIT_TOP + (high - log_position(v if v > 1 else 1)) * plot_h // span
 
-    # Per stage, "x,y" of each point, with log_position inlined (72 points on every update).
-    top_y = FIT_TOP + high * plot_h // span
-    offset = high + LOG_STEPS
-    points: list[list[str]] = [[] for _ in curve[0][1]]
-    for x, (_, peaks) in zip(xs, curve, strict=True):
-        for column, v in zip(points, peaks, strict=True):
-            if v > 1:
-                top = v.bit_length() - 1
-                column.append(x + str(FIT_TOP + (offset - LOG_STEPS * top - ((v << 6) >> top)) * plot_h // span))
-            else:
-                column.append(x + str(top_y))
+    def ys(column: tuple[int, ...]) -> tuple[int, ...]:
+        """y of each point: y() with log_position inlined (72 points on every update)."""
+        offset, floor_y = high + LOG_STEPS, FIT_TOP + high * plot_h // span
+        return tuple(
+            [
+                FIT_TOP + (offset - LOG_STEPS * (top := v.bit_length() - 1) - ((v << 6) >> top)) * plot_h // span
+                if v > 1
+                else floor_y
+                for v in column
+            ]
+        )
+
     bottom, right = FIT_HEIGHT - FIT_BOTTOM, FIT_WIDTH - FIT_RIGHT
     y_ticks = "".join(
         f'<text x="{FIT_LEFT - 4}" y="{y(v) + 4}" class="tick" text-anchor="end">{gb(v)}</text>'
         for v in (largest, smallest)
     )
     curves = "".join(
-        f'<polyline points="{" ".join(column)}" class="curve stage{stage}"><title>stage {stage}</title></polyline>'
-        for stage, column in enumerate(points)
+        f'<polyline points="{points % ys(column)}" class="curve stage{stage}"><title>stage {stage}</title></polyline>'
+        for stage, column in enumerate(zip(*(peaks for _, peaks in curve), strict=True))
     )
     cap_y = y(capacity)
     return (
