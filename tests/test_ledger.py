@@ -11,7 +11,7 @@ import pytest
 from app.ledger.arithmetic import ceil_div, share_bp
 from app.ledger.checkpoint import checkpoint_policies
 from app.ledger.estimate import estimate
-from app.ledger.ledger import Ledger, compute_ledger, stage_ledger
+from app.ledger.ledger import Ledger, compute_ledger
 from app.ledger.persistent import LedgerLine
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario, parse_scenario
@@ -361,7 +361,7 @@ def test_evidence_names_the_partitioning_stage(seed: Scenario) -> None:
 
 def test_stage_ledger_bytes_of_unknown_class(seed: Scenario) -> None:
     with pytest.raises(KeyError):
-        stage_ledger(seed, 0).bytes_of("activations")
+        compute_ledger(seed).stages[0].bytes_of("activations")
 
 
 # --------------------------------------------------------------------------- checkpoint ledger

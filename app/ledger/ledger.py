@@ -76,10 +76,6 @@ class Ledger:
     rules: Rules = PRODUCTION
 
 
-def stage_ledger(s: Scenario, stage: int, rules: Rules = PRODUCTION) -> StageLedger:
-    return compute_ledger(s, rules).stages[stage]
-
-
 def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:
     """Every stage's ledger for ``s`` under ``rules`` (the spec's rules unless a mutant's)."""
     stages = []

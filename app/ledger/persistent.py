@@ -81,10 +81,6 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> Led
                       sharded, note)  # fmt: skip
 
 
-def persistent_lines(s: Scenario, stage: int, rules: Rules) -> tuple[LedgerLine, ...]:
-    return all_persistent_lines(s, rules)[stage]
-
-
 def all_persistent_lines(s: Scenario, rules: Rules) -> list[tuple[LedgerLine, ...]]:
     """Every stage's lines: as :func:`ledger_line` per cell, with each class's width and copies
     worked out once rather than once per stage (the same numbers; a test holds them equal)."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from app.ledger.arithmetic import n
+
 GB = 10**9
 GIB = 2**30
 
@@ -32,8 +34,7 @@ def gib(value: int) -> str:
     return f"{whole}.{_TWO_DIGITS[frac]} GiB" if whole < 1000 else f"{whole:,}.{_TWO_DIGITS[frac]} GiB"
 
 
-def integer(value: int) -> str:
-    return f"{value:,}"
+integer = n  # exact integers read the same on the page as inside the formulas: 7,000,000,000
 
 
 def percent_bp(basis_points: int) -> str:

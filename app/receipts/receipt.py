@@ -106,7 +106,7 @@ def fit_section(e: Estimate) -> dict[str, Any]:
     }
 
 
-def _mutation(m: MutationResult) -> dict[str, Any]:
+def mutation_json(m: MutationResult) -> dict[str, Any]:
     return {
         "id": m.id,
         "rule": m.rule,
@@ -119,14 +119,14 @@ def _mutation(m: MutationResult) -> dict[str, Any]:
 
 @cache
 def _reference_json() -> tuple[dict[str, Any], ...]:
-    return tuple(_mutation(m) for m in reference_kill_list())
+    return tuple(mutation_json(m) for m in reference_kill_list())
 
 
 def _reference(results: tuple[MutationResult, ...]) -> list[dict[str, Any]]:
     """The frozen scenario's kill list never changes: its JSON form is built once (copied per receipt)."""
     if results is reference_kill_list():
         return [dict(m) for m in _reference_json()]
-    return [_mutation(m) for m in results]
+    return [mutation_json(m) for m in results]
 
 
 def receipt(e: Estimate) -> dict[str, Any]:
@@ -211,7 +211,7 @@ def receipt(e: Estimate) -> dict[str, Any]:
         "checks": [
             {"check": c.check, "title": TITLES[c.check], "passed": c.passed, "message": c.message} for c in e.checks
         ],
-        "mutations": [_mutation(m) for m in e.mutations],
+        "mutations": [mutation_json(m) for m in e.mutations],
         "reference_mutations": _reference(e.reference_mutations),
         "model": model_section(e),
         "activations": activations_section(e),

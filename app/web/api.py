@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -17,7 +18,7 @@ from app.ledger.models.reference import compact, resolve
 from app.ledger.scenario import Scenario, ScenarioError
 from app.receipts.csv_rows import csv_lines
 from app.receipts.links import slug
-from app.receipts.receipt import _mutation, receipt
+from app.receipts.receipt import mutation_json, receipt
 from app.web.openapi import (
     BODY_SCHEMA,
     CONFIG_BODY,
@@ -41,12 +42,16 @@ class BadInput(Exception):
         self.location = location
 
 
-def _from_query(request: Request) -> Scenario:
-    scenario, error = read_scenario(query_dict(request), strict=True)
+def _scenario(raw: Mapping[str, object], location: str) -> Scenario:
+    scenario, error = read_scenario(raw, strict=True)
     if error is not None:
-        raise BadInput(error, "query")
+        raise BadInput(error, location)
     assert scenario is not None
     return scenario
+
+
+def _from_query(request: Request) -> Scenario:
+    return _scenario(query_dict(request), "query")
 
 
 class FastJSON(Response):
@@ -77,10 +82,6 @@ async def _json_object(request: Request, what: str) -> dict[str, object] | Respo
     return data
 
 
-def _json(data: Any) -> Response:
-    return FastJSON(data)
-
-
 @router.get(
     "/api/estimate",
     openapi_extra={"parameters": QUERY_PARAMETERS},
@@ -88,7 +89,7 @@ def _json(data: Any) -> Response:
     summary="The receipt for the scenario in the query string",
 )
 async def estimate_get(request: Request) -> Response:
-    return _json(receipt(estimate(_from_query(request))))
+    return FastJSON(receipt(estimate(_from_query(request))))
 
 
 @router.post(
@@ -101,11 +102,7 @@ async def estimate_post(request: Request) -> Response:
     data = await _json_object(request, "scenario fields")
     if isinstance(data, Response):
         return data
-    scenario, error = read_scenario(data, strict=True)
-    if error is not None:
-        raise BadInput(error, "body")
-    assert scenario is not None
-    return _json(receipt(estimate(scenario)))
+    return FastJSON(receipt(estimate(_scenario(data, "body"))))
 
 
 @router.get(
@@ -116,10 +113,10 @@ async def estimate_post(request: Request) -> Response:
 )
 async def mutations(request: Request) -> Response:
     result = estimate(_from_query(request))
-    return _json(
+    return FastJSON(
         {
-            "mutations": [_mutation(m) for m in result.mutations],
-            "reference_mutations": [_mutation(m) for m in result.reference_mutations],
+            "mutations": [mutation_json(m) for m in result.mutations],
+            "reference_mutations": [mutation_json(m) for m in result.reference_mutations],
         }
     )
 

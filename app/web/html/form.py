@@ -105,10 +105,10 @@ class _FieldParts:
         if values and name != "model":
             head = f'<select id="f-{name}" name="{name}" aria-describedby="{described}">\n'
 
-            def options(selected: str) -> str:
+            def options(selected: str | None) -> str:
                 default = ""
                 if derived:
-                    default = f'<option value=""{" selected" if not selected else ""}>default</option>\n'
+                    default = f'<option value=""{" selected" if selected == "" else ""}>default</option>\n'
                 body = "".join(
                     f'<option value="{esc(v)}"{" selected" if v == selected else ""}>{esc(v)}</option>\n'
                     for v in values
@@ -116,7 +116,7 @@ class _FieldParts:
                 return f"{head}{default}{body}</select>\n"
 
             self.select = {v: options(v) for v in ("", *values)}
-            self.select_none = options("\0")  # a value that is none of the options: nothing selected
+            self.select_none = options(None)  # a typed value that is none of the options
 
     def render(self, ff: FormField) -> str:
         value, error = ff.value, ff.error

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from app.ledger.arithmetic import share_bp
-from app.ledger.checks import TITLES, CheckResult
+from app.ledger.checks import CheckResult
 from app.ledger.estimate import Estimate
 from app.ledger.models.inventory import Unit
 from app.ledger.mutants import reference_kill_list
@@ -336,13 +336,10 @@ def _checkpoint(e: Estimate) -> str:
     return "".join(rows)
 
 
-_TITLES = {check: asc(title) for check, title in TITLES.items()}
-
-
 def _check_item(c: CheckResult) -> str:
     if c.passed:
-        return f'<li class="ok">&#10003; {_TITLES[c.check]} &mdash; {asc(c.message)}</li>'
-    return f'<li class="bad">&#10007; {_TITLES[c.check]} &mdash; {asc(c.message)}</li>'
+        return f'<li class="ok">&#10003; {asc(c.title)} &mdash; {asc(c.message)}</li>'
+    return f'<li class="bad">&#10007; {asc(c.title)} &mdash; {asc(c.message)}</li>'
 
 
 def _kills(e: Estimate) -> str:

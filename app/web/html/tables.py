@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from app.ledger.estimate import Estimate
-from app.ledger.mutants import MUTANTS, MutationResult
+from app.ledger.mutants import MutationResult
 from app.receipts.display import gb
 from app.web.html.text import ascii_html
 
@@ -61,17 +61,13 @@ _KILLS_HEAD = (
 )
 
 
-_RULES = {m.id: ascii_html(m.rule) for m in MUTANTS}
-
-
 def kills_table(caption: str, results: Iterable[MutationResult]) -> str:
     """One kill list: each mutant, the rule it breaks, and the check that caught it (or why not)."""
     rows = [f'<div class="scroll">\n<table class="kills">\n<caption>{caption}</caption>\n', _KILLS_HEAD]
     for m in results:
         verdict = '<td class="ok">killed' if m.killed else '<td class="warn">survived'
-        rule = _RULES.get(m.id) or ascii_html(m.rule)
         rows.append(
-            f'<tr data-mutant="{m.id}"><th scope="row"><code>{m.id}</code></th><td>{rule}</td>'
+            f'<tr data-mutant="{m.id}"><th scope="row"><code>{m.id}</code></th><td>{ascii_html(m.rule)}</td>'
             f"{verdict}</td><td>{m.check}</td><td>{ascii_html(m.message)}</td></tr>\n"
         )
     rows.append(_TABLE_END)
