@@ -16,6 +16,7 @@ from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.receipts.csv_rows import csv_text
 from app.receipts.links import canonical_query
 from app.receipts.receipt import receipt
+from tests import naive_peak
 
 LLAMA2_7B = 6_738_415_616
 LLAMA2_7B_LAYER = 202_383_360
@@ -150,6 +151,31 @@ def test_the_fit_finder_agrees_with_the_verdict(
         assert _fits(s.with_(dp=fit.smallest_dp), fit.stage)
         if fit.smallest_dp > 1:
             assert not _fits(s.with_(dp=fit.smallest_dp - 1), fit.stage)
+
+
+@settings(max_examples=60)
+@given(
+    st.integers(1, 10**12),
+    st.data(),
+    st.integers(0, 8),
+    st.integers(1, 2**40),
+    st.integers(0, 2**36),
+    st.sampled_from([0, 4]),
+    st.integers(0, 100),
+)
+def test_stage_3_answer_is_the_smallest_degree_that_fits(
+    params: int, data: st.DataObject, prefetch: int, capacity: int, act: int, master: int, contingency: int
+) -> None:
+    """No D below the stage-3 answer fits, even where a large unit makes the peak rise with D:
+    every one of the (up to 4,096) degrees just below it is checked with the tests' naive peak."""
+    unit = data.draw(st.integers(0, params))
+    s = parse_scenario({"params": params, "unit_params": unit, "prefetch": prefetch, "capacity_bytes": capacity,
+                        "activation_bytes": act, "master_bytes": master, "contingency_pct": contingency})  # fmt: skip
+    answer = find_fit(s).stages[3].smallest_dp
+    top = 131_073 if answer is None else answer
+    raw = s.as_dict()
+    for dp in range(max(1, top - 4096), top):
+        assert naive_peak.peak({**raw, "dp": dp}, 3) > capacity, f"D = {dp} fits, below the answer {answer}"
 
 
 @settings(max_examples=15)

@@ -48,6 +48,7 @@ class _PeakModel:
             sharded = sum([w for w, f in zip(per_class, flags, strict=True) if f])
             self.widths.append((sharded, sum(per_class) - sharded))
         self.fixed = s.bucket_bytes + s.overhead_bytes
+        self.room = self._max_subtotal()
 
     def peak(self, stage: int, dp: int, activations: int) -> int:
         s = self.s
@@ -83,7 +84,7 @@ class _PeakModel:
             out.append((dp, (s0, s1, s2, s3)))
         return tuple(out)
 
-    def max_subtotal(self) -> int:
+    def _max_subtotal(self) -> int:
         """The largest subtotal whose peak (with contingency) still fits the capacity."""
         cap, pct = self.s.capacity_bytes, self.s.contingency_pct
         guess = cap * 100 // (100 + pct)  # at most one off: sub + ⌈sub × pct ÷ 100⌉ ≤ cap
@@ -97,7 +98,7 @@ class _PeakModel:
         """Stages 0–2 in closed form: ⌈N ÷ D⌉ × sharded ≤ room  ⟺  D ≥ ⌈N ÷ ⌊room ÷ sharded⌋⌉."""
         s = self.s
         sharded, replicated = self.widths[stage]
-        room = self.max_subtotal() - s.params * replicated - self.fixed - activations
+        room = self.room - s.params * replicated - self.fixed - activations
         if room < 0:
             return None
         if sharded == 0:
@@ -109,16 +110,33 @@ class _PeakModel:
         return dp if dp <= DP_MAX else None
 
     def smallest_dp_stage3(self, activations: int) -> int | None:
-        """Stage 3 by bisection, between two closed forms: without the gather (no smaller D can
-        fit, the gather being ≥ 0) and with the largest gather, (1 + P) × U × g (that D fits)."""
+        """Stage 3: the persistent state shrinks with D while the gather grows, so the closed form
+        above is applied to a gather that is known not to be exceeded, and tightened.
+
+        With ``low`` a lower bound on the answer, every D ≥ low gathers at least gather(low)
+        (the gather grows with D), so no D fits before the closed form's answer for the extra
+        gather(low): a new lower bound. When the bound repeats, it fits: it is the smallest D
+        that fits. Most scenarios settle in one or two steps; after ``_TIGHTEN`` steps the rest
+        is a bisection up to the D that fits even with the largest gather, (1 + P) × U × g."""
         s = self.s
+        per_element = (1 + s.prefetch) * s.gather_bytes
+        unit = s.unit_params
         low = self.smallest_dp_without_gather(3, activations)
+        for _ in range(_TIGHTEN):
+            if low is None:
+                return None
+            tighter = self.smallest_dp_without_gather(3, activations + per_element * (unit + (-unit // low)))
+            if tighter == low:
+                return low
+            low = tighter
         if low is None:
             return None
-        most_gather = (1 + s.prefetch) * s.unit_params * s.gather_bytes
-        high = self.smallest_dp_without_gather(3, activations + most_gather)
+        high = self.smallest_dp_without_gather(3, activations + per_element * unit)
         cap = s.capacity_bytes
         return _smallest(lambda d: self.peak(3, d, activations) <= cap, low, DP_MAX if high is None else high)
+
+
+_TIGHTEN = 8  # tightening steps before the stage-3 search falls back to bisection
 
 
 def _smallest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
@@ -150,11 +168,11 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
     """Fit figures for ``s``. ``activations_at(b)`` gives the modelled activation peak for micro
     batch ``b`` (with a model and no measured value); without it the micro batch is not searched.
 
-    Stages 0–2 are closed forms. Stage 3 is a bisection between two closed forms (see
-    ``smallest_dp_stage3``): the persistent state shrinks with D while the gather grows towards
-    (1 + P) × U × gather_bytes, so the peak falls with D except when the gather outgrows the state
-    (U × (1 + P) × g > N × state width, a model of one or two units with prefetch); there the
-    bisection still returns a D that fits where D − 1 does not, and the page shows the whole curve.
+    Stages 0–2 are closed forms. Stage 3 tightens a lower bound with the same closed form (see
+    ``smallest_dp_stage3``) and gives the smallest D that fits, even where the gather outgrows the
+    state (U × (1 + P) × g > N × state width, a model of one or two units with prefetch) and the
+    peak rises with D. Only a scenario that needs more than ``_TIGHTEN`` steps is bisected; there
+    the answer is a D that fits where D − 1 does not, and the page shows the whole curve.
     """
     model = _PeakModel(s)
     cap = s.capacity_bytes

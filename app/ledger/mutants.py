@@ -72,6 +72,11 @@ class Mutant:
         """What the mutant's rule change touches in a production ledger."""
         return _PLANS[self.id]
 
+    @property
+    def evaluate(self) -> Callable[[Scenario], Ledger]:
+        """The mutant's ledger of any scenario, computed from scratch (check 5 asks for one)."""
+        return _EVALUATORS[self.id]
+
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -103,6 +108,7 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 _PLANS: dict[str, Rederivation] = {m.id: rederivation(PRODUCTION, m.rules) for m in MUTANTS}
+_EVALUATORS: dict[str, Callable[[Scenario], Ledger]] = {m.id: partial(compute_ledger, rules=m.rules) for m in MUTANTS}
 
 
 @dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
@@ -124,18 +130,18 @@ def try_mutant(
     cells whose rule changed are recomputed) and the first failing check kills it. Without, the
     ledger is computed from scratch and every check runs, so ``failed_checks`` lists them all.
     """
-    evaluate = partial(compute_ledger, rules=mutant.rules)
     if production is None:
-        results = run_checks(evaluate(s), evaluate, checks)
+        results = run_checks(mutant.evaluate(s), mutant.evaluate, checks)
+        failed = [r for r in results if not r.passed]
+        if failed:
+            names = tuple(r.check for r in failed)
+            return MutationResult(mutant.id, mutant.rule, True, names[0], failed[0].message, names)
     else:
         assert production.rules is PRODUCTION, "the mutants' plans are worked out against the production rules"
         derived = rederive(production, mutant.rules, mutant.plan)
-        results = run_checks(derived, evaluate, checks, stop_at_failure=True)
-    failed = [r for r in results if not r.passed]
-    if failed:
-        return MutationResult(
-            mutant.id, mutant.rule, True, failed[0].check, failed[0].message, tuple(r.check for r in failed)
-        )
+        results = run_checks(derived, mutant.evaluate, checks, stop_at_failure=True)
+        if results and not (last := results[-1]).passed:  # the run stops at the first failure
+            return MutationResult(mutant.id, mutant.rule, True, last.check, last.message, (last.check,))
     reason = mutant.equivalent_because(s) or "no check tells it apart on this scenario"
     return MutationResult(mutant.id, mutant.rule, False, "", f"survived: {reason}", ())
 

@@ -5,6 +5,11 @@ scenario with the core's own parser (one error per field, human sizes) and docum
 parameters through ``openapi_extra``, built from the field table. FastAPI's dependency solver
 would still parse the query string into ``QueryParams`` and resolve an empty dependency graph on
 every request; this route class calls the endpoint directly, and FastAPI keeps documenting it.
+
+``handle`` also skips FastAPI's per-request wrapper (two ``AsyncExitStack``s for dependencies
+with ``yield``, of which these endpoints have none, and a second exception-handler layer: an
+exception an endpoint raises reaches the app's handlers through Starlette's
+``ExceptionMiddleware`` instead, as a 404 already does).
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, cast
 
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -27,3 +34,10 @@ class DirectRoute(APIRoute):
             return await endpoint(request)
 
         return handler
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The router hands over a path match whose method may differ (a partial match): a 405.
+        if self.methods and scope["method"] not in self.methods:
+            raise HTTPException(status_code=405, headers={"Allow": ", ".join(sorted(self.methods))})
+        response = await cast(Endpoint, self.endpoint)(Request(scope, receive, send))
+        await response(scope, receive, send)

@@ -23,6 +23,7 @@ from app.web.charts import PARTS, PEAK_PARTS, fit_chart, peak_chart, stage_peaks
 from app.web.html.tables import kills_table
 from app.web.html.text import ascii_html as asc  # every text from the core goes through it
 from app.web.html.text import esc
+from app.web.html.text import recurring_ascii_html as fixed  # a text without numbers: converted once
 
 _DISCLAIMER = asc(DISCLAIMER)
 SECTION_OPEN = '<section id="results" class="results" aria-live="polite" aria-label="Ledger" tabindex="-1">\n'
@@ -307,7 +308,7 @@ def _communication(e: Estimate) -> str:
         '<section aria-labelledby="h-comm">\n<h3 id="h-comm">Communication per rank per optimizer step</h3>\n'
         '<div class="scroll">\n<table>\n<thead><tr><th scope="col">stage</th><th scope="col">collectives</th>'
         f'<th scope="col">bytes sent</th><th scope="col">formula</th></tr></thead>\n<tbody>\n{rows}</tbody>\n'
-        f'</table>\n</div>\n<p class="hint">{asc(e.ledger.stages[0].communication.evidence)}. Stage 3 is 1.5&times;'
+        f'</table>\n</div>\n<p class="hint">{fixed(e.ledger.stages[0].communication.evidence)}. Stage 3 is 1.5&times;'
         " the baseline when widths are equal.</p>\n</section>\n"
     )
 
@@ -326,7 +327,7 @@ def _checkpoint(e: Estimate) -> str:
         saves = "".join(f'<td class="num" data-bytes="{v}">{gb(v)}</td>' for v in c.save_peaks)
         flagged = ' class="flagged"' if c.flagged else ""
         rows.append(
-            f'<tr{flagged}><th scope="row">{asc(c.policy)}<br><small>{asc(c.description)}</small></th><td class="num"'
+            f'<tr{flagged}><th scope="row">{asc(c.policy)}<br><small>{fixed(c.description)}</small></th><td class="num"'
             f' data-bytes="{c.device_bytes}" title="{asc(c.device_formula)}">{gb(c.device_bytes)}</td><td class="num"'
             f' data-bytes="{c.host_bytes}" title="{asc(c.host_formula)}">{gb(c.host_bytes)}</td>{saves}</tr>\n'
         )
@@ -338,8 +339,8 @@ def _checkpoint(e: Estimate) -> str:
 
 def _check_item(c: CheckResult) -> str:
     if c.passed:
-        return f'<li class="ok">&#10003; {asc(c.title)} &mdash; {asc(c.message)}</li>'
-    return f'<li class="bad">&#10007; {asc(c.title)} &mdash; {asc(c.message)}</li>'
+        return f'<li class="ok">&#10003; {fixed(c.title)} &mdash; {asc(c.message)}</li>'
+    return f'<li class="bad">&#10007; {fixed(c.title)} &mdash; {asc(c.message)}</li>'
 
 
 def _kills(e: Estimate) -> str:

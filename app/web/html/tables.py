@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
 from app.receipts.display import gb
-from app.web.html.text import ascii_html
+from app.web.html.text import ascii_html, recurring_ascii_html
 
 _LINES_HEAD = (
     '<div class="scroll">\n<table>\n<thead><tr><th scope="col">stage</th><th scope="col">class</th>'
@@ -27,13 +27,13 @@ def lines_table(e: Estimate) -> str:
     rows = [_LINES_HEAD]
     for st in e.ledger.stages:
         for ln in st.lines:
-            note = f"<br><small>{ascii_html(ln.note)}</small>" if ln.note else ""
+            note = f"<br><small>{recurring_ascii_html(ln.note)}</small>" if ln.note else ""
             rows.append(
                 f'<tr><td>{st.stage}</td><td>{ln.tensor_class}</td><td class="num">{ln.width}</td>'
                 f'<td class="num">{ln.copies}</td><td class="num">{ln.owners:,}</td>'
                 f'<td class="num">{ln.elements:,}</td>'
                 f'<td class="num">{ln.bytes:,}</td><td><code>{ascii_html(ln.formula)}</code>{note}</td>'
-                f"<td><small>{ascii_html(ln.evidence)}</small></td></tr>\n"
+                f"<td><small>{recurring_ascii_html(ln.evidence)}</small></td></tr>\n"
             )
     rows.append(_TABLE_END)
     return "".join(rows)
@@ -67,7 +67,7 @@ def kills_table(caption: str, results: Iterable[MutationResult]) -> str:
     for m in results:
         verdict = '<td class="ok">killed' if m.killed else '<td class="warn">survived'
         rows.append(
-            f'<tr data-mutant="{m.id}"><th scope="row"><code>{m.id}</code></th><td>{ascii_html(m.rule)}</td>'
+            f'<tr data-mutant="{m.id}"><th scope="row"><code>{m.id}</code></th><td>{recurring_ascii_html(m.rule)}</td>'
             f"{verdict}</td><td>{m.check}</td><td>{ascii_html(m.message)}</td></tr>\n"
         )
     rows.append(_TABLE_END)
