@@ -203,6 +203,29 @@ def test_the_fit_curve_equals_the_ledger_at_each_point() -> None:
         assert list(peaks) == [st.peak.total for st in compute_ledger(s.with_(dp=dp)).stages]
 
 
+@settings(max_examples=40)
+@given(
+    st.integers(1, 10**12),
+    st.data(),
+    st.integers(0, 8),
+    st.integers(0, 2**36),
+    st.sampled_from([0, 4]),
+    st.integers(0, 4),
+    st.integers(0, 100),
+    st.integers(0, 2**34),
+)
+def test_every_point_of_the_fit_curve_equals_the_ledger(
+    params: int, data: st.DataObject, prefetch: int, act: int, master: int, states: int, contingency: int,
+    buckets: int,
+) -> None:  # fmt: skip
+    unit = data.draw(st.integers(0, params))
+    s = parse_scenario({"params": params, "unit_params": unit, "prefetch": prefetch, "activation_bytes": act,
+                        "master_bytes": master, "opt_states": states, "contingency_pct": contingency,
+                        "bucket_bytes": buckets})  # fmt: skip
+    for dp, peaks in find_fit(s).curve:
+        assert list(peaks) == [st_.peak.total for st_ in compute_ledger(s.with_(dp=dp)).stages]
+
+
 def test_the_hand_written_preset_counts_equal_the_model_inventory() -> None:
     """The Llama presets spell their counts out by hand; the inventory must agree with every one."""
     from app.ledger import presets

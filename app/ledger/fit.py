@@ -62,25 +62,24 @@ class _PeakModel:
 
     def curve(self, dps: tuple[int, ...], activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """All four stages at each D: per D the shard and the gather are computed once, and the
-        terms that do not depend on D once for the whole curve."""
+        terms that do not depend on D once for the whole curve; stage 0 shards nothing, so its
+        peak is one number."""
         s = self.s
         n, u, pct = s.params, s.unit_params, s.contingency_pct
         per_gather = (1 + s.prefetch) * s.gather_bytes
         (w0, r0), (w1, r1), (w2, r2), (w3, r3) = self.widths
+        assert w0 == 0, "stage 0 replicates every class"
         base = self.fixed + activations
-        b0, b1, b2, b3 = n * r0 + base, n * r1 + base, n * r2 + base, n * r3 + base
+        # (U − ⌈U ÷ D⌉) × (1 + P) × g = U × (1 + P) × g + ⌊−U ÷ D⌋ × (1 + P) × g
+        b0, b1, b2, b3 = n * r0 + base, n * r1 + base, n * r2 + base, n * r3 + base + per_gather * u
+        s0 = b0 - (-b0 * pct // 100)
         out = []
         for dp in dps:
             shard = -(-n // dp)
-            s0, s1, s2 = shard * w0 + b0, shard * w1 + b1, shard * w2 + b2
-            s3 = shard * w3 + b3 + per_gather * (u + (-u // dp))
+            s1, s2 = shard * w1 + b1, shard * w2 + b2
+            s3 = shard * w3 + b3 + per_gather * (-u // dp)
             if pct:  # + ⌈subtotal × pct ÷ 100⌉, as the ledger's contingency
-                s0, s1, s2, s3 = (
-                    s0 - (-s0 * pct // 100),
-                    s1 - (-s1 * pct // 100),
-                    s2 - (-s2 * pct // 100),
-                    s3 - (-s3 * pct // 100),
-                )
+                s1, s2, s3 = s1 - (-s1 * pct // 100), s2 - (-s2 * pct // 100), s3 - (-s3 * pct // 100)
             out.append((dp, (s0, s1, s2, s3)))
         return tuple(out)
 

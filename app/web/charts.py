@@ -121,9 +121,9 @@ def _x_axis(dps: tuple[int, ...]) -> tuple[str, str]:
 def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, capacity_gb: str) -> str:
     """Per-rank peak against D, both axes log2, one polyline per stage, with the capacity line."""
     plot_h = FIT_HEIGHT - FIT_TOP - FIT_BOTTOM
-    values = [p for _, peaks in curve for p in peaks]
-    values.append(capacity)
-    smallest, largest = min(values), max(values)
+    columns = tuple(zip(*(peaks for _, peaks in curve), strict=True))  # one per stage
+    smallest = min(capacity, *map(min, columns))
+    largest = max(capacity, *map(max, columns))
     low, high = log_position(max(smallest, 1)), log_position(largest)
     span = max(high - low, LOG_STEPS)
     points, x_ticks = _x_axis(tuple(dp for dp, _ in curve))
@@ -132,7 +132,10 @@ def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, cap
         return FIT_TOP + (high - log_position(v if v > 1 else 1)) * plot_h // span
 
     def ys(column: tuple[int, ...]) -> tuple[int, ...]:
-        """y of each point: y() with log_position inlined (72 points on every update)."""
+        """y of each point: y() with log_position inlined (72 points on every update; a stage
+        whose peak does not change with D, such as stage 0, is one point repeated)."""
+        if column.count(column[0]) == len(column):
+            return (y(column[0]),) * len(column)
         offset, floor_y = high + LOG_STEPS, FIT_TOP + high * plot_h // span
         return tuple(
             [
@@ -150,7 +153,7 @@ def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, cap
     )
     curves = "".join(
         f'<polyline points="{points % ys(column)}" class="curve stage{stage}"><title>stage {stage}</title></polyline>'
-        for stage, column in enumerate(zip(*(peaks for _, peaks in curve), strict=True))
+        for stage, column in enumerate(columns)
     )
     cap_y = y(capacity)
     return (

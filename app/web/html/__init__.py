@@ -11,6 +11,7 @@ The one rule: every text a user can type (the scenario name, echoed invalid inpu
 config and anything derived from it, error messages quoting input) passes through
 :func:`app.web.html.text.esc`. Numbers are placed as they are, and the lab's own text
 (formulas, evidence, rule names) through :func:`app.web.html.text.ascii_html` (or its cached
-twin for texts without numbers), which keeps the page ASCII but escapes nothing. ``tests/web/test_hostile_web.py`` fires hostile text at every
-field and checks that none of it arrives unescaped.
+twin for texts without numbers), which keeps the page ASCII but escapes nothing.
+``tests/web/test_hostile_web.py`` fires hostile text at every field and checks that none of it
+arrives unescaped.
 """
