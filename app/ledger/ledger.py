@@ -88,33 +88,35 @@ def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:
 @dataclass(frozen=True, slots=True)
 class Rederivation:
     """What a change of rules touches in a ledger: per stage, the indexes (in CLASSES order) of the
-    lines whose rule differs, and whether the peak's own rules (gather, activations) differ."""
+    lines whose rule differs, and whether the peak's own rules (gather, activations) differ there."""
 
     lines: tuple[tuple[int, ...], ...]
-    peaks: bool
+    peaks: tuple[bool, ...]
 
 
 def rederivation(base: Rules, rules: Rules) -> Rederivation:
     changed = rules.cells_differing_from(base)
+    peaks = rules.peak_stages_differing_from(base)
     return Rederivation(
         tuple(tuple(i for i, c in enumerate(CLASSES) if (stage, c) in changed) for stage in STAGES),
-        rules.peak_rules_differ_from(base),
+        tuple(stage in peaks for stage in STAGES),
     )
 
 
 def rederive(base: Ledger, rules: Rules, plan: Rederivation | None = None) -> Ledger:
-    """``base`` recomputed under ``rules``, reusing every line that the rule change cannot touch.
+    """``base`` recomputed under ``rules``, reusing everything that the rule change cannot touch.
 
     Equal to ``compute_ledger(base.scenario, rules)`` (a property test says so), but a mutant
-    that changes one cell's ownership recomputes that cell and the peaks, not all sixteen lines.
+    that changes one cell's ownership recomputes that cell and that stage's peak, not all sixteen
+    lines and four peaks; a stage the change does not touch is the base's own (peak included).
     ``plan`` may carry ``rederivation(base.rules, rules)`` worked out once in advance.
     """
     s = base.scenario
     if plan is None:
         plan = rederivation(base.rules, rules)
     stages = []
-    for st, changed in zip(base.stages, plan.lines, strict=True):
-        if not changed and not plan.peaks:
+    for st, changed, peak in zip(base.stages, plan.lines, plan.peaks, strict=True):
+        if not changed and not peak:
             stages.append(st)
             continue
         lines, persistent = st.lines, st.persistent

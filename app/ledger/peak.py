@@ -29,7 +29,7 @@ class Peak:
     fits: bool
     headroom: int
     scenario: Scenario
-    gather_counted: bool
+    gather_counted: bool  # False only at stage 3 under rules that drop the gather (stages 0–2 gather nothing)
     activations_divided: bool
 
     @property
@@ -86,6 +86,8 @@ def training_peak(s: Scenario, stage: int, persistent: int, rules: Rules) -> Pea
     contingency = -(-subtotal * s.contingency_pct // 100)  # ⌈subtotal × pct ÷ 100⌉
     total = subtotal + contingency
     capacity = s.capacity_bytes
+    # Only stage 3 gathers, so only there can the rule leave the gather uncounted.
+    counted = rules.gather_peak or stage != 3
     return Peak(stage, persistent, gather, s.bucket_bytes, activations, s.overhead_bytes, subtotal, contingency,
-                total, capacity, total <= capacity, capacity - total, s, rules.gather_peak,
+                total, capacity, total <= capacity, capacity - total, s, counted,
                 rules.activations_divided_by_dp)  # fmt: skip

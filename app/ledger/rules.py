@@ -83,12 +83,15 @@ class Rules:
             cells.update((stage, "master_weights") for stage in STAGES)
         return frozenset(cells)
 
-    def peak_rules_differ_from(self, other: Rules) -> bool:
-        """Whether the peak's own terms (gather, activations) follow different rules."""
-        return (self.gather_peak, self.activations_divided_by_dp) != (
-            other.gather_peak,
-            other.activations_divided_by_dp,
-        )
+    def peak_stages_differing_from(self, other: Rules) -> frozenset[int]:
+        """The stages whose training peak follows different rules: every stage when activations
+        are divided differently, stage 3 when the gather is counted differently (stages 0–2 hold
+        full parameters and gather nothing under any rules)."""
+        if self.activations_divided_by_dp != other.activations_divided_by_dp:
+            return frozenset(STAGES)
+        if self.gather_peak != other.gather_peak:
+            return frozenset({3})
+        return frozenset()
 
 
 PRODUCTION = Rules()
