@@ -87,20 +87,22 @@ def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:
 
 @dataclass(frozen=True, slots=True)
 class Rederivation:
-    """What a change of rules touches in a ledger: per stage, the indexes (in CLASSES order) of the
-    lines whose rule differs, and whether the peak's own rules (gather, activations) differ there."""
+    """What a change of rules touches in a ledger: the stages it touches, each with the indexes
+    (in CLASSES order) of the lines whose rule differs there. A stage is touched when one of its
+    lines or its peak's own rules (gather, activations) differ."""
 
-    lines: tuple[tuple[int, ...], ...]
-    peaks: tuple[bool, ...]
+    touched: tuple[tuple[int, tuple[int, ...]], ...]
 
 
 def rederivation(base: Rules, rules: Rules) -> Rederivation:
     changed = rules.cells_differing_from(base)
     peaks = rules.peak_stages_differing_from(base)
-    return Rederivation(
-        tuple(tuple(i for i, c in enumerate(CLASSES) if (stage, c) in changed) for stage in STAGES),
-        tuple(stage in peaks for stage in STAGES),
-    )
+    touched = []
+    for stage in STAGES:
+        lines = tuple(i for i, c in enumerate(CLASSES) if (stage, c) in changed)
+        if lines or stage in peaks:
+            touched.append((stage, lines))
+    return Rederivation(tuple(touched))
 
 
 def rederive(base: Ledger, rules: Rules, plan: Rederivation | None = None) -> Ledger:
@@ -114,11 +116,9 @@ def rederive(base: Ledger, rules: Rules, plan: Rederivation | None = None) -> Le
     s = base.scenario
     if plan is None:
         plan = rederivation(base.rules, rules)
-    stages = []
-    for st, changed, peak in zip(base.stages, plan.lines, plan.peaks, strict=True):
-        if not changed and not peak:
-            stages.append(st)
-            continue
+    stages = list(base.stages)
+    for index, changed in plan.touched:
+        st = stages[index]
         lines, persistent = st.lines, st.persistent
         if changed:
             new = list(lines)
@@ -126,5 +126,5 @@ def rederive(base: Ledger, rules: Rules, plan: Rederivation | None = None) -> Le
                 new[i] = ledger_line(s, st.stage, CLASSES[i], rules)
             lines = tuple(new)
             persistent = sum([line.bytes for line in lines])
-        stages.append(StageLedger(st.stage, lines, persistent, st.communication, s, rules))
+        stages[index] = StageLedger(st.stage, lines, persistent, st.communication, s, rules)
     return Ledger(s, tuple(stages), rules)
