@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from app.ledger.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, STAGES, Rules
+from app.ledger.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, Rules
 from app.ledger.scenario import Scenario
 
 _NO_MASTER = "no separate master copy (master_bytes = 0): the optimizer updates the parameters"
@@ -19,9 +19,12 @@ _NO_OPTIMIZER = "no optimizer state (opt_states = 0)"
 
 @dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
 class LedgerLine:
-    """bytes = ⌈N ÷ owners⌉ × width × copies."""
+    """bytes = ⌈N ÷ owners⌉ × width × copies.
 
-    stage: int
+    A line does not name its stage: the stages that own a class the same way (replicated at
+    stages 0–2, say) hold the same line, and the stage ledger holding it says which stage it is.
+    """
+
     tensor_class: str
     width: int
     copies: int
@@ -77,21 +80,21 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> Led
     owners = s.dp if sharded else 1
     elements = -(-s.params // owners)  # ⌈N ÷ owners⌉: the busiest rank's share
     width, copies, note = width_and_copies(s, tensor_class, rules)
-    return LedgerLine(stage, tensor_class, width, copies, owners, elements, elements * width * copies, s.params,
-                      sharded, note)  # fmt: skip
+    return LedgerLine(tensor_class, width, copies, owners, elements, elements * width * copies, s.params, sharded,
+                      note)  # fmt: skip
 
 
 def all_persistent_lines(s: Scenario, rules: Rules) -> list[tuple[LedgerLine, ...]]:
-    """Every stage's lines: as :func:`ledger_line` per cell, with each class's width and copies
-    worked out once rather than once per stage (the same numbers; a test holds them equal)."""
+    """Every stage's lines: as :func:`ledger_line` per cell (a test holds them equal), with each
+    class's line built once for the stages that shard it and once for those that replicate it."""
     n, dp = s.params, s.dp
     shard = -(-n // dp)
-    per_class = [(c, *width_and_copies(s, c, rules)) for c in CLASSES]
-    out = []
-    for stage, flags in zip(STAGES, rules.table, strict=True):
-        out.append(tuple(
-            LedgerLine(stage, c, width, copies, dp, shard, shard * width * copies, n, True, note) if sharded
-            else LedgerLine(stage, c, width, copies, 1, n, n * width * copies, n, False, note)
-            for (c, width, copies, note), sharded in zip(per_class, flags, strict=True)
-        ))  # fmt: skip
-    return out
+    sharded_lines, replicated_lines = [], []
+    for c in CLASSES:
+        width, copies, note = width_and_copies(s, c, rules)
+        sharded_lines.append(LedgerLine(c, width, copies, dp, shard, shard * width * copies, n, True, note))
+        replicated_lines.append(LedgerLine(c, width, copies, 1, n, n * width * copies, n, False, note))
+    return [
+        tuple([sharded_lines[i] if sharded else replicated_lines[i] for i, sharded in enumerate(flags)])
+        for flags in rules.table
+    ]

@@ -174,15 +174,15 @@ def _persistent(e: Estimate, q: str) -> str:
     for index, cls in enumerate(CLASSES):
         out.append(f'<tr><th scope="row">{cls}</th>')
         attrs = _CELL_ATTRS[index]
-        # A class reads the same at every stage that splits it the same way (replicated at
-        # stages 0-2, say): its title and figures are formatted once for those stages.
-        shown_for: tuple[int, int, int] | None = None
+        # The stages that own a class the same way (replicated at stages 0-2, say) hold the same
+        # line: its title and figures are formatted once for them.
+        shown_for = None
         shown = ("", "", "", "")
         for st in stages:
             line = st.lines[index]
             value = line.bytes
-            if (line.owners, line.width, line.copies) != shown_for:
-                shown_for = (line.owners, line.width, line.copies)
+            if line is not shown_for:
+                shown_for = line
                 shown = (asc(line.formula), gb(value), gib(value), f"{value:,}")
             out.append(
                 f'<td class="num" title="{shown[0]}" data-bytes="{value}{attrs[st.stage]}{shown[1]}</span>'
