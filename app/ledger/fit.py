@@ -36,6 +36,12 @@ class FitFinder:
     micro_batch_modelled: bool
 
 
+# Per stage, the classes (as indexes into CLASSES) that the production rules shard there.
+_SHARDED_INDEXES: tuple[tuple[int, ...], ...] = tuple(
+    tuple(i for i, sharded in enumerate(flags) if sharded) for flags in PRODUCTION.table
+)
+
+
 class _PeakModel:
     """peak(stage, D, activations) for one scenario, every other input fixed."""
 
@@ -44,9 +50,10 @@ class _PeakModel:
         # Per stage: total width of the classes sharded at that stage, and of the replicated ones.
         self.widths: list[tuple[int, int]] = []
         per_class = [width * copies for width, copies, _ in (width_and_copies(s, c, PRODUCTION) for c in CLASSES)]
-        for flags in PRODUCTION.table:
-            sharded = sum([w for w, f in zip(per_class, flags, strict=True) if f])
-            self.widths.append((sharded, sum(per_class) - sharded))
+        total = sum(per_class)
+        for indexes in _SHARDED_INDEXES:
+            sharded = sum([per_class[i] for i in indexes])
+            self.widths.append((sharded, total - sharded))
         self.fixed = s.bucket_bytes + s.overhead_bytes
         self.room = self._max_subtotal()
 
