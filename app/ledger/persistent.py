@@ -6,8 +6,7 @@ mutants (which need the numbers, not the prose) never pay for formatting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
 
 from app.ledger.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, Rules
 from app.ledger.scenario import Scenario
@@ -34,11 +33,15 @@ class LedgerLine:
     params: int
     sharded: bool
     note: str
+    # The formula, spelled out when first read (the stages sharing the line read it again).
+    _formula: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def formula(self) -> str:
         """The rule with its numbers substituted."""
-        return _formula(self.params, self.owners, self.elements, self.width, self.copies, self.bytes)
+        if self._formula is None:
+            self._formula = _spell_formula(self.params, self.owners, self.elements, self.width, self.copies, self.bytes)
+        return self._formula
 
     @property
     def evidence(self) -> str:
@@ -46,11 +49,7 @@ class LedgerLine:
         return (EVIDENCE_SHARDED if self.sharded else EVIDENCE_REPLICATED)[self.tensor_class]
 
 
-# A ledger's sixteen lines hold at most eight different formulas (a class replicated at stages
-# 0–2 reads the same at each), and the receipt and the page each spell out all sixteen: the few
-# most recent are kept.
-@lru_cache(maxsize=64)
-def _formula(params: int, owners: int, elements: int, width: int, copies: int, size: int) -> str:
+def _spell_formula(params: int, owners: int, elements: int, width: int, copies: int, size: int) -> str:
     noun = "copy" if copies == 1 else "copies"
     tail = f"elements × {width} B × {copies} {noun} = {size:,} B"
     if owners > 1:
