@@ -294,7 +294,20 @@ def _half_up(value: int, unit: int, label: str) -> str:
     return f"{sign}{hundredths // 100:,}.{hundredths % 100:02d} {label}"
 
 
-EDGES = st.sampled_from([0, 4_999_999, 5_000_000, 5_368_709, 5_368_710])
+# Where the rounding or the formatting changes branch: zero hundredths, and 999.99 → 1,000.00.
+_GIB_1000 = 1000 * 2**30 - 2**29 // 100  # about where 999.995 GiB rounds up to 1,000.00
+EDGES = st.sampled_from(
+    [
+        0,
+        4_999_999,
+        5_000_000,
+        5_368_709,
+        5_368_710,
+        999_994_999_999,
+        999_995_000_000,
+        *range(_GIB_1000 - 3, _GIB_1000 + 3),
+    ]
+).flatmap(lambda v: st.sampled_from([v, -v]))
 
 
 @given(st.integers(min_value=-(2**53), max_value=2**53) | EDGES)

@@ -17,21 +17,28 @@ _TWO_DIGITS: tuple[str, ...] = tuple(f"{i:02d}" for i in range(100))
 
 
 # Hot: a page formats a few hundred values, most of them different on every request, so these are
-# plain arithmetic rather than memoised (a cache miss costs more than the formatting).
+# plain arithmetic rather than memoised (a cache miss costs more than the formatting). Zero, and
+# anything that rounds to it, is common (no buckets, no gather below stage 3) and needs no arithmetic.
 def gb(value: int) -> str:
     """Decimal gigabytes (10^9 bytes), two decimals, rounded half up: ⌊(value + 5·10^6) ÷ 10^7⌋ hundredths."""
-    if value < 0:
-        return "−" + gb(-value)
-    whole, frac = divmod((value + 5_000_000) // 10_000_000, 100)
-    return f"{whole}.{_TWO_DIGITS[frac]} GB" if whole < 1000 else f"{whole:,}.{_TWO_DIGITS[frac]} GB"
+    if value < 5_000_000:
+        return "0.00 GB" if value >= 0 else "−" + gb(-value)
+    hundredths = (value + 5_000_000) // 10_000_000
+    if hundredths < 100_000:
+        return f"{hundredths // 100}.{_TWO_DIGITS[hundredths % 100]} GB"
+    whole, frac = divmod(hundredths, 100)
+    return f"{whole:,}.{_TWO_DIGITS[frac]} GB"
 
 
 def gib(value: int) -> str:
     """Binary gibibytes (2^30 bytes), two decimals, rounded half up: ⌊(100·value + 2^29) ÷ 2^30⌋ hundredths."""
-    if value < 0:
-        return "−" + gib(-value)
-    whole, frac = divmod((value * 100 + (1 << 29)) >> 30, 100)
-    return f"{whole}.{_TWO_DIGITS[frac]} GiB" if whole < 1000 else f"{whole:,}.{_TWO_DIGITS[frac]} GiB"
+    if value < 5_368_710:  # 100·value + 2^29 < 2^30: zero hundredths
+        return "0.00 GiB" if value >= 0 else "−" + gib(-value)
+    hundredths = (value * 100 + (1 << 29)) >> 30
+    if hundredths < 100_000:
+        return f"{hundredths // 100}.{_TWO_DIGITS[hundredths % 100]} GiB"
+    whole, frac = divmod(hundredths, 100)
+    return f"{whole:,}.{_TWO_DIGITS[frac]} GiB"
 
 
 integer = n  # exact integers read the same on the page as inside the formulas: 7,000,000,000

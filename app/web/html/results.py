@@ -330,8 +330,12 @@ _CHECKPOINT_HEAD = (
 
 def _checkpoint(e: Estimate) -> str:
     rows = [_CHECKPOINT_HEAD]
+    peaks: tuple[int, ...] = ()
+    saves = ""
     for c in e.checkpoint:
-        saves = "".join(f'<td class="num" data-bytes="{v}">{gb(v)}</td>' for v in c.save_peaks)
+        if c.save_peaks != peaks:  # the two consolidating policies add the same unit: the same peaks
+            peaks = c.save_peaks
+            saves = "".join([f'<td class="num" data-bytes="{v}">{gb(v)}</td>' for v in peaks])
         flagged = ' class="flagged"' if c.flagged else ""
         rows.append(
             f'<tr{flagged}><th scope="row">{asc(c.policy)}<br><small>{fixed(c.description)}</small></th><td class="num"'
