@@ -175,6 +175,15 @@ def frozen_scenario(evaluate: Evaluate) -> CheckResult:
     return _ok("frozen-scenario", "the seed's example reproduces 112 / 38.5 / 26.25 / 14 GB and a 0.7 GB gather")
 
 
+# The checks that read only the ledger (check 5 computes a ledger of its own).
+_LEDGER_CHECKS: dict[str, Callable[[Ledger], CheckResult]] = {
+    "oracle-agreement": oracle_agreement,
+    "monotonic-lower-bounds": monotonic_lower_bounds,
+    "activation-invariance": activation_invariance,
+    "gather-presence": gather_presence,
+}
+
+
 def run_checks(
     ledger: Ledger, evaluate: Evaluate, checks: tuple[str, ...], *, stop_at_failure: bool = False
 ) -> tuple[CheckResult, ...]:
@@ -182,16 +191,7 @@ def run_checks(
     ledger under the same rules (check 5). With ``stop_at_failure`` the first failure ends the run."""
     results = []
     for check in checks:
-        if check == "oracle-agreement":
-            result = oracle_agreement(ledger)
-        elif check == "monotonic-lower-bounds":
-            result = monotonic_lower_bounds(ledger)
-        elif check == "activation-invariance":
-            result = activation_invariance(ledger)
-        elif check == "gather-presence":
-            result = gather_presence(ledger)
-        else:
-            result = frozen_scenario(evaluate)
+        result = frozen_scenario(evaluate) if check == "frozen-scenario" else _LEDGER_CHECKS[check](ledger)
         results.append(result)
         if stop_at_failure and not result.passed:
             break
