@@ -160,6 +160,12 @@ DEFAULT_SCENARIO = Scenario()
 
 def _read_int(field: Field, raw: object) -> int:
     """Turn one raw value (a JSON int or a string from a URL, form or flag) into an int."""
+    if isinstance(raw, str):  # the common case: a query string's value
+        if field.kind == "count":
+            return parse_count(raw)
+        if field.kind == "bytes":
+            return parse_bytes(raw)
+        return parse_plain(raw)
     if isinstance(raw, bool):
         raise SizeError("must be a number, not true/false")
     if isinstance(raw, int):
@@ -170,13 +176,7 @@ def _read_int(field: Field, raw: object) -> int:
         if not raw.is_integer():
             raise SizeError(f"{raw!r} is not a whole number")
         return int(raw)
-    if not isinstance(raw, str):
-        raise SizeError(f"must be an integer or a size string, not {type(raw).__name__}")
-    if field.kind == "count":
-        return parse_count(raw)
-    if field.kind == "bytes":
-        return parse_bytes(raw)
-    return parse_plain(raw)
+    raise SizeError(f"must be an integer or a size string, not {type(raw).__name__}")
 
 
 def _read_text(field: Field, raw: object) -> str:
