@@ -109,8 +109,12 @@ def rederive(base: Ledger, rules: Rules, plan: Rederivation | None = None) -> Le
     """``base`` recomputed under ``rules``, reusing everything that the rule change cannot touch.
 
     Equal to ``compute_ledger(base.scenario, rules)`` (a property test says so), but a mutant
-    that changes one cell's ownership recomputes that cell and that stage's peak, not all sixteen
-    lines and four peaks; a stage the change does not touch is the base's own (peak included).
+    that changes one cell's ownership recomputes that cell and that stage's peak, not every line
+    and four peaks. A stage the change does not touch is the base's own ``StageLedger``, peak
+    included, although it still names the base's rules: that is sound because such a stage's
+    lines and peak come out the same under both rules (``Rules.cells_differing_from`` and
+    ``Rules.peak_stages_differing_from`` list everything that does not, and the property test
+    compares every stage's lines and peak with a ledger computed from scratch).
     ``plan`` may carry ``rederivation(base.rules, rules)`` worked out once in advance.
     """
     s = base.scenario

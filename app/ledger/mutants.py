@@ -8,7 +8,7 @@ tells apart is reported as surviving, with the reason it is equivalent on that s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, partial
 
 from app.ledger.arithmetic import ceil_div
@@ -66,16 +66,14 @@ class Mutant:
     rule: str
     rules: Rules
     equivalent_because: Callable[[Scenario], str | None]
+    # What the mutant's rule change touches in a production ledger, worked out once.
+    plan: Rederivation = field(init=False, repr=False, compare=False)
+    # The mutant's ledger of any scenario, computed from scratch (check 5 asks for one).
+    evaluate: Callable[[Scenario], Ledger] = field(init=False, repr=False, compare=False)
 
-    @property
-    def plan(self) -> Rederivation:
-        """What the mutant's rule change touches in a production ledger."""
-        return _PLANS[self.id]
-
-    @property
-    def evaluate(self) -> Callable[[Scenario], Ledger]:
-        """The mutant's ledger of any scenario, computed from scratch (check 5 asks for one)."""
-        return _EVALUATORS[self.id]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plan", rederivation(PRODUCTION, self.rules))  # frozen: set once, here
+        object.__setattr__(self, "evaluate", partial(compute_ledger, rules=self.rules))
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -105,10 +103,6 @@ MUTANTS: tuple[Mutant, ...] = (
         _why_erase_gather,
     ),
 )
-
-
-_PLANS: dict[str, Rederivation] = {m.id: rederivation(PRODUCTION, m.rules) for m in MUTANTS}
-_EVALUATORS: dict[str, Callable[[Scenario], Ledger]] = {m.id: partial(compute_ledger, rules=m.rules) for m in MUTANTS}
 
 
 @dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)

@@ -1,7 +1,8 @@
-"""The persistent ledger: one line per (stage, tensor class), per busiest rank.
+"""The persistent ledger: per stage, one line per tensor class, per busiest rank.
 
 A line holds integers only; its formula and evidence are spelled out on demand, so the
-mutants (which need the numbers, not the prose) never pay for formatting.
+mutants (which need the numbers, not the prose) never pay for formatting. The stages that own
+a class the same way (replicated at stages 0–2, say) hold the very same line.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ _MASTER_DROPPED = "master copy not counted"
 _NO_OPTIMIZER = "no optimizer state (opt_states = 0)"
 
 
-@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
+# A value: its fields never change (not frozen because frozen __init__ costs 5x on the hot path);
+# only the formula is filled in, once, when first read.
+@dataclass(slots=True)
 class LedgerLine:
     """bytes = ⌈N ÷ owners⌉ × width × copies.
 

@@ -86,7 +86,9 @@ class Rules:
     def peak_stages_differing_from(self, other: Rules) -> frozenset[int]:
         """The stages whose training peak follows different rules: every stage when activations
         are divided differently, stage 3 when the gather is counted differently (stages 0–2 hold
-        full parameters and gather nothing under any rules)."""
+        full parameters and gather nothing under any rules). Every other stage's peak comes out
+        the same under both rules (``rederive`` relies on it), which is why ``Peak.gather_counted``
+        says True below stage 3 whatever the gather rule."""
         if self.activations_divided_by_dp != other.activations_divided_by_dp:
             return frozenset(STAGES)
         if self.gather_peak != other.gather_peak:

@@ -9,7 +9,10 @@ every request; this route class calls the endpoint directly, and FastAPI keeps d
 ``handle`` also skips FastAPI's per-request wrapper (two ``AsyncExitStack``s for dependencies
 with ``yield``, of which these endpoints have none, and a second exception-handler layer: an
 exception an endpoint raises reaches the app's handlers through Starlette's
-``ExceptionMiddleware`` instead, as a 404 already does).
+``ExceptionMiddleware`` instead, as a 404 already does). It assumes what the lab does: routers
+included without a prefix or dependencies of their own, inside the app (a 405 is raised for the
+app's handler, which names every method the path allows). FastAPI still builds ``self.app``
+from ``get_route_handler``; nothing on the request path calls it.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 
 from app.ledger.estimate import Estimate, estimate
 from app.ledger.fit import CURVE_DPS
+from app.ledger.scenario import Scenario
 from app.receipts.display import gb
 from app.web.charts import FIT_BOTTOM, FIT_HEIGHT, FIT_TOP, LABEL, PARTS, fit_chart, peak_chart, stage_peaks
 from tests.strategies import scenarios
@@ -29,8 +30,8 @@ def _peak_svg(e: Estimate) -> ET.Element:
 
 @settings(max_examples=60)
 @given(scenarios())
-def test_each_bar_stacks_its_nonzero_parts_in_order_and_the_longer_peak_has_the_longer_bar(s: object) -> None:
-    e = estimate(s)  # type: ignore[arg-type]
+def test_each_bar_stacks_its_nonzero_parts_in_order_and_the_longer_peak_has_the_longer_bar(s: Scenario) -> None:
+    e = estimate(s)
     root = _peak_svg(e)
     rects = root.findall(f"{SVG}rect")
     ends = []
@@ -55,8 +56,8 @@ def test_each_bar_stacks_its_nonzero_parts_in_order_and_the_longer_peak_has_the_
 
 @settings(max_examples=60)
 @given(scenarios())
-def test_each_fit_curve_has_a_point_per_degree_and_a_higher_peak_is_drawn_higher(s: object) -> None:
-    e = estimate(s)  # type: ignore[arg-type]
+def test_each_fit_curve_has_a_point_per_degree_and_a_higher_peak_is_drawn_higher(s: Scenario) -> None:
+    e = estimate(s)
     capacity = e.scenario.capacity_bytes
     root = _svg(fit_chart(e.fit.curve, capacity, gb(capacity)))
     lines = root.findall(f"{SVG}polyline")
@@ -74,6 +75,8 @@ def test_each_fit_curve_has_a_point_per_degree_and_a_higher_peak_is_drawn_higher
             for peak_b, y_b in drawn:
                 if peak_a < peak_b:
                     assert y_a >= y_b  # y grows downwards: a higher peak is never drawn lower
+                elif peak_a == peak_b:
+                    assert y_a == y_b  # stage 0's flat line included
         assert all(FIT_TOP <= y <= FIT_HEIGHT - FIT_BOTTOM for _, y in points)  # inside the plot
     capacity_line = next(el for el in root.findall(f"{SVG}line") if el.get("class") == "capacity")
     assert re.fullmatch(r"capacity .*", capacity_line.findtext(f"{SVG}title") or "")

@@ -7,7 +7,7 @@ import html
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.web.html.text import ascii_html, esc, recurring_ascii_html
+from app.web.html.text import ascii_html, esc
 
 # Letters, digits, punctuation, symbols and spaces: what the lab's text is made of. (HTML maps
 # references to C1 controls onto Windows-1252 and drops noncharacters; the lab has neither.)
@@ -25,12 +25,6 @@ def test_ascii_html_reads_back_as_the_same_text(text: str) -> None:
 def test_ascii_html_leaves_ascii_alone_and_spells_the_rest_as_references() -> None:
     assert ascii_html("7,000,000,000 B") == "7,000,000,000 B"
     assert ascii_html("⌈7 ÷ 8⌉ × 2") == "&#8968;7 &#247; 8&#8969; &#215; 2"
-
-
-@given(PRINTABLE)
-def test_the_cached_conversion_for_recurring_texts_is_the_same_conversion(text: str) -> None:
-    assert recurring_ascii_html(text) == ascii_html(text)
-    assert recurring_ascii_html(text) == ascii_html(text)  # and again, from its cache
 
 
 @given(st.text())

@@ -175,7 +175,8 @@ def _persistent(e: Estimate, q: str) -> str:
         out.append(f'<tr><th scope="row">{cls}</th>')
         attrs = _CELL_ATTRS[index]
         # The stages that own a class the same way (replicated at stages 0-2, say) hold the same
-        # line: its title and figures are formatted once for them.
+        # line object (all_persistent_lines shares it): its title and figures are formatted once
+        # for them. A line that is equal but not the same is simply formatted again.
         shown_for = None
         shown = ("", "", "", "")
         for st in stages:
