@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.ledger.arithmetic import n
 from app.ledger.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, Rules
 from app.ledger.scenario import Scenario
 
@@ -53,11 +54,13 @@ class LedgerLine:
 
 
 def _spell_formula(params: int, owners: int, elements: int, width: int, copies: int, size: int) -> str:
+    # N, D and the shard come back in every line of a ledger, and the size on the page beside
+    # the formula: n() spells each number once.
     noun = "copy" if copies == 1 else "copies"
-    tail = f"elements × {width} B × {copies} {noun} = {size:,} B"
+    tail = f"elements × {width} B × {copies} {noun} = {n(size)} B"
     if owners > 1:
-        return f"⌈{params:,} ÷ {owners:,}⌉ = {elements:,} {tail}"
-    return f"{elements:,} {tail}"
+        return f"⌈{n(params)} ÷ {n(owners)}⌉ = {n(elements)} {tail}"
+    return f"{n(elements)} {tail}"
 
 
 def width_and_copies(s: Scenario, tensor_class: str, rules: Rules) -> tuple[int, int, str]:

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from app.ledger.ledger import Ledger
-from app.receipts.display import gb
+from app.receipts.display import gb, integer
 
 PARTS: tuple[tuple[str, str], ...] = (
     ("persistent", "persistent state"),
@@ -43,7 +43,7 @@ def stage_peaks(ledger: Ledger) -> list[StagePeak]:
     for st in ledger.stages:
         p = st.peak
         values = (p.persistent, p.gather, p.buckets, p.activations, p.overhead, p.contingency, p.total)
-        out.append(StagePeak(st.stage, p.fits, values, [gb(v) for v in values], [f"{v:,}" for v in values]))
+        out.append(StagePeak(st.stage, p.fits, values, [gb(v) for v in values], [integer(v) for v in values]))
     return out
 
 

@@ -17,7 +17,7 @@ from app.ledger.models.inventory import Unit
 from app.ledger.mutants import reference_kill_list
 from app.ledger.rules import CLASSES, STAGES
 from app.ledger.scenario import FieldError
-from app.receipts.display import gb, gib, percent_bp
+from app.receipts.display import gb, gib, integer, percent_bp
 from app.receipts.receipt import DISCLAIMER, fsdp2_section
 from app.web.charts import PARTS, PEAK_PARTS, fit_chart, peak_chart, stage_peaks
 from app.web.html.tables import kills_table
@@ -184,7 +184,7 @@ def _persistent(e: Estimate, q: str) -> str:
             value = line.bytes
             if line is not shown_for:
                 shown_for = line
-                shown = (asc(line.formula), gb(value), gib(value), f"{value:,}")
+                shown = (asc(line.formula), gb(value), gib(value), integer(value))
             out.append(
                 f'<td class="num" title="{shown[0]}" data-bytes="{value}{attrs[st.stage]}{shown[1]}</span>'
                 f'<span class="gib">{shown[2]}</span><span class="raw">{shown[3]} B &middot;'
@@ -193,8 +193,8 @@ def _persistent(e: Estimate, q: str) -> str:
         out.append("</tr>\n")
     totals = "".join(
         f'<td class="num" data-bytes="{st.persistent}" data-stage="{st.stage}" data-class="total"><span class="gb">'
-        f'{gb(st.persistent)}</span><span class="gib">{gib(st.persistent)}</span><span class="raw">{st.persistent:,}'
-        " B</span></td>"
+        f'{gb(st.persistent)}</span><span class="gib">{gib(st.persistent)}</span><span class="raw">'
+        f"{integer(st.persistent)} B</span></td>"
         for st in stages
     )
     out.append(f'</tbody>\n<tfoot>\n<tr><th scope="row">total</th>{totals}</tr>\n</tfoot>\n</table>\n</div>\n')
@@ -308,7 +308,7 @@ def _fit(e: Estimate, q: str, capacity_gb: str) -> str:
 def _communication(e: Estimate) -> str:
     rows = "".join(
         f'<tr><th scope="row">stage {st.stage}</th><td>{asc(c.collectives)}</td><td class="num" data-bytes="{c.bytes}">'
-        f"{gb(c.bytes)}<br><small>{c.bytes:,} B</small></td><td><code>{asc(c.formula)}</code></td></tr>\n"
+        f"{gb(c.bytes)}<br><small>{integer(c.bytes)} B</small></td><td><code>{asc(c.formula)}</code></td></tr>\n"
         for st in e.ledger.stages
         for c in (st.communication,)
     )
