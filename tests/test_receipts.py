@@ -9,6 +9,7 @@ import json
 from fractions import Fraction
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from app.receipts.display import gb, gib, integer, percent_bp
 from app.receipts.links import canonical_query, link, slug
 from app.receipts.receipt import SCHEMA_VERSION, receipt
 from app.receipts.table import render_table
+from tests.json_data import as_json_data
 from tests.strategies import names, scenarios
 
 DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
@@ -121,7 +123,8 @@ def test_json_receipt_survivor(seed: Scenario) -> None:
 
 def test_json_receipt_is_json(seed_estimate: Estimate) -> None:
     data = receipt(seed_estimate)
-    assert json.loads(json.dumps(data)) == data
+    assert json.loads(json.dumps(data)) == as_json_data(data)
+    assert orjson.loads(orjson.dumps(data)) == as_json_data(data)  # the API's encoder reads the same
 
 
 # --------------------------------------------------------------------------- CSV

@@ -20,6 +20,8 @@ from app.ledger.scenario import Scenario
 DP_MAX = FIELD_BY_NAME["dp"].maximum
 MICRO_BATCH_MAX = FIELD_BY_NAME["micro_batch"].maximum
 CURVE_DPS: tuple[int, ...] = tuple(2**k for k in range(18))  # 1 … 131,072, a log2 axis
+# (k, 2^k) per point of the curve: a division by 2^k is a shift.
+_CURVE_POWERS: tuple[tuple[int, int], ...] = tuple(enumerate(CURVE_DPS))
 
 
 @dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
@@ -67,27 +69,32 @@ class _PeakModel:
         subtotal = persistent + gather + self.fixed + activations
         return subtotal + -(-subtotal * s.contingency_pct // 100)
 
-    def curve(self, dps: tuple[int, ...], activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
-        """All four stages at each D: per D the shard and the gather are computed once, and the
-        terms that do not depend on D once for the whole curve; stage 0 shards nothing, so its
-        peak is one number."""
+    def curve(self, activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """All four stages at each D of ``CURVE_DPS``, as the ledger computes them, in few big-int
+        operations (each allocates; they were most of the curve's cost).
+
+        A stage's peak is subtotal + ⌈subtotal × pct ÷ 100⌉ = ⌊(subtotal × q + 99) ÷ 100⌋ with
+        q = 100 + pct (a subtotal is never negative), and its subtotal is shard × width + terms
+        that do not depend on D, so those are multiplied by q once for the whole curve. The
+        stage-3 gather (U − ⌈U ÷ D⌉) × (1 + P) × g is U × (1 + P) × g + ⌊−U ÷ D⌋ × (1 + P) × g.
+        D = 2^k, so ⌊x ÷ D⌋ is x >> k. Stage 0 shards nothing: its peak is one number."""
         s = self.s
-        n, u, pct = s.params, s.unit_params, s.contingency_pct
-        per_gather = (1 + s.prefetch) * s.gather_bytes
+        n, u = s.params, s.unit_params
+        q = 100 + s.contingency_pct
         (w0, r0), (w1, r1), (w2, r2), (w3, r3) = self.widths
         assert w0 == 0, "stage 0 replicates every class"
         base = self.fixed + activations
-        # (U − ⌈U ÷ D⌉) × (1 + P) × g = U × (1 + P) × g + ⌊−U ÷ D⌋ × (1 + P) × g
-        b0, b1, b2, b3 = n * r0 + base, n * r1 + base, n * r2 + base, n * r3 + base + per_gather * u
-        s0 = b0 - (-b0 * pct // 100)
+        per_gather = (1 + s.prefetch) * s.gather_bytes
+        s0 = ((n * r0 + base) * q + 99) // 100
+        c1, c2 = (n * r1 + base) * q + 99, (n * r2 + base) * q + 99
+        c3 = (n * r3 + base + per_gather * u) * q + 99
+        q1, q2, q3, qg = w1 * q, w2 * q, w3 * q, per_gather * q
+        minus_n, minus_u = -n, -u
         out = []
-        for dp in dps:
-            shard = -(-n // dp)
-            s1, s2 = shard * w1 + b1, shard * w2 + b2
-            s3 = shard * w3 + b3 + per_gather * (-u // dp)
-            if pct:  # + ⌈subtotal × pct ÷ 100⌉, as the ledger's contingency
-                s1, s2, s3 = s1 - (-s1 * pct // 100), s2 - (-s2 * pct // 100), s3 - (-s3 * pct // 100)
-            out.append((dp, (s0, s1, s2, s3)))
+        for k, dp in _CURVE_POWERS:
+            shard = -(minus_n >> k)  # ⌈N ÷ D⌉
+            s3 = (shard * q3 + qg * (minus_u >> k) + c3) // 100
+            out.append((dp, (s0, (shard * q1 + c1) // 100, (shard * q2 + c2) // 100, s3)))
         return tuple(out)
 
     def _max_subtotal(self) -> int:
@@ -211,5 +218,5 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
         if activations_at is not None:
             mb = _largest(lambda b, st=stage: model.peak(st, s.dp, modelled(b)) <= cap, 1, MICRO_BATCH_MAX)  # type: ignore[misc]
         stages.append(StageFit(stage, dp, mb))
-    curve = model.curve(CURVE_DPS, act)
+    curve = model.curve(act)
     return FitFinder(tuple(stages), curve, activations_at is not None)

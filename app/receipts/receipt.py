@@ -102,7 +102,7 @@ def fit_section(e: Estimate) -> dict[str, Any]:
             for st in e.fit.stages
         ],
         "micro_batch_modelled": e.fit.micro_batch_modelled,
-        "curve": [{"dp": dp, "peaks": list(peaks)} for dp, peaks in e.fit.curve],
+        "curve": [{"dp": dp, "peaks": peaks} for dp, peaks in e.fit.curve],
     }
 
 
@@ -113,7 +113,7 @@ def mutation_json(m: MutationResult) -> dict[str, Any]:
         "killed": m.killed,
         "check": m.check,
         "message": m.message,
-        "failed_checks": list(m.failed_checks),
+        "failed_checks": m.failed_checks,
     }
 
 
@@ -130,17 +130,16 @@ def _reference(results: tuple[MutationResult, ...]) -> list[dict[str, Any]]:
 
 
 def receipt(e: Estimate) -> dict[str, Any]:
-    """The whole answer for one scenario as JSON-ready data."""
+    """The whole answer for one scenario as JSON-ready data (tuples are JSON arrays)."""
     stages = []
     for st in e.ledger.stages:
         p = st.peak
+        persistent = {line.tensor_class: line.bytes for line in st.lines}
+        persistent["total"] = st.persistent
         stages.append(
             {
                 "stage": st.stage,
-                "persistent": {
-                    **{line.tensor_class: line.bytes for line in st.lines},
-                    "total": st.persistent,
-                },
+                "persistent": persistent,
                 "peak": {
                     "persistent": p.persistent,
                     "gather": p.gather,
@@ -200,7 +199,7 @@ def receipt(e: Estimate) -> dict[str, Any]:
                 "description": c.description,
                 "device_bytes": c.device_bytes,
                 "host_bytes": c.host_bytes,
-                "save_peak_bytes": list(c.save_peaks),
+                "save_peak_bytes": c.save_peaks,
                 "device_formula": c.device_formula,
                 "host_formula": c.host_formula,
                 "flagged": c.flagged,

@@ -1,0 +1,15 @@
+"""The receipt is JSON-ready data: dicts with text keys, lists or tuples (both JSON arrays), text,
+integers, booleans and None. ``as_json_data`` spells it as ``json.loads`` would read it back."""
+
+from __future__ import annotations
+
+
+def as_json_data(value: object) -> object:
+    """``value`` with every tuple as a list; an AssertionError names anything JSON cannot hold."""
+    if isinstance(value, dict):
+        assert all(isinstance(k, str) for k in value), f"a key that is not text in {list(value)!r}"
+        return {k: as_json_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_json_data(v) for v in value]
+    assert value is None or isinstance(value, str | int), f"{type(value).__name__} is not JSON data: {value!r}"
+    return value
