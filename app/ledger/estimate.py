@@ -29,12 +29,10 @@ class Estimate:
     mutations: tuple[MutationResult, ...]
     reference_mutations: tuple[MutationResult, ...]
     fit: FitFinder
+    # modelled, measured or placeholder: scenario.source_of("activation_bytes"), worked out once
+    activation_source: str
     model: ModelDefaults | None = None  # with a model: its inventory and activation ledger
     fsdp2: Fsdp2Shard | None = None  # with a model: the dim-0-padded shard, in elements per rank
-
-    @property
-    def activation_source(self) -> str:
-        return self.scenario.source_of("activation_bytes")
 
 
 @cache
@@ -43,9 +41,9 @@ def production_frozen_check() -> CheckResult:
     return frozen_scenario(compute_ledger)
 
 
-def _activations_at(s: Scenario) -> Callable[[int], int] | None:
+def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
     """The modelled activation peak as a function of the micro batch, when the scenario models it."""
-    if not s.model or s.source_of("activation_bytes") != "modelled":
+    if source != "modelled":
         return None
     from app.ledger.model_inputs import model_defaults
 
@@ -56,6 +54,7 @@ def _activations_at(s: Scenario) -> Callable[[int], int] | None:
 
 def estimate(s: Scenario) -> Estimate:
     ledger = compute_ledger(s)
+    source = s.source_of("activation_bytes")
     md = s.model_defaults()
     fsdp2 = None
     if md is not None:
@@ -69,7 +68,8 @@ def estimate(s: Scenario) -> Estimate:
         checkpoint=checkpoint_policies(s, tuple(stage.persistent for stage in ledger.stages)),
         mutations=kill_list(s, ledger),
         reference_mutations=reference_kill_list(),
-        fit=find_fit(s, _activations_at(s)),
+        fit=find_fit(s, _activations_at(s, source)),
+        activation_source=source,
         model=md,
         fsdp2=fsdp2,
     )

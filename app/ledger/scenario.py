@@ -17,7 +17,7 @@ from app.ledger.fields import (
     allowed_text,
     default_unit_params,
 )
-from app.ledger.sizes import SizeError, parse_bytes, parse_count, parse_plain
+from app.ledger.sizes import MAX_TEXT, SizeError, parse_bytes, parse_count, parse_plain
 
 if TYPE_CHECKING:
     from app.ledger.model_inputs import ModelDefaults
@@ -141,6 +141,7 @@ class ScenarioError(ValueError):
 
 
 FIELD_NAMES = frozenset(FIELD_BY_NAME)
+_NUMERIC = frozenset(f.name for f in FIELDS if f.kind in ("count", "bytes", "int"))
 # The inputs a model's defaults depend on, in model_defaults()'s argument order.
 _MODEL_INPUTS = ("model", "seq_len", "micro_batch", "act_bytes", "act_policy", "tp", "sequence_parallel",
                  "logits_bytes")  # fmt: skip
@@ -288,6 +289,9 @@ def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> 
         if field.name not in raw:
             continue
         item = raw[field.name]
+        if type(item) is str and item.isdigit() and item.isascii() and len(item) <= MAX_TEXT and field.name in _NUMERIC:
+            values[field.name] = int(item)  # most of a query: plain digits, read as every numeric kind reads them
+            continue
         try:
             values[field.name] = _read(field, item)
         except SizeError as exc:
