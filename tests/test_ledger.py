@@ -88,6 +88,13 @@ def test_stages_that_own_a_class_alike_hold_the_same_line(seed: Scenario) -> Non
             assert (a is b) == (a.sharded == b.sharded), cls
 
 
+def test_stages_1_and_2_share_their_communication(seed: Scenario) -> None:
+    """Both reduce-scatter the gradients and all-gather the parameters: one object, spelled once."""
+    comms = [st.communication for st in compute_ledger(seed).stages]
+    assert comms[1] is comms[2]
+    assert len({id(c) for c in comms}) == 3
+
+
 def test_stage3_gather_without_prefetch(seed: Scenario) -> None:
     """U = 400,000,000, D = 8, BF16, P = 0: (1 + 0) × (400M − ⌈400M ÷ 8⌉) × 2 = 350M × 2 = 700,000,000 B."""
     ledger = compute_ledger(seed)

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.ledger.checks import SCENARIO_CHECKS
+from app.ledger.communication import all_communication, communication
 from app.ledger.estimate import estimate
 from app.ledger.ledger import Ledger, compute_ledger, rederive
 from app.ledger.mutants import MUTANTS, kill_list, try_mutant
@@ -86,6 +87,18 @@ def test_peak_matches_the_naive_model(s: Scenario) -> None:
         assert st_.peak.total == naive_peak.peak(raw, st_.stage)
         assert st_.peak.fits is (naive_peak.peak(raw, st_.stage) <= s.capacity_bytes)
         assert st_.communication.bytes == naive_peak.communication(raw, st_.stage)
+
+
+@given(scenarios())
+def test_shared_communication_equals_each_stage_computed_alone(s: Scenario) -> None:
+    for stage, shared in zip(STAGES, all_communication(s), strict=True):
+        alone = communication(s, stage)
+        assert (shared.volume, shared.bytes, shared.collectives, shared.formula) == (
+            alone.volume,
+            alone.bytes,
+            alone.collectives,
+            alone.formula,
+        )
 
 
 @given(scenarios())

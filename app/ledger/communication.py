@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.ledger.arithmetic import n
 from app.ledger.scenario import Scenario
@@ -16,12 +16,18 @@ COLLECTIVES: dict[int, str] = {
 EVIDENCE = "ring collectives send (D − 1) ÷ D of the buffer per pass (Rajbhandari et al., ZeRO, §7)"
 
 
-@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
+# A value: its fields never change (not frozen because frozen __init__ costs 5x on the hot path);
+# only the formula is filled in, once, when first read.
+@dataclass(slots=True)
 class Communication:
-    stage: int
+    """One stage's collectives and their volume. Stages 1 and 2 run the same collectives on the
+    same buffers, so a ledger's stages 1 and 2 hold the same object (``stage`` is then 1)."""
+
+    stage: int  # the first stage that communicates this way
     volume: int  # before the (D − 1) ÷ D factor
     bytes: int  # ⌈volume × (D − 1) ÷ D⌉
     scenario: Scenario
+    _formula: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def collectives(self) -> str:
@@ -33,6 +39,11 @@ class Communication:
 
     @property
     def formula(self) -> str:
+        if self._formula is None:
+            self._formula = self._spell()
+        return self._formula
+
+    def _spell(self) -> str:
         s = self.scenario
         psi_p, psi_g = s.params * s.param_bytes, s.params * s.grad_bytes
         if self.stage == 0:
@@ -54,3 +65,10 @@ def communication(s: Scenario, stage: int) -> Communication:
     else:
         volume = 2 * psi_p + psi_g
     return Communication(stage, volume, -(-volume * (s.dp - 1) // s.dp), s)
+
+
+def all_communication(s: Scenario) -> tuple[Communication, ...]:
+    """Every stage's communication, as :func:`communication` per stage (a test holds them equal),
+    with stages 1 and 2 sharing one."""
+    middle = communication(s, 1)
+    return communication(s, 0), middle, middle, communication(s, 3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.ledger.communication import Communication, communication
+from app.ledger.communication import Communication, all_communication
 from app.ledger.peak import Peak, training_peak
 from app.ledger.persistent import LedgerLine, all_persistent_lines, ledger_line
 from app.ledger.rules import CLASSES, PRODUCTION, STAGES, Rules
@@ -79,9 +79,9 @@ class Ledger:
 def compute_ledger(s: Scenario, rules: Rules = PRODUCTION) -> Ledger:
     """Every stage's ledger for ``s`` under ``rules`` (the spec's rules unless a mutant's)."""
     stages = []
-    for stage, lines in zip(STAGES, all_persistent_lines(s, rules), strict=True):
+    for stage, lines, comm in zip(STAGES, all_persistent_lines(s, rules), all_communication(s), strict=True):
         persistent = sum([line.bytes for line in lines])
-        stages.append(StageLedger(stage, lines, persistent, communication(s, stage), s, rules))
+        stages.append(StageLedger(stage, lines, persistent, comm, s, rules))
     return Ledger(s, tuple(stages), rules)
 
 
