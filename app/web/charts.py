@@ -7,6 +7,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from app.ledger.ledger import Ledger
+from app.ledger.rules import STAGES
 from app.receipts.display import gb, integer
 
 PARTS: tuple[tuple[str, str], ...] = (
@@ -47,6 +48,13 @@ def stage_peaks(ledger: Ledger) -> list[StagePeak]:
     return out
 
 
+# Per (row, part): a segment's markup between its width and its figures, which never changes.
+_SEGMENT_TAILS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(f'" height="{BAR}" class="seg {part}"><title>stage {stage} {label}: ' for part, label in PARTS)
+    for stage in STAGES
+)
+
+
 def peak_chart(peaks: list[StagePeak], capacity: int, capacity_gb: str) -> str:
     """Stacked bars, one per stage, with the capacity as a vertical line."""
     scale_max = max(capacity, *(sp.values[6] for sp in peaks))
@@ -63,17 +71,18 @@ def peak_chart(peaks: list[StagePeak], capacity: int, capacity_gb: str) -> str:
     for i, (stage, fits, values, gbs, exact) in enumerate(peaks):
         y = TOP + i * (BAR + GAP)
         out.append(f'<text x="4" y="{y + 17}" class="axis">stage {stage}</text>\n')
+        tails = _SEGMENT_TAILS[stage]
         cumulative = 0
         end = LABEL
-        for index, (part, label) in enumerate(PARTS):
+        for index in range(len(PARTS)):
             size = values[index]
             start = LABEL + cumulative * span // scale_max
             cumulative += size
             end = LABEL + cumulative * span // scale_max
             if size:
                 out.append(
-                    f'<rect x="{start}" y="{y}" width="{max(end - start, 1)}" height="{BAR}" class="seg {part}">'
-                    f"<title>stage {stage} {label}: {gbs[index]} ({exact[index]} B)</title></rect>\n"
+                    f'<rect x="{start}" y="{y}" width="{max(end - start, 1)}{tails[index]}{gbs[index]} '
+                    f"({exact[index]} B)</title></rect>\n"
                 )
         verdict, mark = ("ok", "") if fits else ("bad", " &#10007;")
         out.append(f'<text x="{end + 4}" y="{y + 17}" class="total {verdict}">{gbs[6]}{mark}</text>\n')
