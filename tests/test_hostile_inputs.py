@@ -42,7 +42,7 @@ def _walk_ints(value: Any) -> list[int]:
         raise AssertionError(f"a float in the receipt: {value!r}")
     if isinstance(value, dict):
         return [i for v in value.values() for i in _walk_ints(v)]
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):  # the receipt hands the encoder tuples as arrays
         return [i for v in value for i in _walk_ints(v)]
     return []
 

@@ -40,6 +40,20 @@ def test_numeric_bound_accepted(field: Field, edge: str) -> None:
 
 
 @pytest.mark.parametrize("field", NUMERIC, ids=lambda f: f.name)
+@pytest.mark.parametrize("text", ["\u0663", "\u00b2", "\uff17", "0" * 40 + "7", "7" * 41])
+def test_digits_that_are_not_ascii_or_too_many_are_refused(field: Field, text: str) -> None:
+    """Arabic-Indic 3, superscript 2, fullwidth 7 and 41-character digit strings: str.isdigit()
+    says yes to all of them, the parser to none (as a field error, never an exception)."""
+    assert only_error({**context_for(field), field.name: text}).field == field.name
+
+
+@pytest.mark.parametrize("field", NUMERIC, ids=lambda f: f.name)
+def test_leading_zeros_read_as_the_number(field: Field) -> None:
+    text = "0" * (40 - len(str(field.minimum))) + str(field.minimum)  # 40 characters: the longest read
+    assert getattr(parse_scenario({**context_for(field), field.name: text}), field.name) == field.minimum
+
+
+@pytest.mark.parametrize("field", NUMERIC, ids=lambda f: f.name)
 @pytest.mark.parametrize("delta", [-1, +1])
 def test_numeric_bound_exceeded_rejected(field: Field, delta: int) -> None:
     value = field.minimum - 1 if delta < 0 else field.maximum + 1

@@ -21,9 +21,10 @@ EVIDENCE = "ring collectives send (D − 1) ÷ D of the buffer per pass (Rajbhan
 @dataclass(slots=True)
 class Communication:
     """One stage's collectives and their volume. Stages 1 and 2 run the same collectives on the
-    same buffers, so a ledger's stages 1 and 2 hold the same object (``stage`` is then 1)."""
+    same buffers, so a ledger's stages 1 and 2 hold the same object, computed for stage 1 (the
+    stage ledger holding it says which stage it is)."""
 
-    stage: int  # the first stage that communicates this way
+    stage: int  # the stage it was computed for: a ledger's stage 2 holds stage 1's
     volume: int  # before the (D − 1) ÷ D factor
     bytes: int  # ⌈volume × (D − 1) ÷ D⌉
     scenario: Scenario

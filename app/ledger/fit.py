@@ -22,6 +22,7 @@ MICRO_BATCH_MAX = FIELD_BY_NAME["micro_batch"].maximum
 CURVE_DPS: tuple[int, ...] = tuple(2**k for k in range(18))  # 1 … 131,072, a log2 axis
 # (k, 2^k) per point of the curve: a division by 2^k is a shift.
 _CURVE_POWERS: tuple[tuple[int, int], ...] = tuple(enumerate(CURVE_DPS))
+assert all(dp == 1 << k for k, dp in _CURVE_POWERS), "the curve's shifts need D = 2^k at point k"
 
 
 @dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
@@ -73,8 +74,8 @@ class _PeakModel:
         """All four stages at each D of ``CURVE_DPS``, as the ledger computes them, in few big-int
         operations (each allocates; they were most of the curve's cost).
 
-        A stage's peak is subtotal + ⌈subtotal × pct ÷ 100⌉ = ⌊(subtotal × q + 99) ÷ 100⌋ with
-        q = 100 + pct (a subtotal is never negative), and its subtotal is shard × width + terms
+        A stage's peak is subtotal + ⌈subtotal × pct ÷ 100⌉ = ⌈subtotal × q ÷ 100⌉
+        = ⌊(subtotal × q + 99) ÷ 100⌋ with q = 100 + pct, and its subtotal is shard × width + terms
         that do not depend on D, so those are multiplied by q once for the whole curve. The
         stage-3 gather (U − ⌈U ÷ D⌉) × (1 + P) × g is U × (1 + P) × g + ⌊−U ÷ D⌋ × (1 + P) × g.
         D = 2^k, so ⌊x ÷ D⌋ is x >> k. Stage 0 shards nothing: its peak is one number."""
