@@ -45,11 +45,11 @@ def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
     """The modelled activation peak as a function of the micro batch, when the scenario models it."""
     if source != "modelled":
         return None
-    from app.ledger.model_inputs import model_defaults
+    from app.ledger.model_inputs import modelled_activation_total
 
     fixed = (s.model, s.seq_len)
     rest = (s.act_bytes, s.act_policy, s.tp, s.sequence_parallel, s.logits_bytes)
-    return lambda b: model_defaults(*fixed, b, *rest).activations.total_bytes
+    return lambda b: modelled_activation_total(*fixed, b, *rest)
 
 
 def estimate(s: Scenario) -> Estimate:

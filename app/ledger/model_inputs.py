@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from app.ledger.models.activations import ActivationLedger, activation_ledger
+from app.ledger.models.activations import ActivationLedger, activation_ledger, activation_total
 from app.ledger.models.reference import ModelRef, resolve
 
 
@@ -50,3 +50,29 @@ def model_defaults(
         logits_bytes=logits_bytes,
     )
     return ModelDefaults(ref, inv.params, inv.largest_unit.params, inv.largest_unit.name, ledger)
+
+
+@lru_cache(maxsize=4096)
+def modelled_activation_total(
+    model: str,
+    seq_len: int,
+    micro_batch: int,
+    act_bytes: int,
+    act_policy: str,
+    tp: int,
+    sequence_parallel: int,
+    logits_bytes: int,
+) -> int:
+    """``model_defaults(...).activations.total_bytes`` without the ledger's text: the fit finder's
+    micro-batch search probes a dozen of these per request. Cached apart from the defaults, so the
+    probes do not evict them."""
+    return activation_total(
+        resolve(model).architecture,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        act_bytes=act_bytes,
+        policy=act_policy,
+        tp=tp,
+        sequence_parallel=bool(sequence_parallel),
+        logits_bytes=logits_bytes,
+    )
