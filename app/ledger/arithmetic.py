@@ -22,3 +22,9 @@ def share_bp(part: int, whole: int) -> int:
     if whole <= 0:
         return 0
     return (part * 20_000 + whole) // (2 * whole)
+
+
+def shown_int(value: int) -> str:
+    """An out-of-range value for a message; a huge one is described, not printed (and cannot fail
+    to print)."""
+    return f"{value:,}" if value.bit_length() <= 64 else f"a {'negative ' if value < 0 else ''}number far out of range"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
+from app.ledger.arithmetic import shown_int
 from app.ledger.fields import (
     FIELD_BY_NAME,
     FIELDS,
@@ -207,19 +208,14 @@ def _read(field: Field, raw: object) -> int | str:
     return _read_int(field, raw)
 
 
-def _shown(value: int) -> str:
-    """An out-of-range value for a message; a huge one is not printed (and cannot fail to print)."""
-    return f"{value:,}" if value.bit_length() <= 64 else f"a {'negative ' if value < 0 else ''}number far out of range"
-
-
 def _check_bounds(field: Field, value: int, upper: int | None = None) -> str | None:
     if field.choices is not None:
         if value not in field.choices:
-            return f"{_shown(value)} is not a supported value"
+            return f"{shown_int(value)} is not a supported value"
         return None
     top = field.maximum if upper is None else upper
     if value < field.minimum or value > top:
-        return f"{_shown(value)} is out of range"
+        return f"{shown_int(value)} is out of range"
     return None
 
 
@@ -311,7 +307,7 @@ def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> 
         problem = _check_bounds(FIELD_BY_NAME["unit_params"], unit, upper)
         if problem:
             if params_ok and unit > upper and unit >= 0:
-                problem = f"{_shown(unit)} is larger than params ({upper:,})"
+                problem = f"{shown_int(unit)} is larger than params ({upper:,})"
             errors.append(FieldError("unit_params", problem, f"0 … params ({upper:,})"))
     if errors:
         order = {f.name: i for i, f in enumerate(FIELDS)}

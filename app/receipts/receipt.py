@@ -81,16 +81,17 @@ def fsdp2_section(e: Estimate) -> dict[str, Any] | None:
     padded_total = sum(per_class.values())
     state_width = sum(line.width * line.copies for line in stage3.lines)
     extra = f.padded_elements - f.lower_bound_elements
+    padding = padded_total - stage3.persistent
     return {
         "padded_elements": f.padded_elements,
         "lower_bound_elements": f.lower_bound_elements,
-        "padding_elements": f.padded_elements - f.lower_bound_elements,
+        "padding_elements": extra,
         "stage3_padded_bytes": {**per_class, "total": padded_total},
         "stage3_lower_bound_bytes": stage3.persistent,
-        "padding_bytes": padded_total - stage3.persistent,
+        "padding_bytes": padding,
         "largest_gather_unit": f.largest_gather_unit,
-        "note": f"dim-0 padding: +{padded_total - stage3.persistent:,} bytes at stage 3 ({extra:,} elements per "
-        f"rank beyond ⌈N ÷ D⌉, × {state_width} B of sharded state per element)",
+        "note": f"dim-0 padding: +{padding:,} bytes at stage 3 ({extra:,} elements per rank beyond ⌈N ÷ D⌉, × "
+        f"{state_width} B of sharded state per element)",
     }
 
 

@@ -26,19 +26,21 @@ from math import gcd
 from typing import NamedTuple
 
 from app.ledger.arithmetic import ceil_div, n
+from app.ledger.fields import ACT_POLICIES, FIELD_BY_NAME
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
-POLICIES: tuple[str, ...] = ("none", "selective", "full")
+POLICIES: tuple[str, ...] = ACT_POLICIES
 POLICY_DESCRIPTIONS: dict[str, str] = {
     "none": "no recomputation: every layer keeps all it saves for backward",
     "selective": "selective recomputation of the attention core (Korthikanti et al. 2022, §5)",
     "full": "full recomputation: each layer keeps only its input and recomputes its forward in backward",
 }
-SEQ_LEN_BOUNDS = (1, 1_048_576)
-MICRO_BATCH_BOUNDS = (1, 65_536)
-TP_BOUNDS = (1, 1_024)
-ACT_WIDTHS = (1, 2, 4)
-LOGITS_WIDTHS = (2, 4)
+# The scenario's own bounds (fields.py): the activation model accepts what a scenario can hold.
+SEQ_LEN_BOUNDS = (FIELD_BY_NAME["seq_len"].minimum, FIELD_BY_NAME["seq_len"].maximum)
+MICRO_BATCH_BOUNDS = (FIELD_BY_NAME["micro_batch"].minimum, FIELD_BY_NAME["micro_batch"].maximum)
+TP_BOUNDS = (FIELD_BY_NAME["tp"].minimum, FIELD_BY_NAME["tp"].maximum)
+ACT_WIDTHS: tuple[int, ...] = FIELD_BY_NAME["act_bytes"].choices or ()
+LOGITS_WIDTHS: tuple[int, ...] = FIELD_BY_NAME["logits_bytes"].choices or ()
 FP32 = 4
 MASK = 1  # a dropout mask: one byte per element (torch.bool), whatever the activation width
 INDEX = 8  # an int64 index

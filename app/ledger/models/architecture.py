@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from app.ledger.arithmetic import shown_int
+
 Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "qwen2"]
 Norm = Literal["rmsnorm", "layernorm"]
 Mlp = Literal["swiglu", "gelu"]
 
 FAMILIES: tuple[Family, ...] = ("gpt2", "gpt_neox", "llama", "mistral", "mixtral", "qwen2")
-SWIGLU_FAMILIES: frozenset[str] = frozenset({"llama", "mistral", "mixtral", "qwen2"})
 GPT_FAMILIES: frozenset[str] = frozenset({"gpt2", "gpt_neox"})
 
 # Inclusive bounds of every integer of an Architecture (and of the config keys feeding them).
@@ -45,11 +46,6 @@ class ModelConfigError(ValueError):
     def __init__(self, message: str, key: str | None = None) -> None:
         self.key = key
         super().__init__(message)
-
-
-def _shown(value: int) -> str:
-    """A value for a message; an absurdly large one is described, not printed."""
-    return f"{value:,}" if value.bit_length() <= 64 else "a number far out of range"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +88,7 @@ class Architecture:
                 if type(value) is not int:
                     raise ModelConfigError(f"{f.name} must be an integer, not {type(value).__name__}", f.name)
                 if not lo <= value <= hi:
-                    raise ModelConfigError(f"{f.name} = {_shown(value)} is out of bounds ({lo:,} … {hi:,})", f.name)
+                    raise ModelConfigError(f"{f.name} = {shown_int(value)} is out of bounds ({lo:,} … {hi:,})", f.name)
             elif f.type == "bool" and type(value) is not bool:
                 raise ModelConfigError(f"{f.name} must be true or false", f.name)
         if self.family not in FAMILIES:
@@ -114,7 +110,7 @@ class Architecture:
             raise ModelConfigError("experts_per_token must be 0 for a dense model", "experts_per_token")
         if self.experts > 0 and not 1 <= self.experts_per_token <= self.experts:
             raise ModelConfigError(
-                f"experts_per_token = {_shown(self.experts_per_token)} must be 1 … experts ({self.experts})",
+                f"experts_per_token = {shown_int(self.experts_per_token)} must be 1 … experts ({self.experts})",
                 "experts_per_token",
             )
 
@@ -157,7 +153,7 @@ def _check_int(raw: object, key: str, bound: str) -> int:
         raise ModelConfigError(f"{key!r} must be an integer, got {got}", key)
     lo, hi = BOUNDS[bound]
     if not lo <= raw <= hi:
-        raise ModelConfigError(f"{key!r} = {_shown(raw)} is out of bounds ({lo:,} … {hi:,})", key)
+        raise ModelConfigError(f"{key!r} = {shown_int(raw)} is out of bounds ({lo:,} … {hi:,})", key)
     return raw
 
 

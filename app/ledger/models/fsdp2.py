@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.arithmetic import ceil_div, n
+from app.ledger.fields import FIELD_BY_NAME
 from app.ledger.models.inventory import Inventory, Tensor
 
-DP_BOUNDS = (1, 131_072)  # the scenario's dp bounds
+DP_BOUNDS = (FIELD_BY_NAME["dp"].minimum, FIELD_BY_NAME["dp"].maximum)  # the scenario's dp bounds
 WIDTHS = (1, 2, 4, 8)
 
 

@@ -88,11 +88,6 @@ class Inventory:
         for unit in self.units:
             yield from unit.full_tensors()
 
-    def groups(self) -> tuple[tuple[int, tuple[Tensor, ...]], ...]:
-        """(multiplicity, tensors) for the embedding, the L identical layers and the final unit:
-        what a sum over all tensors needs, without visiting L copies."""
-        return ((1, self.embed.tensors), (self.architecture.layers, self.units[1].tensors), (1, self.final.tensors))
-
     def unit_sizes(self) -> tuple[tuple[str, int], ...]:
         """(name, params) of every unit, as the receipt lists them."""
         return tuple((u.name, u.params) for u in self.units)

@@ -11,12 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from app.ledger.fields import MODEL_MAX_CHARS
 from app.ledger.models.architecture import Architecture, ModelConfigError, architecture_from_config
 from app.ledger.models.inventory import Inventory, inventory
 from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS
 
 PREFIX = "cfg:"
-MAX_REFERENCE_CHARS = 600
+MAX_REFERENCE_CHARS = MODEL_MAX_CHARS  # the scenario's model field holds the reference
 # Every key a family reader consults (architecture.py); nothing else survives compaction.
 CONFIG_KEYS: tuple[str, ...] = (
     "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
