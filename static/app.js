@@ -1,5 +1,6 @@
-// zero3-lab's own small script: copy-link, preset auto-load, and keeping aria-invalid in step
-// with the inline errors that htmx swaps in. No inline scripts anywhere (CSP: script-src 'self').
+// zero3-lab's own small script: copy-link, preset auto-load, config files read into the paste form,
+// and keeping aria-invalid in step with the inline errors that htmx swaps in. No inline scripts
+// anywhere (CSP: script-src 'self').
 (function () {
   "use strict";
 
@@ -21,6 +22,11 @@
   document.addEventListener("change", function (event) {
     var select = event.target.closest("select[data-autosubmit]");
     if (select && select.value) select.form.requestSubmit();
+    // "Use a model's config.json": a picked file fills the textarea (the form posts text, no upload).
+    var input = event.target.closest("input[type=file][data-fills]");
+    if (!input || !input.files || !input.files[0]) return;
+    var target = document.querySelector(input.getAttribute("data-fills"));
+    input.files[0].text().then(function (text) { if (target) target.value = text; });
   });
 
   // After each swap, mark a field invalid exactly when its error slot holds a message.
@@ -36,10 +42,3 @@
   });
 })();
 
-// "Use a model's config.json": a picked file fills the textarea (the form posts text, no upload).
-document.addEventListener("change", function (event) {
-  var input = event.target.closest("input[type=file][data-fills]");
-  if (!input || !input.files || !input.files[0]) return;
-  var target = document.querySelector(input.getAttribute("data-fills"));
-  input.files[0].text().then(function (text) { if (target) target.value = text; });
-});

@@ -76,7 +76,7 @@ class Scenario:
             return self.param_bytes
         if name == "seq_len" and self.model:
             return default_seq_len(self.model)
-        if name in _MODEL_FILLED:
+        if name in MODEL_FILLED:
             md = self.model_defaults()
             if md is not None:
                 if name == "params":
@@ -112,10 +112,11 @@ class Scenario:
 
 
 _SCENARIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
-_MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes"})
+# The inputs a named model fills in (see default_for).
+MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes"})
 _SORTED_FIELDS: tuple[str, ...] = tuple(sorted(_SCENARIO_FIELDS))
 # The inputs whose default follows other inputs (see default_for); every other default is static.
-_FOLLOWING = _MODEL_FILLED | {"gather_bytes", "seq_len"}
+_FOLLOWING = MODEL_FILLED | {"gather_bytes", "seq_len"}
 
 
 @dataclass(frozen=True, slots=True)

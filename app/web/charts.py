@@ -3,9 +3,9 @@ finder's curve of per-rank peak against D. Each has a table twin with the same n
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import NamedTuple
 
+from app.ledger.fit import CURVE_DPS
 from app.ledger.ledger import Ledger
 from app.ledger.rules import STAGES
 from app.receipts.display import gb, integer
@@ -111,10 +111,9 @@ def log_position(value: int) -> int:
     return LOG_STEPS * top + ((value << 6) >> top) - LOG_STEPS
 
 
-@lru_cache(maxsize=4)
 def _x_axis(dps: tuple[int, ...]) -> tuple[str, str]:
-    """The same for every chart (the curve always probes the same degrees): a ``%`` format for a
-    polyline's points with each x filled in ("78,%d 109,%d …"), and the D tick labels."""
+    """A ``%`` format for a polyline's points with each x filled in ("78,%d 109,%d …"), and the D
+    tick labels."""
     plot_w = FIT_WIDTH - FIT_LEFT - FIT_RIGHT
     last = len(dps) - 1
     xs = [FIT_LEFT + i * plot_w // last for i in range(len(dps))]
@@ -127,6 +126,11 @@ def _x_axis(dps: tuple[int, ...]) -> tuple[str, str]:
     return " ".join(f"{x},%d" for x in xs), ticks
 
 
+# The same for every chart: the fit finder's curve always probes CURVE_DPS.
+_POINTS, _X_TICKS = _x_axis(CURVE_DPS)
+_D_RANGE = f"D = {CURVE_DPS[0]:,} to {CURVE_DPS[-1]:,}"
+
+
 def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, capacity_gb: str) -> str:
     """Per-rank peak against D, both axes log2, one polyline per stage, with the capacity line."""
     plot_h = FIT_HEIGHT - FIT_TOP - FIT_BOTTOM
@@ -135,7 +139,8 @@ def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, cap
     largest = max(capacity, *map(max, columns))
     low, high = log_position(max(smallest, 1)), log_position(largest)
     span = max(high - low, LOG_STEPS)
-    points, x_ticks = _x_axis(tuple(dp for dp, _ in curve))
+    assert len(curve) == len(CURVE_DPS), "the x axis is drawn once, for CURVE_DPS"
+    points, x_ticks = _POINTS, _X_TICKS
 
     def y(v: int) -> int:
         return FIT_TOP + (high - log_position(v if v > 1 else 1)) * plot_h // span
@@ -170,7 +175,7 @@ def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, cap
         ' preserveAspectRatio="xMinYMin meet">\n'
         '<title id="fit-title">Per-rank peak against the sharding degree D, both axes logarithmic, with the capacity'
         "</title>\n"
-        '<desc id="fit-desc">One line per stage from D = 1 to 131,072; the table below the chart holds the numbers.'
+        f'<desc id="fit-desc">One line per stage from {_D_RANGE}; the table below the chart holds the numbers.'
         "</desc>\n"
         f'<line x1="{FIT_LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}" class="axis-line"></line>\n'
         f"{x_ticks}\n"

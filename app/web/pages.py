@@ -9,11 +9,12 @@ from urllib.parse import parse_qs, parse_qsl
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from app.ledger.estimate import Estimate, estimate
+from app.ledger.fit import find_fit
+from app.ledger.ledger import compute_ledger
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import compact
 from app.ledger.presets import PRESET_BY_ID
-from app.ledger.scenario import FIELD_NAMES
+from app.ledger.scenario import FIELD_NAMES, Scenario
 from app.receipts.links import canonical_query, link
 from app.web.html import shell, tables
 from app.web.html.text import ascii_html, esc
@@ -78,14 +79,14 @@ async def use_model_config(request: Request) -> Response:
     return RedirectResponse(link(scenario) if scenario else "/", status_code=303)
 
 
-def _detail_table(request: Request, name: str, render: Callable[[Estimate], str]) -> Response:
+def _detail_table(request: Request, name: str, render: Callable[[Scenario], str]) -> Response:
     """A table that a closed <details> fetches when opened (htmx), or, followed as a link without
     JavaScript, the same table as a page of its own; for the scenario in the query."""
     scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
     if scenario is None:
         assert error is not None
         return HTMLResponse(f'<p class="hint">{ascii_html(esc(str(error)))}</p>', status_code=422)
-    table = render(estimate(scenario))
+    table = render(scenario)
     if request.headers.get("hx-request") != "true":
         table = shell.table_page(f"{name}: {title_of(scenario)}", canonical_query(scenario), table)
     return HTMLResponse(table, headers={"Vary": "HX-Request"})
@@ -94,13 +95,14 @@ def _detail_table(request: Request, name: str, render: Callable[[Estimate], str]
 @router.get("/lines")
 async def lines(request: Request) -> Response:
     """The ledger-lines table (formula and evidence of every stage and class)."""
-    return _detail_table(request, "Ledger lines", tables.lines_table)
+    return _detail_table(request, "Ledger lines", lambda s: tables.lines_table(compute_ledger(s)))
 
 
 @router.get("/fit-table")
 async def fit_table(request: Request) -> Response:
     """The fit chart's table twin: the peak of every stage at each D."""
-    return _detail_table(request, "Peak per stage at each D", tables.fit_table)
+    # The curve needs the fit finder only: no checks, kill lists or micro-batch search.
+    return _detail_table(request, "Peak per stage at each D", lambda s: tables.fit_table(find_fit(s).curve))
 
 
 @router.get("/docs")

@@ -8,7 +8,7 @@ from urllib.parse import unquote_plus
 
 from starlette.requests import Request
 
-from app.ledger.scenario import FIELD_NAMES, FieldError, Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario import FIELD_NAMES, MODEL_FILLED, FieldError, Scenario, ScenarioError, parse_scenario
 
 
 def query_dict(request: Request) -> dict[str, str]:
@@ -31,12 +31,7 @@ def query_dict(request: Request) -> dict[str, str]:
 
 # Fields whose default follows other inputs (the model, params, the parameter width). The page's
 # form leaves them empty unless the user types a value, so an empty one means "use the default".
-DERIVED = frozenset({"params", "unit_params", "gather_bytes", "activation_bytes"})
-
-
-def scenario_fields(query: Mapping[str, str]) -> dict[str, str]:
-    """The scenario fields of a query (other keys are ignored)."""
-    return {k: v for k, v in query.items() if k in FIELD_NAMES}
+DERIVED = MODEL_FILLED | {"gather_bytes"}
 
 
 def form_fields(query: Mapping[str, str]) -> dict[str, str]:

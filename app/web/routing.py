@@ -31,8 +31,9 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 class DirectRoute(APIRoute):
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The router hands over a path match whose method may differ (a partial match): a 405.
+        # The router hands over a path match whose method may differ (a partial match): a 405,
+        # whose Allow header the app's handler fills in from every route on the path.
         if self.methods and scope["method"] not in self.methods:
-            raise HTTPException(status_code=405, headers={"Allow": ", ".join(sorted(self.methods))})
+            raise HTTPException(status_code=405)
         response = await cast(Endpoint, self.endpoint)(Request(scope, receive, send))
         await response(scope, receive, send)

@@ -39,9 +39,9 @@ def derived_hint(s: Scenario | None, name: str) -> str:
         label = "default min(400M, N)"
     else:
         label = "default"
-    short = display_value(field, default)
     if field.kind == "bytes":
         return f"empty = {label}: {default:,} B ({gb(default)})"
+    short = display_value(field, default)
     return f"empty = {label}: {default:,}" + (f" ({short})" if not short.isdigit() else "")
 
 

@@ -31,6 +31,15 @@ def error_slot(name: str, error: FieldError | None, *, oob: bool = False) -> str
 
 
 EMPTY_SLOTS: dict[str, str] = {f.name: error_slot(f.name, None) for f in FIELDS}
+
+
+def derived_slot(name: str, hint: str, *, oob: bool = False) -> str:
+    """What an empty derived field stands for, under the field; the htmx fragment swaps it out of
+    band as the other inputs change."""
+    swap = ' hx-swap-oob="true"' if oob else ""
+    return f'<small class="derived" id="d-{name}"{swap}>{ascii_html(esc(hint))}</small>'
+
+
 EMPTY_OOB_SLOTS = "\n".join(error_slot(f.name, None, oob=True) for f in FIELDS) + "\n"
 
 PRESETS_BLOCK = ascii_html(
@@ -87,7 +96,6 @@ class _FieldParts:
     def __init__(self, f: Field, derived: bool) -> None:
         name = f.name
         self.name = name
-        self.derived = derived
         described = f"h-{name} e-{name}" + (f" d-{name}" if derived else "")
         self.label = ascii_html(
             f'<label for="f-{name}">{esc(f.label)} <span class="unit">({esc(f.unit)})</span></label>\n'
@@ -102,7 +110,7 @@ class _FieldParts:
         self.select: dict[str, str] | None = None
         self.select_none = ""
         values = [str(c) for c in f.choices] if f.choices else list(f.options or ())
-        if values and name != "model":
+        if values:
             head = f'<select id="f-{name}" name="{name}" aria-describedby="{described}">\n'
 
             def options(selected: str | None) -> str:
@@ -138,9 +146,7 @@ class _FieldParts:
         )
 
     def _derived(self, ff: FormField) -> str:
-        if ff.derived is None:
-            return ""
-        return f'<small class="derived" id="d-{self.name}">{ascii_html(esc(ff.derived))}</small>\n'
+        return "" if ff.derived is None else derived_slot(self.name, ff.derived) + "\n"
 
 
 _MODEL_HEAD = (

@@ -276,6 +276,12 @@ def _activations(e: Estimate) -> str:
     return out + "</li>\n"
 
 
+_FIT_LEGEND = "".join(
+    f'<li><span class="swatch stage{stage}" aria-hidden="true"></span>stage {stage}</li>' for stage in STAGES
+)
+_FIT_SUMMARY = "<summary>The chart's numbers: peak per stage at each D</summary>\n"
+
+
 def _fit(e: Estimate, q: str, capacity_gb: str) -> str:
     s = e.scenario
     modelled = e.fit.micro_batch_modelled
@@ -290,18 +296,14 @@ def _fit(e: Estimate, q: str, capacity_gb: str) -> str:
             f'<tr data-stage="{st.stage}"><th scope="row">stage {st.stage}</th><td class="num" data-fit="smallest_dp">'
             f'{dp}</td><td class="num" data-fit="largest_micro_batch">{mb}</td></tr>'
         )
-    legend = "".join(
-        f'<li><span class="swatch stage{stage}" aria-hidden="true"></span>stage {stage}</li>' for stage in range(4)
-    )
-    summary = "<summary>The chart's numbers: peak per stage at each D</summary>\n"
     return (
         '<section aria-labelledby="h-fit">\n<h3 id="h-fit">Fit finder</h3>\n<div class="scroll">\n<table class="fit">\n'
         '<thead><tr><th scope="col">stage</th><th scope="col">smallest D that fits</th><th scope="col">largest micro'
         f" batch at D = {s.dp:,}</th></tr></thead>\n<tbody>\n{''.join(rows)}\n</tbody>\n</table>\n</div>\n"
         f'<figure class="chart">\n{fit_chart(e.fit.curve, s.capacity_bytes, capacity_gb)}'
-        f'<figcaption><ul class="legend">{legend}<li><span class="swatch capacity" aria-hidden="true"></span>capacity'
-        f" {capacity_gb}</li></ul></figcaption>\n</figure>\n"
-        f"{_lazy('fit-numbers', '/fit-table', q, summary)}</section>\n"
+        f'<figcaption><ul class="legend">{_FIT_LEGEND}<li><span class="swatch capacity" aria-hidden="true">'
+        f"</span>capacity {capacity_gb}</li></ul></figcaption>\n</figure>\n"
+        f"{_lazy('fit-numbers', '/fit-table', q, _FIT_SUMMARY)}</section>\n"
     )
 
 

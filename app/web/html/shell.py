@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from app.ledger.fields import FIELDS
-from app.web.html.form import DEVICES_BLOCK, EMPTY_OOB_SLOTS, error_slot, paste_form, scenario_form
+from app.web.html.form import DEVICES_BLOCK, EMPTY_OOB_SLOTS, derived_slot, error_slot, paste_form, scenario_form
 from app.web.html.results import results, waiting
-from app.web.html.text import ascii_html, esc
+from app.web.html.text import esc
 from app.web.views import View, derived_slots, form_fields
 
 _HTMX_CONFIG = (
@@ -53,10 +53,7 @@ def fragment(v: View) -> str:
         slots = "".join(error_slot(f.name, v.errors.get(f.name), oob=True) + "\n" for f in FIELDS)
     else:
         slots = EMPTY_OOB_SLOTS
-    hints = "".join(
-        f'<small class="derived" id="d-{name}" hx-swap-oob="true">{ascii_html(esc(hint))}</small>\n'
-        for name, hint in derived_slots(v.scenario)
-    )
+    hints = "".join(derived_slot(name, hint, oob=True) + "\n" for name, hint in derived_slots(v.scenario))
     return (
         f"{_results(v)}{slots}{hints}"
         f'<input type="hidden" id="keep" name="keep" value="{esc(v.query)}" hx-swap-oob="true">\n'

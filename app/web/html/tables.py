@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.ledger.estimate import Estimate
+from app.ledger.ledger import Ledger
 from app.ledger.mutants import MutationResult
 from app.receipts.display import gb
 from app.web.html.text import ascii_html, recurring_ascii_html
@@ -22,10 +22,10 @@ _LINES_HEAD = (
 _TABLE_END = "</tbody>\n</table>\n</div>\n"
 
 
-def lines_table(e: Estimate) -> str:
+def lines_table(ledger: Ledger) -> str:
     """Every ledger line: width, copies, owners, elements and bytes per rank, formula, evidence."""
     rows = [_LINES_HEAD]
-    for st in e.ledger.stages:
+    for st in ledger.stages:
         for ln in st.lines:
             note = f"<br><small>{recurring_ascii_html(ln.note)}</small>" if ln.note else ""
             rows.append(
@@ -45,10 +45,10 @@ _FIT_HEAD = (
 )
 
 
-def fit_table(e: Estimate) -> str:
+def fit_table(curve: tuple[tuple[int, tuple[int, ...]], ...]) -> str:
     """The fit chart's twin: the peak of every stage at each D of the curve."""
     rows = [_FIT_HEAD]
-    for dp, peaks in e.fit.curve:
+    for dp, peaks in curve:
         cells = "".join(f'<td class="num" data-bytes="{p}">{gb(p)}</td>' for p in peaks)
         rows.append(f'<tr><th scope="row">{dp:,}</th>{cells}</tr>')
     rows.append("\n" + _TABLE_END)
