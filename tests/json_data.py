@@ -3,6 +3,8 @@ integers, booleans and None. ``as_json_data`` spells it as ``json.loads`` would 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 def as_json_data(value: object) -> object:
     """``value`` with every tuple as a list; an AssertionError names anything JSON cannot hold."""
@@ -13,3 +15,16 @@ def as_json_data(value: object) -> object:
         return [as_json_data(v) for v in value]
     assert value is None or isinstance(value, str | int), f"{type(value).__name__} is not JSON data: {value!r}"
     return value
+
+
+def walk(value: object) -> Iterator[object]:
+    """Every scalar inside nested dicts, lists and tuples (dict keys included)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from walk(v)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from walk(item)
+    else:
+        yield value

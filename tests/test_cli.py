@@ -316,16 +316,12 @@ def test_model_flags_and_a_model_config_file(tmp_path: Path) -> None:
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps(dict(KNOWN_BY_ID["gpt2"].config)))
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "estimate", "--model-config", str(config), "--dp", "2", "--format", "json"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = run_cli("estimate", "--model-config", str(config), "--dp", "2", "--format", "json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["model"]["params"] == 124_439_808
     assert data["activations"]["source"] == "modelled"
-    table = subprocess.run([sys.executable, "-m", "app.cli", "estimate", "--model", "llama-2-7b", "--act-policy",
-                            "full"], capture_output=True, text=True, check=False)  # fmt: skip
+    table = run_cli("estimate", "--model", "llama-2-7b", "--act-policy", "full")
     assert table.returncode == 0
     assert "Model Llama-2-7B" in table.stdout
     assert "Fit finder" in table.stdout
@@ -334,12 +330,10 @@ def test_model_flags_and_a_model_config_file(tmp_path: Path) -> None:
 def test_a_bad_model_config_exits_2_naming_the_flag(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text('{"model_type": "bert"}')
-    done = subprocess.run([sys.executable, "-m", "app.cli", "estimate", "--model-config", str(config)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = run_cli("estimate", "--model-config", str(config))
     assert done.returncode == 2
     assert done.stderr.startswith("zero3-lab: error: --model-config:")
     assert "Traceback" not in done.stderr
-    tp = subprocess.run([sys.executable, "-m", "app.cli", "estimate", "--model", "llama-2-7b", "--tp", "3"],
-                        capture_output=True, text=True, check=False)  # fmt: skip
+    tp = run_cli("estimate", "--model", "llama-2-7b", "--tp", "3")
     assert tp.returncode == 2
     assert "--tp:" in tp.stderr

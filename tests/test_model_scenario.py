@@ -11,7 +11,7 @@ from app.ledger.estimate import estimate
 from app.ledger.fit import _PeakModel, find_fit
 from app.ledger.ledger import compute_ledger
 from app.ledger.model_inputs import model_defaults, modelled_activation_total
-from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS, KnownModel
+from app.ledger.models.known import KNOWN_MODELS, KnownModel
 from app.ledger.models.reference import compact, resolve
 from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.receipts.csv_rows import csv_text
@@ -80,11 +80,10 @@ def test_gpt2_defaults_to_its_learned_context() -> None:
 
 @pytest.mark.parametrize("known", KNOWN_MODELS, ids=lambda m: m.id)
 def test_a_pasted_config_is_the_same_model_as_its_preset(known: KnownModel) -> None:
-    model = KNOWN_BY_ID[known.id]
-    reference = compact(model.config)
+    reference = compact(known.config)
     assert reference.startswith("cfg:")
-    assert resolve(reference).inventory.params == resolve(model.id).inventory.params
-    by_id, pasted = parse_scenario({"model": model.id}), parse_scenario({"model": reference})
+    assert resolve(reference).inventory.params == resolve(known.id).inventory.params
+    by_id, pasted = parse_scenario({"model": known.id}), parse_scenario({"model": reference})
     assert (by_id.params, by_id.unit_params, by_id.activation_bytes) == (
         pasted.params,
         pasted.unit_params,
@@ -93,7 +92,8 @@ def test_a_pasted_config_is_the_same_model_as_its_preset(known: KnownModel) -> N
 
 
 def test_the_receipt_carries_model_activations_fsdp2_and_fit() -> None:
-    data = receipt(estimate(parse_scenario({"model": "qwen2-0.5b", "dp": "6"})))
+    e = estimate(parse_scenario({"model": "qwen2-0.5b", "dp": "6"}))
+    data = receipt(e)
     model = data["model"]
     assert model["family"] == "qwen2"
     assert model["params"] == 494_032_768
@@ -110,7 +110,7 @@ def test_the_receipt_carries_model_activations_fsdp2_and_fit() -> None:
     assert f["padding_bytes"] == f["stage3_padded_bytes"]["total"] - f["stage3_lower_bound_bytes"] >= 0
     assert [st["stage"] for st in data["fit"]["stages"]] == [0, 1, 2, 3]
     assert [p["dp"] for p in data["fit"]["curve"]][:3] == [1, 2, 4]
-    text = csv_text(estimate(parse_scenario({"model": "qwen2-0.5b", "dp": "6"})))
+    text = csv_text(e)
     assert ",model,params,,494032768," in text
     assert ",fsdp2,padding," in text
 

@@ -25,7 +25,7 @@ from app.ledger.models.activations import (
 )
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture, architecture_from_config
 from app.ledger.models.known import known_model
-from tests.test_models_strategies import architectures
+from tests.model_strategies import architectures
 
 SBH = 2048 * 1 * 4096  # 8,388,608
 ASSB = 32 * 2048**2 * 1  # 134,217,728
@@ -224,9 +224,9 @@ def test_selective_cost_matches_the_paper_without_the_head() -> None:
 
 @pytest.mark.parametrize("model_id", ["llama-2-7b", "mixtral-8x7b-v0.1", "gpt-neox-20b", "qwen2-0.5b"])
 def test_full_recomputation_costs_just_under_a_third(model_id: str) -> None:
-    arch = known_model(model_id).architecture()
     """L·F_layer ÷ 3·(L·F_layer + F_head): the LM head's share keeps it below 1/3 (most for
     Qwen2-0.5B, whose 151,936-word head is large against 24 narrow layers: ≈ 0.249)."""
+    arch = known_model(model_id).architecture()
     full = activation_ledger(arch, seq_len=2048, micro_batch=1, policy="full")
     selective = activation_ledger(arch, seq_len=2048, micro_batch=1, policy="selective")
     assert Fraction(1, 5) < Fraction(*full.recompute_flops) < Fraction(1, 3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,7 +12,7 @@ from app.ledger.models.architecture import Architecture, architecture_from_confi
 from app.ledger.models.fsdp2 import ShardInputError, fsdp2_shard, padded_rows_elements
 from app.ledger.models.inventory import Tensor, inventory
 from app.ledger.models.known import known_model
-from tests.test_models_strategies import architectures
+from tests.model_strategies import architectures
 
 
 @pytest.mark.parametrize(
@@ -26,10 +28,7 @@ from tests.test_models_strategies import architectures
     ],
 )
 def test_one_tensor_by_hand(shape: tuple[int, ...], dp: int, expected: int) -> None:
-    numel = 1
-    for d in shape:
-        numel *= d
-    assert padded_rows_elements(Tensor("w", shape, numel), dp) == expected
+    assert padded_rows_elements(Tensor("w", shape, math.prod(shape)), dp) == expected
 
 
 def tiny() -> Architecture:

@@ -7,6 +7,7 @@ source. Every other expected number is worked out by hand in the test or its doc
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import NamedTuple
 
@@ -16,7 +17,7 @@ from hypothesis import given
 from app.ledger.models.architecture import Architecture, architecture_from_config
 from app.ledger.models.inventory import Inventory, inventory
 from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS, KnownModel, known_model
-from tests.test_models_strategies import architectures
+from tests.model_strategies import architectures
 
 
 class Published(NamedTuple):
@@ -224,10 +225,7 @@ def test_the_total_is_the_sum_of_the_tensors_and_of_the_units(arch: Architecture
     assert inv.tensor_count == len(tensors)
     assert len({t.name for t in tensors}) == len(tensors)  # names are unique
     for t in tensors:
-        product = 1
-        for d in t.shape:
-            product *= d
-        assert t.numel == product and all(d >= 1 for d in t.shape)
+        assert t.numel == math.prod(t.shape) and all(d >= 1 for d in t.shape)
     assert [u.name for u in inv.units] == ["embed", *(f"layers.{k}" for k in range(arch.layers)), "final"]
     biggest = max(u.params for u in inv.units)
     assert inv.largest_unit.params == biggest

@@ -7,7 +7,6 @@ stage table) and ``tests.naive_peak`` (written for the tests, sharing no code wi
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from urllib.parse import parse_qsl
 
 from hypothesis import given
@@ -25,7 +24,7 @@ from app.ledger.scenario import Scenario, parse_scenario
 from app.receipts.links import canonical_query
 from app.receipts.receipt import receipt
 from tests import naive_peak
-from tests.json_data import as_json_data
+from tests.json_data import as_json_data, walk
 from tests.strategies import scenarios
 
 FALLBACK_REASON = "no check tells it apart"
@@ -42,19 +41,6 @@ def numbers(ledger: Ledger) -> tuple[int | bool, ...]:
         )
         out.append(st_.communication.bytes)
     return tuple(out)
-
-
-def walk(value: object) -> Iterator[object]:
-    """Every scalar inside nested dicts and lists (dict keys included)."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield k
-            yield from walk(v)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from walk(item)
-    else:
-        yield value
 
 
 @given(scenarios())

@@ -17,12 +17,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.ledger.estimate import estimate
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
 from app.receipts.receipt import receipt
+from tests.bench._scenarios import random_query
 
 CLI = Path(sys.executable).with_name("zero3-lab")
 
@@ -35,17 +37,7 @@ def _wall(cmd: list[str]) -> float:
 
 def random_scenarios(count: int) -> list[Scenario]:
     rng = random.Random(7)  # noqa: S311 - benchmark inputs, not secrets
-    out = []
-    for _ in range(count):
-        params = rng.randint(1, 200_000) * 1_000_000
-        out.append(parse_scenario({
-            "params": params, "dp": rng.randint(1, 4096), "param_bytes": rng.choice([1, 2, 4]),
-            "master_bytes": rng.choice([0, 4, 8]), "opt_states": rng.randint(0, 4),
-            "unit_params": rng.randint(0, params),
-            "prefetch": rng.randint(0, 8), "activation_bytes": rng.randint(0, 60) * 10**9,
-            "capacity_bytes": rng.randint(16, 192) * 2**30, "contingency_pct": rng.randint(0, 20),
-        }))  # fmt: skip
-    return out
+    return [parse_scenario(dict(parse_qsl(random_query(rng)))) for _ in range(count)]
 
 
 def main() -> int:

@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.web.app import create_app
+from tests.bench._scenarios import random_query
 
 ROUTES: dict[str, tuple[str, bool]] = {
     "floor": ("/no-such-route", False),
@@ -34,17 +35,8 @@ ROUTES: dict[str, tuple[str, bool]] = {
 }
 
 
-def random_query(rng: random.Random) -> str:
-    params = rng.randint(1, 200_000) * 1_000_000
-    return (
-        f"params={params}&dp={rng.randint(1, 4096)}&param_bytes={rng.choice((1, 2, 4))}"
-        f"&master_bytes={rng.choice((0, 4, 8))}&opt_states={rng.randint(0, 4)}&unit_params={rng.randint(0, params)}"
-        f"&prefetch={rng.randint(0, 8)}&activation_bytes={rng.randint(0, 60)}GB"
-        f"&capacity_bytes={rng.randint(16, 192)}GiB&contingency_pct={rng.randint(0, 20)}"
-    )
-
-
-async def call(app: Any, path: str, hx: bool, query: str) -> tuple[int, int]:
+async def call(app: Any, path: str, hx: bool, query: str) -> int:
+    """One GET through the ASGI app; its status."""
     headers = [(b"host", b"bench")] + ([(b"hx-request", b"true")] if hx else [])
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
@@ -52,20 +44,17 @@ async def call(app: Any, path: str, hx: bool, query: str) -> tuple[int, int]:
         "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "root_path": "",
     }  # fmt: skip
     status = 0
-    size = 0
 
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
 
     async def send(message: dict[str, Any]) -> None:
-        nonlocal status, size
+        nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
-        else:
-            size += len(message.get("body", b""))
 
     await app(scope, receive, send)
-    return status, size
+    return status
 
 
 async def run(app: Any, route: str, queries: list[str]) -> list[float]:
@@ -73,7 +62,7 @@ async def run(app: Any, route: str, queries: list[str]) -> list[float]:
     times = []
     for q in queries:
         t = time.perf_counter()
-        status, _ = await call(app, path, hx, q)
+        status = await call(app, path, hx, q)
         times.append(time.perf_counter() - t)
         if status >= 500:
             raise SystemExit(f"{route}: {status}")

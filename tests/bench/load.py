@@ -13,7 +13,6 @@ and in clients. The test suite runs a short version (tests/web/test_load.py).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -23,9 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench import _server
+from tests.bench import _server, _wrk
 
-LUA = Path(__file__).with_name("scenarios.lua")
 ROUTES: dict[str, tuple[str, bool]] = {
     "page": ("/", False),
     "fragment": ("/", True),
@@ -67,15 +65,12 @@ def _latency_us(out: str, percentile: str) -> int:
 
 def _parse(route: str, out: str) -> RouteResult:
     requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    errors = 0
+    errors = _wrk.non_2xx(out)
     socket = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     if socket:
         errors += sum(int(g) for g in socket.groups())
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    if bad:
-        errors += int(bad.group(1))
-    return RouteResult(route, requests, rate, _latency_us(out, "50"), _latency_us(out, "99"), errors)
+    return RouteResult(route, requests, _wrk.requests_per_second(out), _latency_us(out, "50"), _latency_us(out, "99"),
+                       errors)  # fmt: skip
 
 
 def run_load(seconds: int = 10, connections: int = 8) -> LoadReport:
@@ -88,9 +83,7 @@ def run_load(seconds: int = 10, connections: int = 8) -> LoadReport:
         before = _server.rss_kib(proc.pid)
         runs = {}
         for i, (name, (path, hx)) in enumerate(ROUTES.items()):
-            env = {**os.environ, "ZERO3_PATH": path, "ZERO3_HX": "1" if hx else "0", "ZERO3_SEED": str(i + 1)}
-            cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "5s", "--latency", "-s", str(LUA),
-                   base]  # fmt: skip
+            cmd, env = _wrk.command(base, path, hx, seconds, connections, i + 1, "--timeout", "5s", "--latency")
             runs[name] = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         results = []
         for name, run in runs.items():

@@ -27,7 +27,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.bench.inprocess import ROUTES, random_query, run  # noqa: E402 - after the path
+from tests.bench._scenarios import random_query  # noqa: E402 - after the path
+from tests.bench.inprocess import ROUTES, run  # noqa: E402
 
 
 def load_app(root: Path) -> Any:

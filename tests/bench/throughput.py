@@ -16,7 +16,6 @@ import argparse
 import os
 import platform
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -25,9 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench import _server
+from tests.bench import _server, _wrk
 
-LUA = Path(__file__).with_name("scenarios.lua")
 TARGETS: dict[str, tuple[str, bool]] = {
     "floor (404)": ("/no-such-route", False),
     "GET /api/estimate": ("/api/estimate", False),
@@ -37,14 +35,11 @@ TARGETS: dict[str, tuple[str, bool]] = {
 
 
 def wrk(base: str, path: str, hx: bool, seconds: int, connections: int, seed: int) -> tuple[float, int]:
-    env = {**os.environ, "ZERO3_PATH": path, "ZERO3_HX": "1" if hx else "0", "ZERO3_SEED": str(seed)}
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(LUA), base]
+    cmd, env = _wrk.command(base, path, hx, seconds, connections, seed)
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "1", *cmd]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return rps, int(bad.group(1)) if bad else 0
+    return _wrk.requests_per_second(out), _wrk.non_2xx(out)
 
 
 def main() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 from fastapi.testclient import TestClient
@@ -26,13 +27,7 @@ def test_model_inventory_lists_every_tensor_and_unit(client: TestClient) -> None
     shapes = {t["name"]: t["shape"] for t in body["tensors"]}
     assert shapes["model.layers.31.mlp.down_proj.weight"] == [4096, 11008]
     assert shapes["lm_head.weight"] == [32000, 4096]
-    total = 0
-    for t in body["tensors"]:
-        n = 1
-        for d in t["shape"]:
-            n *= d
-        total += n
-    assert total == body["params"]
+    assert sum(math.prod(t["shape"]) for t in body["tensors"]) == body["params"]
     assert body["model"] == compact(config)
     # the reference reproduces the model as a scenario input
     page = client.get("/", params={"model": body["model"]})

@@ -1,0 +1,68 @@
+"""Hypothesis strategies for model configs, shared by the ``test_models_*`` properties.
+
+Configs are drawn as Hugging Face ``config.json`` dicts of every family and go through the real
+reader, so the properties exercise the same path as an uploaded file. Sizes are kept small
+(at most 6 layers, 8 experts) so that a property run stays fast; the bounds themselves are
+tested separately with the largest allowed config.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from app.ledger.models.architecture import FAMILIES, Architecture, architecture_from_config
+
+ANY_FAMILY: st.SearchStrategy[str] = st.sampled_from(FAMILIES)
+
+
+@st.composite
+def configs(draw: st.DrawFn, family: st.SearchStrategy[str] = ANY_FAMILY) -> dict[str, object]:
+    """A valid config.json of a drawn family with small, often odd, dimensions."""
+    model_type = draw(family)
+    heads = draw(st.integers(1, 8))
+    head_dim = draw(st.integers(1, 24))
+    layers = draw(st.integers(1, 6))
+    vocab = draw(st.integers(1, 700))
+    inter = draw(st.integers(1, 200))
+    tied = draw(st.booleans())
+    if model_type == "gpt2":
+        config: dict[str, object] = {
+            "model_type": "gpt2",
+            "n_embd": heads * head_dim,
+            "n_head": heads,
+            "n_layer": layers,
+            "vocab_size": vocab,
+            "n_positions": draw(st.integers(1, 300)),
+            "tie_word_embeddings": tied,
+        }
+        if draw(st.booleans()):
+            config["n_inner"] = inter
+        return config
+    config = {
+        "model_type": model_type,
+        "hidden_size": heads * head_dim,
+        "num_attention_heads": heads,
+        "num_hidden_layers": layers,
+        "intermediate_size": inter,
+        "vocab_size": vocab,
+        "tie_word_embeddings": tied,
+    }
+    if model_type == "gpt_neox":
+        config["use_parallel_residual"] = draw(st.booleans())
+        config["attention_bias"] = draw(st.booleans())
+        return config
+    config["num_key_value_heads"] = draw(st.sampled_from([k for k in range(1, heads + 1) if heads % k == 0]))
+    if draw(st.booleans()):  # an explicit head_dim apart from hidden ÷ heads
+        config["head_dim"] = draw(st.integers(1, 24))
+    if model_type == "llama":
+        config["attention_bias"] = draw(st.booleans())
+        config["mlp_bias"] = draw(st.booleans())
+    if model_type == "mixtral":
+        experts = draw(st.integers(1, 8))
+        config["num_local_experts"] = experts
+        config["num_experts_per_tok"] = draw(st.integers(1, experts))
+    return config
+
+
+def architectures(family: st.SearchStrategy[str] = ANY_FAMILY) -> st.SearchStrategy[Architecture]:
+    return configs(family).map(architecture_from_config)
