@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from app.ledger.models.architecture import (
     BOUNDS,
     FAMILIES,
+    FAMILY_KEYS,
     Architecture,
     ModelConfigError,
     architecture_from_config,
 )
 from app.ledger.models.known import KNOWN_MODELS, KnownModel, known_model
+from tests.model_strategies import configs
 
 LLAMA_7B: dict[str, object] = dict(known_model("llama-2-7b").config)
 
@@ -264,3 +266,32 @@ def test_any_value_outside_the_bounds_is_refused(key: tuple[str, str], data: st.
     with pytest.raises(ModelConfigError) as caught:
         architecture_from_config({**LLAMA_7B, config_key: value})
     assert caught.value.key == config_key
+
+
+class _Recording(dict[str, object]):
+    """A config that remembers every key the reader asks about."""
+
+    def __init__(self, config: dict[str, object]) -> None:
+        super().__init__(config)
+        self.asked: set[str] = set()
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+    def __getitem__(self, key: str) -> object:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: object = None) -> object:
+        self.asked.add(key)
+        return super().get(key, default)
+
+
+@given(configs())
+def test_each_family_reads_exactly_its_declared_keys(config: dict[str, object]) -> None:
+    """FAMILY_KEYS is what compaction keeps: a key the reader consults but the list lacks would be
+    dropped from links, and a listed key the reader never checks would travel unchecked."""
+    recording = _Recording(config)
+    architecture_from_config(recording)
+    assert recording.asked == set(FAMILY_KEYS[str(config["model_type"])])  # type: ignore[index]

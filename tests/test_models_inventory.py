@@ -241,8 +241,9 @@ def test_a_tied_head_is_counted_once(arch: Architecture) -> None:
 
 
 def test_the_largest_allowed_config_stays_cheap() -> None:
-    """1,024 layers of 1,024 experts: 3 × 1,024 + 5 tensors per layer are built once and shared,
-    so the inventory holds 1,026 units, not three million tensor objects."""
+    """1,024 layers of 1,024 experts: one layer's ten kinds of tensor (the experts' w1, w2, w3 one
+    entry each with a count of 1,024) are built once and shared by the 1,024 layer units, so the
+    inventory holds a few dozen objects, not three million tensors."""
     arch = architecture_from_config(
         {
             "model_type": "mixtral",
@@ -263,6 +264,8 @@ def test_the_largest_allowed_config_stays_cheap() -> None:
     layer = 2 * h * h + 2 * kv * h + e * h + e * 3 * h * i + 2 * h
     assert inv.params == 1_024 * layer + 2 * 2**22 * h + h
     assert inv.tensor_count == 1 + 1_024 * (4 + 1 + 3 * 1_024 + 2) + 2
+    assert len(inv.units[1].tensors) == 4 + 1 + 3 + 2
+    assert sum(t.count for t in inv.units[1].tensors) == 4 + 1 + 3 * 1_024 + 2
 
 
 def _timed_build(model_id: str) -> tuple[Inventory, float]:

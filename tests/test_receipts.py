@@ -6,6 +6,7 @@ import csv
 import inspect
 import io
 import json
+import unicodedata
 from fractions import Fraction
 from typing import Any
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from app.ledger.estimate import Estimate, estimate
 from app.ledger.fields import FIELDS
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
-from app.receipts.csv_rows import COLUMNS, csv_lines, csv_text, neutralise, rows, scenario_inputs
+from app.receipts.csv_rows import COLUMNS, csv_lines, csv_text, neutralise, restore, rows, scenario_inputs
 from app.receipts.display import gb, gib, integer, percent_bp
 from app.receipts.links import canonical_query, link, slug
 from app.receipts.receipt import SCHEMA_VERSION, receipt
@@ -248,6 +249,78 @@ def test_negative_headroom_stays_a_number(seed_estimate: Estimate) -> None:
 )
 def test_neutralise(text: str, expected: str) -> None:
     assert neutralise(text) == expected
+
+
+# Regression (issue 11, item 5): full-width ＝ ＋ － ＠ at the start of a name were written as is.
+FULLWIDTH = ("\uff1d", "\uff0b", "\uff0d", "\uff20")  # ＝ ＋ － ＠
+FORMULA_LIKE = (*DANGEROUS, "\u2212")  # U+2212 minus sign too
+
+
+def starts_like_a_formula(cell: str) -> bool:
+    """Independent of the implementation: the first non-blank character, NFKC-normalised."""
+    head = cell.lstrip()
+    return cell.startswith(("\t", "\r")) or unicodedata.normalize("NFKC", head[:1]).startswith(FORMULA_LIKE)
+
+
+@pytest.mark.parametrize("lead", FULLWIDTH)
+def test_fullwidth_formula_name_is_neutralised(lead: str) -> None:
+    """Through the real parser and the real CSV: the name is quoted, and reads back unchanged."""
+    name = f'{lead}HYPERLINK("x")'
+    s = parse_scenario({"name": name})
+    e = estimate(s)
+    table = read_csv(e)
+    (row,) = [r for r in table if r["ledger"] == "input" and r["category"] == "name"]
+    assert row["value"] == "'" + name
+    assert scenario_from_csv(table) == s
+    for r in table:
+        for value in r.values():
+            if value and starts_like_a_formula(value):
+                int(value)  # only a (negative) number may start like a formula
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\ufe66x",  # ﹦ small equals sign
+        "\ufe62x",  # ﹢ small plus sign
+        "\ufe63x",  # ﹣ small hyphen-minus
+        "\ufe6bx",  # ﹫ small commercial at
+        "\u207cx",  # ⁼ superscript equals
+        "\u207ax",  # ⁺ superscript plus
+        "\u2a75x",  # ⩵ two equals signs (NFKC "==")
+        "\u2212x",  # − minus sign: some locales read it as a minus on input
+        "\u207bx",  # ⁻ superscript minus (NFKC U+2212)
+        " =1+1",  # leading blanks that a spreadsheet may skip
+        "  @SUM(A1)",
+        "\u3000\uff1d1+1",  # ideographic space, then ＝
+        "\u00a0-x",  # no-break space
+        " \tx",
+        "\u200b=1",  # zero-width space (a format character)
+    ],
+)
+def test_lookalike_formula_leads_are_neutralised(text: str) -> None:
+    assert neutralise(text) == "'" + text
+    assert restore(neutralise(text)) == text
+
+
+@pytest.mark.parametrize("text", ["ok", " ok", "'ok", "1-1", "x=1", "\u2014x", "\u2010x", "(=1)", ""])
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert neutralise(text) == text
+
+
+def test_a_quoted_formula_survives_the_round_trip() -> None:
+    """A name that already starts with ``'=`` gets a second quote, so reading back removes just one."""
+    assert neutralise("'=1") == "''=1"
+    assert restore("''=1") == "'=1"
+    s = parse_scenario({"name": "'=1"})
+    assert scenario_from_csv(read_csv(estimate(s))) == s
+
+
+@given(st.text(max_size=20))
+def test_neutralise_round_trips_and_leaves_no_formula(text: str) -> None:
+    cell = neutralise(text)
+    assert restore(cell) == text
+    assert cell.startswith("'") or not starts_like_a_formula(cell)
 
 
 # --------------------------------------------------------------------------- display

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
 
-from app.ledger.sizes import SizeError, parse_bytes, parse_count, parse_plain
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.cli import main
+from app.ledger.scenario import ScenarioError, parse_scenario
+from app.ledger.sizes import MAX_TEXT, SizeError, parse_bytes, parse_count, parse_plain
 
 
 @pytest.mark.parametrize(
@@ -162,3 +168,160 @@ def test_plain_accepts_exact_decimal_spellings() -> None:
 
 def test_size_error_is_a_value_error() -> None:
     assert issubclass(SizeError, ValueError)
+
+
+# --------------------------------------------------------------------------- digit separators
+# Regression (issue 11, item 4): commas used to be stripped wherever they stood, so
+# ``7,5B`` read as 75B and ``1,,,,0B`` as 10B. A comma is now only a thousands separator.
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "7,5B",  # a decimal comma: 7.5B, never 75B
+        "1,,,,0B",
+        ",7B",
+        "7,B",
+        "70,00B",
+        "7,0000",
+        "7,00",
+        "1,000,00",
+        "1,0000,000",
+        "1234,567",  # first group longer than three digits
+        "0,500",  # a leading zero group: a decimal comma (0.5), not five hundred
+        "00,000",
+        "1.234,5M",  # a comma in the fraction
+        "1,234.5,0M",
+        "1,000_000",  # separators mixed
+        "1_000,000",
+        "7,000e,3",
+        "-,7",
+    ],
+)
+def test_stray_commas_are_rejected(text: str) -> None:
+    with pytest.raises(SizeError) as info:
+        parse_count(text)
+    assert "not a count" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_bytes, "7,5GB"),
+        (parse_bytes, "80,0GiB"),
+        (parse_bytes, "1,,024"),
+        (parse_plain, "7,5"),
+        (parse_plain, "1,,0"),
+    ],
+)
+def test_stray_commas_are_rejected_in_bytes_and_plain_fields(parse: Callable[[str], int], text: str) -> None:
+    with pytest.raises(SizeError):
+        parse(text)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "expected"),
+    [
+        (parse_count, "7,000,000,000", 7_000_000_000),
+        (parse_count, "7,000B", 7 * 10**12),
+        (parse_count, "7,000M", 7 * 10**9),
+        (parse_count, "1,234.5M", 1_234_500_000),
+        (parse_count, "-7,000", -7_000),
+        (parse_count, "999,999", 999_999),
+        (parse_count, "0", 0),
+        (parse_bytes, "80,000MB", 80 * 10**9),
+        (parse_bytes, "1,024KiB", 2**20),
+        (parse_bytes, "85,899,345,920", 80 * 2**30),
+        (parse_plain, "1,024", 1_024),
+    ],
+)
+def test_thousands_grouping_is_accepted(parse: Callable[[str], int], text: str, expected: int) -> None:
+    assert parse(text) == expected
+
+
+@pytest.mark.parametrize("text", ["1__0", "7__000_000_000", "7_B", "1_,000", "1,_000", "7_.5B", "7._5B", "7_e9"])
+def test_stray_underscores_are_rejected(text: str) -> None:
+    """Underscores follow Python's rule for ``int()``: one at a time, between two digits."""
+    with pytest.raises(SizeError) as info:
+        parse_count(text)
+    assert "not a count" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("1_0", 10), ("7_000_000_000", 7 * 10**9), ("6_740M", 6_740 * 10**6), ("1_2_3", 123)]
+)
+def test_single_underscores_between_digits_are_accepted(text: str, expected: int) -> None:
+    assert parse_count(text) == expected
+
+
+def test_a_stray_comma_is_a_field_error_naming_the_field() -> None:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario({"params": "7,5B", "capacity_bytes": "1,,,,0GB", "dp": "1,6"})
+    assert sorted(e.field for e in info.value.errors) == ["capacity_bytes", "dp", "params"]
+
+
+def test_a_stray_comma_on_the_command_line_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        status = main(["estimate", "--params", "7,5B"])
+    except SystemExit as exc:
+        status = exc.code  # type: ignore[assignment]
+    assert status == 2
+    assert "--params" in capsys.readouterr().err
+
+
+def _proper_grouping(text: str) -> bool:
+    """The oracle: digits grouped exactly as Python's ``f"{n:,}"`` writes them."""
+    digits = text.replace(",", "")
+    return digits.isdigit() and text == f"{int(digits):,}"
+
+
+# f"{n:,}" of n < 10^30 is at most 39 characters, inside MAX_TEXT.
+_GROUPABLE = st.integers(min_value=0, max_value=10**30 - 1)
+
+
+@given(_GROUPABLE)
+def test_python_thousands_grouping_parses_back(n: int) -> None:
+    assert len(f"{n:,}") <= MAX_TEXT
+    assert parse_plain(f"{n:,}") == n
+    assert parse_count(f"{n:,}") == n
+    assert parse_bytes(f"{n:,}") == n
+    assert parse_plain(f"{n:_}") == n
+
+
+@given(st.integers(min_value=0, max_value=10**20))
+def test_python_thousands_grouping_with_a_suffix_parses_back(n: int) -> None:
+    assert parse_count(f"{n:,}B") == n * 10**9
+    assert parse_bytes(f"{n:,}GiB") == n * 2**30
+    assert parse_count(f"-{n:,}.5k") == -(n * 1_000 + 500)
+
+
+@st.composite
+def _near_groupings(draw: st.DrawFn) -> str:
+    """``f"{n:,}"`` with one comma or digit inserted, deleted or moved: mostly not a proper grouping."""
+    text = list(f"{draw(st.integers(min_value=0, max_value=10**20)):,}")
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        where = draw(st.integers(min_value=0, max_value=len(text)))
+        action = draw(st.sampled_from(["insert comma", "insert digit", "delete"]))
+        if action == "insert comma":
+            text.insert(where, ",")
+        elif action == "insert digit":
+            text.insert(where, draw(st.sampled_from("0123456789")))
+        elif text and where < len(text):
+            del text[where]
+    return "".join(text)
+
+
+_COMMA_TEXT = st.one_of(st.text(alphabet="0123456789,", min_size=1, max_size=MAX_TEXT - 1), _near_groupings())
+
+
+@given(_COMMA_TEXT.filter(lambda t: "," in t), st.sampled_from(["", "B", "M", ".5k", "e3"]))
+def test_a_comma_that_is_not_a_proper_grouping_is_rejected(text: str, tail: str) -> None:
+    """Any string with a comma parses if and only if its integer part is a proper thousands grouping."""
+    if _proper_grouping(text):
+        expected = parse_count(text.replace(",", "") + tail)
+        assert parse_count(text + tail) == expected
+    else:
+        with pytest.raises(SizeError):
+            parse_count(text + tail)
+        with pytest.raises(SizeError):
+            parse_plain(text)

@@ -5,6 +5,12 @@
 (KiB/MiB/GiB/TiB) powers of 2. A value that is not an exact integer is rejected, never
 rounded. The arithmetic is integer only: the mantissa's digits become an ``int`` and the
 decimal point an exponent of ten.
+
+The integer part may be grouped in one of two ways, never both: thousands commas exactly as
+``f"{n:,}"`` writes them (``7,000,000,000``, ``1,234.5M``), or underscores by Python's own
+rule for ``int()`` (one at a time, between digits: ``7_000_000_000``, ``1_0``). Any other
+comma is refused rather than dropped: ``7,5B`` is most likely a decimal comma (7.5B), and
+reading it as 75B would be wrong by ten times.
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ MAX_EXPONENT = 30  # 10^30 is far past every bound; larger exponents are refused
 _NUMBER = re.compile(
     r"""
     (?P<sign>[+-]?)
-    (?P<int>[0-9](?:[0-9_,]*[0-9])?)
+    (?P<int>
+        [1-9][0-9]{0,2}(?:,[0-9]{3})+  # thousands commas: a first group of 1-3 digits, then threes
+      | [0-9]+(?:_[0-9]+)*             # plain digits, or underscores one at a time between digits
+    )
     (?:\.(?P<frac>[0-9]+))?
     (?:[eE](?P<exp>[+-]?[0-9]{1,4}))?
     \s*
@@ -65,7 +74,7 @@ def parse_bytes(text: str) -> int:
 
 
 def parse_plain(text: str) -> int:
-    """Read a plain integer (underscores and thousands commas allowed, no suffix)."""
+    """Read a plain integer (underscores or thousands commas allowed, no suffix)."""
     return _parse(text, {"": 1}, "a whole number")
 
 
@@ -96,7 +105,9 @@ def _parse(text: str, suffixes: dict[str, int], expected: str) -> int:
         raise SizeError(f"{raw!r} is far too large")
     if exponent < -MAX_EXPONENT - MAX_TEXT:
         exponent = -MAX_EXPONENT - MAX_TEXT  # past every mantissa's length: only zero stays whole
-    mantissa: int = int((match["int"].replace("_", "").replace(",", "")) + frac) * suffixes[suffix]
+    # The pattern has already checked where each separator stands, so removing them is safe here.
+    digits = match["int"].replace("_", "").replace(",", "")
+    mantissa: int = int(digits + frac) * suffixes[suffix]
     if exponent >= 0:
         value: int = mantissa * 10**exponent
     else:

@@ -3,14 +3,18 @@
 One row per (stage, ledger, category) with the columns ``stage,ledger,category,bytes`` and
 more; the scenario's inputs are rows too (ledger ``input``), so the CSV alone reconstructs
 the receipt. Text cells that a spreadsheet would run as a formula are neutralised (OWASP CSV
-injection guidance); integers stay numbers.
+injection guidance), lookalikes of ``=``, ``+``, ``-`` and ``@`` (full-width ``＝``, …) and a
+lead behind blanks included; integers stay numbers.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
+from typing import Literal
 
 from app.ledger.arithmetic import share_bp
 from app.ledger.estimate import Estimate
@@ -32,21 +36,54 @@ COLUMNS: tuple[str, ...] = (
     "detail",
 )
 _DANGEROUS_LEAD = ("=", "+", "-", "@", "\t", "\r")
+# U+2212 MINUS SIGN is not a compatibility form of "-", but some spreadsheet locales read it as
+# a minus on input; quoting a text cell that starts with it costs nothing.
+_FORMULA_START = (*_DANGEROUS_LEAD, "\u2212")
 
 Cell = int | str
 Row = dict[str, Cell]
 
 
+@lru_cache(maxsize=1024)  # a receipt's cells start with a few dozen distinct characters
+def _lead(char: str) -> Literal["formula", "skip", "text"]:
+    """What one character at the start of a cell means to a spreadsheet."""
+    if char in _DANGEROUS_LEAD:  # tab and CR before the blank test: they are blanks too
+        return "formula"
+    # Blanks (some importers trim a space before "=") and invisible format characters
+    # (zero-width space, BOM) may be passed over. So is the quote, so that a text already
+    # starting with "'=" is quoted again and restore() removes exactly the quote we added.
+    if char == "'" or char.isspace() or unicodedata.category(char) == "Cf":
+        return "skip"
+    # NFKC folds the lookalikes onto the ASCII characters: full-width ＝＋－＠ (which spreadsheets
+    # with an East Asian input method accept as formula starts), the small forms ﹦﹢﹣﹫, the
+    # superscripts ⁼⁺⁻ and the like.
+    return "formula" if unicodedata.normalize("NFKC", char).startswith(_FORMULA_START) else "text"
+
+
+def _starts_a_formula(text: str) -> bool:
+    if text[:1].isascii() and text[:1].isalnum():
+        return False  # the common case, a word or a number, decided without a call per character
+    for char in text:
+        lead = _lead(char)
+        if lead != "skip":
+            return lead == "formula"
+    return False
+
+
 def neutralise(text: str) -> str:
-    """Make a text cell inert in a spreadsheet: prefix ``'`` when it would start a formula."""
-    if text.startswith(_DANGEROUS_LEAD):
+    """Make a text cell inert in a spreadsheet: prefix ``'`` when it could start a formula."""
+    if _starts_a_formula(text):
         return "'" + text
     return text
 
 
 def restore(text: str) -> str:
-    """Undo :func:`neutralise` (for reading a receipt back)."""
-    if text.startswith("'") and text[1:].startswith(_DANGEROUS_LEAD):
+    """Undo :func:`neutralise` (for reading a receipt back).
+
+    Exact because a leading quote does not change the verdict: ``_starts_a_formula("'" + t)``
+    equals ``_starts_a_formula(t)``, so only a cell that :func:`neutralise` quoted is unquoted.
+    """
+    if text.startswith("'") and _starts_a_formula(text[1:]):
         return text[1:]
     return text
 

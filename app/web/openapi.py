@@ -141,19 +141,42 @@ MUTATIONS_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 _UNIT = {"type": "object", "required": ["name", "params"],
          "properties": {"name": {"type": "string"}, "params": {"type": "integer"}}}  # fmt: skip
+_TENSOR_GROUP = {
+    "type": "object",
+    "required": ["name", "shape", "count"],
+    "properties": {
+        "name": {"type": "string", "description": "checkpoint name; {k} is the layer index, {e} the expert index"},
+        "shape": {"type": "array", "items": {"type": "integer"}},
+        "count": {"type": "integer", "description": "identical tensors of this kind in one unit (experts)"},
+    },
+}
+_UNIT_GROUP = {
+    "type": "object",
+    "required": ["name", "count", "params", "tensors"],
+    "properties": {
+        "name": {"type": "string"},
+        "count": {"type": "integer", "description": "identical units (the decoder layers)"},
+        "params": {"type": "integer", "description": "parameters in one of these units"},
+        "tensors": {"type": "array", "items": _TENSOR_GROUP},
+    },
+}
 INVENTORY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["model", "family", "params", "layers", "largest_unit", "units", "tensors"],
+    "required": ["model", "family", "params", "layers", "tensor_count", "largest_unit", "units", "ignored_keys",
+                 "ignored_key_count"],
     "properties": {
         "model": {"type": "string", "description": "the scenario's model input for this config (cfg:…)"},
+        "title": {"type": "string"},
         "family": {"type": "string"},
         "params": {"type": "integer"},
         "layers": {"type": "integer"},
+        "tensor_count": {"type": "integer", "description": "tensors in the checkpoint"},
         "largest_unit": _UNIT,
-        "units": {"type": "array", "items": _UNIT},
-        "tensors": {"type": "array", "items": {"type": "object", "required": ["name", "shape", "unit"], "properties": {
-            "name": {"type": "string"}, "shape": {"type": "array", "items": {"type": "integer"}},
-            "unit": {"type": "string"}}}},
+        "units": {"type": "array", "items": _UNIT_GROUP,
+                  "description": "the embedding unit, all decoder layers as one entry, the final unit"},
+        "ignored_keys": {"type": "array", "items": {"type": "string"},
+                         "description": "config keys this family does not read (the first 20)"},
+        "ignored_key_count": {"type": "integer"},
     },
 }  # fmt: skip
 CONFIG_BODY: dict[str, Any] = {

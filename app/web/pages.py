@@ -70,13 +70,21 @@ async def use_model_config(request: Request) -> Response:
         reference = compact(config)
     except (ValueError, RecursionError) as exc:
         message = str(exc) if isinstance(exc, ModelConfigError) else f"not valid JSON ({exc})"
-        scenario, error = read_scenario(keep, strict=False)
-        page = shell.page(view(keep, scenario, error), paste_error=message, pasted_config=text)
-        return HTMLResponse(page, status_code=422)
+        return _paste_refused(keep, text, message)
     scenario, error = read_scenario({**keep, "model": reference}, strict=False)
     if scenario is None:  # the kept inputs do not suit this model (e.g. tp): start from its defaults
         scenario, error = read_scenario({"model": reference}, strict=False)
-    return RedirectResponse(link(scenario) if scenario else "/", status_code=303)
+    if scenario is None:  # a valid architecture the scenario cannot hold (e.g. more than 10^13 parameters)
+        assert error is not None
+        return _paste_refused(keep, text, str(error))
+    return RedirectResponse(link(scenario), status_code=303)
+
+
+def _paste_refused(keep: dict[str, str], pasted: str, message: str) -> HTMLResponse:
+    """The page on the scenario the paste was made from, the paste kept and its error beside it."""
+    scenario, error = read_scenario(keep, strict=False)
+    page = shell.page(view(keep, scenario, error), paste_error=message, pasted_config=pasted)
+    return HTMLResponse(page, status_code=422)
 
 
 def _detail_table(request: Request, name: str, render: Callable[[Scenario], str]) -> Response:

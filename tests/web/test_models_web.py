@@ -15,23 +15,101 @@ from app.ledger.models.reference import compact
 from tests.web.html_numbers import read_cells
 
 
-def test_model_inventory_lists_every_tensor_and_unit(client: TestClient) -> None:
+def test_model_inventory_lists_every_kind_of_tensor_once_with_its_count(client: TestClient) -> None:
+    """Llama-2-7B: the embedding, 32 identical layers as one entry, the final unit; summed with
+    their counts the entries give the published 6,738,415,616 parameters."""
     config = dict(KNOWN_BY_ID["llama-2-7b"].config)
     r = client.post("/api/model-inventory", json=config)
     assert r.status_code == 200
     body = r.json()
     assert body["params"] == 6_738_415_616
     assert body["largest_unit"] == {"name": "layers.0", "params": 202_383_360}
-    assert len(body["units"]) == 32 + 2
-    assert sum(u["params"] for u in body["units"]) == body["params"]
-    shapes = {t["name"]: t["shape"] for t in body["tensors"]}
-    assert shapes["model.layers.31.mlp.down_proj.weight"] == [4096, 11008]
+    assert [(u["name"], u["count"]) for u in body["units"]] == [("embed", 1), ("layers.{k}", 32), ("final", 1)]
+    assert sum(u["params"] * u["count"] for u in body["units"]) == body["params"]
+    for unit in body["units"]:
+        assert sum(math.prod(t["shape"]) * t["count"] for t in unit["tensors"]) == unit["params"]
+    shapes = {t["name"]: t["shape"] for u in body["units"] for t in u["tensors"]}
+    assert shapes["model.layers.{k}.mlp.down_proj.weight"] == [4096, 11008]
     assert shapes["lm_head.weight"] == [32000, 4096]
-    assert sum(math.prod(t["shape"]) for t in body["tensors"]) == body["params"]
+    assert body["tensor_count"] == 1 + 32 * 9 + 2  # the checkpoint's 291 tensors
+    assert body["ignored_keys"] == [] and body["ignored_key_count"] == 0
     assert body["model"] == compact(config)
     # the reference reproduces the model as a scenario input
     page = client.get("/", params={"model": body["model"]})
     assert page.status_code == 200
+
+
+def test_a_mixtral_inventory_counts_its_experts_instead_of_listing_them(client: TestClient) -> None:
+    """Mixtral-8x7B: w1, w2, w3 once each with count 8, not 24 entries per layer."""
+    body = client.post("/api/model-inventory", json=dict(KNOWN_BY_ID["mixtral-8x7b-v0.1"].config)).json()
+    layer = body["units"][1]
+    experts = {t["name"]: (t["shape"], t["count"]) for t in layer["tensors"] if "experts" in t["name"]}
+    assert experts == {
+        "model.layers.{k}.block_sparse_moe.experts.{e}.w1.weight": ([14336, 4096], 8),
+        "model.layers.{k}.block_sparse_moe.experts.{e}.w2.weight": ([4096, 14336], 8),
+        "model.layers.{k}.block_sparse_moe.experts.{e}.w3.weight": ([14336, 4096], 8),
+    }
+    assert body["params"] == 46_702_792_704
+    assert body["tensor_count"] == 3 + 32 * (4 + 1 + 8 * 3 + 2)  # 995
+
+
+DOS_CONFIG = {
+    "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 32000, "num_experts_per_tok": 2, "num_local_experts": 1024,
+    "num_hidden_layers": 1024,
+}  # fmt: skip
+
+
+def test_a_thousand_layers_of_a_thousand_experts_answer_in_a_few_kilobytes(client: TestClient) -> None:
+    """The 228-byte request that answered 339,651,958 bytes after 11.5 s (every one of 3,150,850
+    tensors listed): now one entry per kind of tensor, the totals exact."""
+    r = client.post("/api/model-inventory", json=DOS_CONFIG)
+    assert r.status_code == 200
+    assert len(r.content) < 8_000
+    body = r.json()
+    h, i, e, kv, v = 4096, 14336, 1024, 8 * 128, 32000
+    layer = 2 * h * h + 2 * kv * h + e * h + e * 3 * h * i + 2 * h
+    assert body["params"] == 1024 * layer + 2 * v * h + h
+    assert body["tensor_count"] == 1 + 1024 * (4 + 1 + 3 * 1024 + 2) + 2
+    # the same config as a scenario's model: the page lists one layer's tensor kinds, not 3,072 names
+    page = client.get("/", params={"model": body["model"], "seq_len": "1024", "micro_batch": "1"})
+    assert page.status_code == 200
+    assert "block_sparse_moe.experts.{e}.w1.weight [14336 &times; 4096] &times; 1,024" in page.text
+    assert len(page.content) < 256 * 1024
+
+
+GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257, "n_positions": 1024}
+LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+         "intermediate_size": 11008, "vocab_size": 32000}  # fmt: skip
+
+
+def test_keys_a_family_does_not_read_are_dropped_and_named_not_kept_unchecked(client: TestClient) -> None:
+    """These answered 500: the reader never checked the stray key, compaction kept it, and reading
+    the link back refused it outside any error handling."""
+    for config, stray in (
+        ({**GPT2, "hidden_size": -5}, "hidden_size"),
+        ({**GPT2, "num_attention_heads": 10**3999}, "num_attention_heads"),
+        ({**GPT2, "head_dim": 10**13}, "head_dim"),
+        ({**LLAMA, "n_embd": -1}, "n_embd"),
+    ):
+        r = client.post(
+            "/api/model-inventory", content=json.dumps(config), headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 200, (stray, r.text)
+        body = r.json()
+        assert body["ignored_keys"] == [stray]
+        assert stray + "=" not in body["model"]
+        assert client.get("/api/estimate", params={"model": body["model"]}).status_code == 200
+
+
+def test_a_key_the_family_reads_is_bounded_and_named(client: TestClient) -> None:
+    r = client.post("/api/model-inventory", json={**LLAMA, "head_dim": 10**13})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["field"] == "head_dim"
+    # a link that carries a key its family does not read is refused by name, not with a 500
+    bad = client.get("/api/estimate", params={"model": "cfg:model_type=gpt2;hidden_size=5;n_embd=768"})
+    assert bad.status_code == 422
+    assert "hidden_size" in bad.json()["detail"][0]["msg"]
 
 
 def test_model_inventory_errors_name_the_key_and_list_families(client: TestClient) -> None:
@@ -114,3 +192,30 @@ def test_lazy_tables_answer_for_the_same_scenario(client: TestClient) -> None:
     assert '<a href="/?dp=16">' in page.text
     assert page.text.count("<tr><td>") == 16
     assert client.get("/lines", params={"dp": "0"}).status_code == 422
+
+
+def test_a_paste_the_scenario_cannot_hold_keeps_the_form_and_says_why(client: TestClient) -> None:
+    """A valid architecture of 10^15 parameters: the page redirected to "/" and dropped the paste.
+    Now the page the paste came from answers, the paste kept and the error beside the form."""
+    huge = {
+        "model_type": "mixtral", "hidden_size": 131_072, "num_attention_heads": 1_024, "num_key_value_heads": 1,
+        "num_hidden_layers": 1_024, "intermediate_size": 1_048_576, "vocab_size": 2**22,
+        "num_local_experts": 1_024, "num_experts_per_tok": 1_024,
+    }  # fmt: skip
+    form = urlencode({"config": json.dumps(huge), "keep": "dp=4"})
+    r = client.post("/model", content=form, headers={"content-type": "application/x-www-form-urlencoded"},
+                    follow_redirects=False)  # fmt: skip
+    assert r.status_code == 422
+    assert any(a.startswith("config:") for a in read_cells(r.text).alerts)
+    assert html.escape(json.dumps(huge)) in r.text  # the paste is kept, escaped
+    assert 'name="dp" value="4"' in r.text  # the scenario it was pasted on
+
+
+def test_a_paste_with_stray_keys_becomes_a_link_without_them(client: TestClient) -> None:
+    form = urlencode({"config": json.dumps({**GPT2, "hidden_size": -5}), "keep": "dp=4"})
+    r = client.post("/model", content=form, headers={"content-type": "application/x-www-form-urlencoded"},
+                    follow_redirects=False)  # fmt: skip
+    assert r.status_code == 303
+    model = parse_qs(urlsplit(r.headers["location"]).query)["model"][0]
+    assert "hidden_size" not in model and model.startswith("cfg:model_type=gpt2;")
+    assert client.get(r.headers["location"]).status_code == 200

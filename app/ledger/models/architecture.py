@@ -306,6 +306,25 @@ def _gpt_neox(config: Mapping[str, object], family: Family) -> Architecture:
     )
 
 
+# The keys each family's reader consults, and nothing else: a config is compacted to these keys
+# only (reference.py), so a key a family never reads (a GPT-2 config's stray ``hidden_size``) is
+# dropped, never kept unchecked. A test holds each reader to its list.
+_SWIGLU_KEYS = (
+    "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
+)  # fmt: skip
+FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
+    "gpt2": ("model_type", "n_embd", "n_layer", "n_head", "n_inner", "vocab_size", "tie_word_embeddings",
+             "n_positions"),
+    "gpt_neox": ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "vocab_size", "tie_word_embeddings", "max_position_embeddings", "attention_bias",
+                 "use_parallel_residual"),
+    "llama": (*_SWIGLU_KEYS, "attention_bias", "mlp_bias"),
+    "mistral": _SWIGLU_KEYS,
+    "mixtral": (*_SWIGLU_KEYS, "num_local_experts", "num_experts_per_tok"),
+    "qwen2": _SWIGLU_KEYS,
+}  # fmt: skip
+
 _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
@@ -317,14 +336,8 @@ _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
 SUPPORTED = ", ".join(FAMILIES)
 
 
-def architecture_from_config(config: Mapping[str, object]) -> Architecture:
-    """The Architecture a Hugging Face ``config.json`` (already parsed) describes.
-
-    Raises :class:`ModelConfigError` for a config that is not an object, an absent or unknown
-    ``model_type`` (the message lists the supported families), a missing required key (named),
-    or a value that is not an integer / boolean or lies out of bounds (named, with the bounds).
-    Keys the ledger does not need (``rms_norm_eps``, ``rope_theta``, ...) are ignored.
-    """
+def config_family(config: Mapping[str, object]) -> Family:
+    """The supported family a config's ``model_type`` names, or a :class:`ModelConfigError` saying why not."""
     if not isinstance(config, Mapping):
         raise ModelConfigError(f"a model config must be a JSON object, not {type(config).__name__}")
     model_type = config.get("model_type", _ABSENT)
@@ -332,9 +345,20 @@ def architecture_from_config(config: Mapping[str, object]) -> Architecture:
         raise ModelConfigError(f"missing required key 'model_type' (supported families: {SUPPORTED})", "model_type")
     if not isinstance(model_type, str):
         raise ModelConfigError(f"'model_type' must be text (supported families: {SUPPORTED})", "model_type")
-    reader = _READERS.get(model_type)
-    if reader is None:
+    if model_type not in _READERS:
         shown = repr(model_type[:40]) + ("…" if len(model_type) > 40 else "")
         raise ModelConfigError(f"model_type {shown} is not supported; supported families: {SUPPORTED}", "model_type")
-    family = FAMILIES[FAMILIES.index(model_type)]
-    return reader(config, family)
+    return FAMILIES[FAMILIES.index(model_type)]
+
+
+def architecture_from_config(config: Mapping[str, object]) -> Architecture:
+    """The Architecture a Hugging Face ``config.json`` (already parsed) describes.
+
+    Raises :class:`ModelConfigError` for a config that is not an object, an absent or unknown
+    ``model_type`` (the message lists the supported families), a missing required key (named),
+    or a value that is not an integer / boolean or lies out of bounds (named, with the bounds).
+    Keys the family's reader does not consult (``rms_norm_eps``, ``rope_theta``, a GPT-2 config's
+    ``hidden_size``, ...) are ignored: :data:`FAMILY_KEYS` lists the ones it does.
+    """
+    family = config_family(config)
+    return _READERS[family](config, family)

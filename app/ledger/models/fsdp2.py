@@ -47,7 +47,7 @@ class Fsdp2Shard:
 
 
 def padded_rows_elements(t: Tensor, dp: int) -> int:
-    """One rank's elements of ``t``: ⌈dim0 ÷ dp⌉ rows × (numel ÷ dim0). A 0-d tensor is one row."""
+    """One rank's elements of one tensor of ``t``: ⌈dim0 ÷ dp⌉ rows × (numel ÷ dim0). A 0-d tensor is one row."""
     dim0 = t.shape[0] if t.shape else 1
     if dim0 == 0:
         return 0
@@ -55,7 +55,7 @@ def padded_rows_elements(t: Tensor, dp: int) -> int:
 
 
 def _padded(tensors: tuple[Tensor, ...], dp: int) -> int:
-    return sum(padded_rows_elements(t, dp) for t in tensors)
+    return sum(padded_rows_elements(t, dp) * t.count for t in tensors)
 
 
 def fsdp2_shard(inv: Inventory, dp: int, width: int) -> Fsdp2Shard:

@@ -11,12 +11,15 @@ norm with the untied LM head, which the root unit holds when nothing else wraps 
 head the ``final`` unit is the norm alone: the head's matmul reuses the ``embed`` unit's weight.
 
 Decoder layers are identical, so all layer units share one tuple of tensors whose names are
-relative to the unit's prefix; :meth:`Inventory.tensors` spells out full names lazily. That keeps
-an inventory of Llama-2-70B (80 layers) or of a 1,024-expert MoE cheap enough to build per request.
+relative to the unit's prefix, and a MoE layer's identical experts are one entry per tensor kind
+with a count; :meth:`Inventory.tensors` spells out every full name lazily. That keeps an inventory
+of Llama-2-70B (80 layers) or of 1,024 layers of 1,024 experts a few dozen objects, cheap to build
+and to answer per request.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,11 +29,30 @@ from app.ledger.models.architecture import Architecture
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
-    """One parameter tensor: its name, shape, and element count (the product of the shape)."""
+    """``count`` identical parameter tensors: their name, shape, and elements each (the shape's product).
+
+    ``count`` is 1 except for a MoE layer's experts, whose E tensors of one kind are one entry
+    named with ``{e}`` for the expert index: an inventory's size follows the model's shape, not
+    its expert count.
+    """
 
     name: str
     shape: tuple[int, ...]
     numel: int
+    count: int = 1
+
+    @property
+    def total(self) -> int:
+        """Elements in all ``count`` tensors."""
+        return self.numel * self.count
+
+    def expanded(self) -> Iterator[Tensor]:
+        """Each of the ``count`` tensors with its own name (``{e}`` replaced by 0 … count − 1)."""
+        if self.count == 1:
+            yield self
+            return
+        for e in range(self.count):
+            yield Tensor(self.name.replace("{e}", str(e)), self.shape, self.numel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +69,10 @@ class Unit:
     params: int
 
     def full_tensors(self) -> Iterator[Tensor]:
-        """This unit's tensors with their full checkpoint names."""
-        if not self.prefix:
-            yield from self.tensors
-            return
-        for t in self.tensors:
-            yield Tensor(self.prefix + t.name, t.shape, t.numel)
+        """This unit's tensors one by one, with their full checkpoint names."""
+        for group in self.tensors:
+            for t in group.expanded():
+                yield Tensor(self.prefix + t.name, t.shape, t.numel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +104,9 @@ class Inventory:
         return self.units[1].params
 
     def tensors(self) -> Iterator[Tensor]:
-        """Every parameter tensor with its full name, in unit order (lazily: L × ~10 objects)."""
+        """Every parameter tensor with its full name, in unit order, one by one (lazily: as many as
+        the model has, millions for the largest MoE configs, so callers that answer a request list
+        ``units`` and their grouped ``tensors`` instead)."""
         for unit in self.units:
             yield from unit.full_tensors()
 
@@ -93,11 +115,8 @@ class Inventory:
         return tuple((u.name, u.params) for u in self.units)
 
 
-def _t(name: str, *shape: int) -> Tensor:
-    numel = 1
-    for d in shape:
-        numel *= d
-    return Tensor(name, shape, numel)
+def _t(name: str, *shape: int, count: int = 1) -> Tensor:
+    return Tensor(name, shape, math.prod(shape), count)
 
 
 def _norm(arch: Architecture, name: str) -> list[Tensor]:
@@ -133,11 +152,11 @@ def _swiglu_layer(arch: Architecture) -> list[Tensor]:
         out += _linear("mlp.down_proj", h, i, arch.mlp_bias)
     else:
         # Mixtral's checkpoint names: a router ``gate`` [E, h] and per expert w1 (gate), w2 (down), w3 (up).
+        # The experts are identical: one entry per kind with a count, whatever the expert count.
         out.append(_t("block_sparse_moe.gate.weight", arch.experts, h))
-        w1, w2, w3 = (i, h), (h, i), (i, h)
-        for e in range(arch.experts):
-            stem = f"block_sparse_moe.experts.{e}"
-            out += [_t(f"{stem}.w1.weight", *w1), _t(f"{stem}.w2.weight", *w2), _t(f"{stem}.w3.weight", *w3)]
+        stem, e = "block_sparse_moe.experts.{e}", arch.experts
+        out += [_t(f"{stem}.w1.weight", i, h, count=e), _t(f"{stem}.w2.weight", h, i, count=e)]
+        out.append(_t(f"{stem}.w3.weight", i, h, count=e))
     return out + _norm(arch, "input_layernorm") + _norm(arch, "post_attention_layernorm")
 
 
@@ -167,7 +186,7 @@ def _gpt_neox_layer(arch: Architecture) -> list[Tensor]:
 
 def _unit(name: str, prefix: str, tensors: list[Tensor] | tuple[Tensor, ...]) -> Unit:
     tensors = tuple(tensors)
-    return Unit(name, prefix, tensors, sum(t.numel for t in tensors))
+    return Unit(name, prefix, tensors, sum(t.total for t in tensors))
 
 
 def _ends(arch: Architecture) -> tuple[list[Tensor], str, list[Tensor]]:
@@ -187,6 +206,10 @@ def _ends(arch: Architecture) -> tuple[list[Tensor], str, list[Tensor]]:
         "model.layers.{}.",
         _norm(arch, "model.norm") + head,
     )
+
+
+def _count(unit: Unit) -> int:
+    return sum(t.count for t in unit.tensors)
 
 
 @lru_cache(maxsize=64)
@@ -209,5 +232,5 @@ def inventory(arch: Architecture) -> Inventory:
     params = embed.params + arch.layers * first.params + final.params
     # First unit of the greatest size; the layers are equal, so three candidates decide it.
     largest = max((embed, first, final), key=lambda u: u.params)
-    count = len(embed.tensors) + arch.layers * len(first.tensors) + len(final.tensors)
+    count = _count(embed) + arch.layers * _count(first) + _count(final)
     return Inventory(arch, units, params, largest, count)

@@ -1,7 +1,7 @@
 """A model as one scenario input: a known id (``llama-2-7b``) or a pasted config in compact form.
 
 The address bar is the lab's state, so a config pasted into the page must fit in a link. Only
-the keys the config readers consult are kept, as ``cfg:model_type=llama;hidden_size=4096;...``
+the keys the config's family reader consults are kept, as ``cfg:model_type=llama;hidden_size=4096;...``
 (integers and true/false only): bounded, readable, and read back by the same reader as a file.
 """
 
@@ -12,19 +12,28 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.ledger.fields import MODEL_MAX_CHARS
-from app.ledger.models.architecture import Architecture, ModelConfigError, architecture_from_config
+from app.ledger.models.architecture import (
+    FAMILY_KEYS,
+    Architecture,
+    ModelConfigError,
+    architecture_from_config,
+    config_family,
+)
 from app.ledger.models.inventory import Inventory, inventory
 from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS
 
 PREFIX = "cfg:"
 MAX_REFERENCE_CHARS = MODEL_MAX_CHARS  # the scenario's model field holds the reference
-# Every key a family reader consults (architecture.py); nothing else survives compaction.
+# Every key some family reader consults (architecture.FAMILY_KEYS), in the order links spell them:
+# the order is part of every shared cfg: link, so it is written out rather than derived.
 CONFIG_KEYS: tuple[str, ...] = (
     "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
     "attention_bias", "mlp_bias", "num_local_experts", "num_experts_per_tok", "n_embd", "n_layer", "n_head",
     "n_inner", "n_positions", "use_parallel_residual",
 )  # fmt: skip
+assert set(CONFIG_KEYS) == {key for keys in FAMILY_KEYS.values() for key in keys}
+MAX_IGNORED_SHOWN = 20  # ignored keys named back to the user; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,20 +51,35 @@ class ModelRef:
 
 
 def compact(config: Mapping[str, object]) -> str:
-    """``cfg:`` + the consulted keys of ``config``, in a fixed order; validated by reading it back."""
+    """``cfg:`` + the keys ``config``'s family reads, in a fixed order, validated by reading it back.
+
+    Keys the family does not read are dropped (:func:`ignored_keys` names them), so nothing
+    unchecked travels in a link; the reference is read back through :func:`resolve`, so a
+    reference this returns always resolves.
+    """
+    family = config_family(config)
     architecture_from_config(config)  # refuse a bad config here, naming its key
     parts = []
     for key in CONFIG_KEYS:
         value = config.get(key)
-        if value is None:
+        if value is None or key not in FAMILY_KEYS[family]:
             continue
         if isinstance(value, bool):
             parts.append(f"{key}={'true' if value else 'false'}")
-        elif isinstance(value, int) or (isinstance(value, str) and key == "model_type" and value.isidentifier()):
+        else:  # model_type (a family name) or an integer the reader has bounded
             parts.append(f"{key}={value}")
-        else:
-            raise ModelConfigError(f"{key} must be an integer or true/false, not {type(value).__name__}", key)
-    return PREFIX + ";".join(parts)
+    reference = PREFIX + ";".join(parts)
+    resolve(reference)  # the round trip: a pasted config and its link read the same
+    return reference
+
+
+def ignored_keys(config: Mapping[str, object]) -> tuple[list[str], int]:
+    """The keys of ``config`` its family's reader does not consult (the first few, shortened), and
+    how many there are: shown back so that a stray key is not silently taken as meaningful."""
+    keys = FAMILY_KEYS[config_family(config)]
+    ignored = sorted(k for k in config if k not in keys)
+    shown = [k if len(k) <= 40 else k[:40] + "…" for k in ignored[:MAX_IGNORED_SHOWN]]
+    return shown, len(ignored)
 
 
 def _expand(text: str) -> dict[str, object]:
@@ -72,6 +96,10 @@ def _expand(text: str) -> dict[str, object]:
             config[key] = raw
         else:
             raise ModelConfigError(f"{key}={raw[:20]!r}: expected an integer or true/false", key)
+    family = config_family(config)
+    stray = [key for key in config if key not in FAMILY_KEYS[family]]
+    if stray:
+        raise ModelConfigError(f"{stray[0]!r} is not a key that model_type {family!r} reads", stray[0])
     return config
 
 

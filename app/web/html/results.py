@@ -95,7 +95,10 @@ def _summary(e: Estimate, title: str, q: str, capacity_gb: str) -> str:
 
 def _unit_row(unit: Unit, layer: bool, layers: int) -> str:
     name = unit.name + (f" &hellip; layers.{layers - 1}" if layer and layers > 1 else "")
-    tensors = "; ".join(f"{t.name} [{' &times; '.join(str(d) for d in t.shape)}]" for t in unit.tensors)
+    tensors = "; ".join(
+        f"{t.name} [{' &times; '.join(str(d) for d in t.shape)}]" + (f" &times; {t.count:,}" if t.count > 1 else "")
+        for t in unit.tensors
+    )
     each = " each" if layer else ""
     return (
         f'<tr><th scope="row">{name}</th><td class="num">{unit.params:,}{each}</td>'
