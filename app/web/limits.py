@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
@@ -69,6 +70,10 @@ class RequestLimits:
         except _TooLarge:
             if not started:
                 await self._reject(send, 413, f"the request body is larger than {self.max_body:,} bytes")
+        except ClientDisconnect:
+            # The client left before its body was complete: nobody is waiting for an answer, and a
+            # 52-line traceback for an ordinary event would bury real errors in the log.
+            pass
 
     @staticmethod
     async def _reject(send: Send, status: int, message: str) -> None:

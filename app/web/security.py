@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
+from starlette.datastructures import URL
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CSP = (
@@ -16,8 +19,14 @@ _COMMON: list[tuple[bytes, bytes]] = [
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
-_HEADERS = [(b"content-security-policy", CSP.encode()), *_COMMON]
+SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), *_COMMON]
 _DOCS_HEADERS = [(b"content-security-policy", DOCS_CSP.encode()), *_COMMON]
+_ERROR_BODY = b"500: internal error, logged on the server"  # the app's own 500 text
+_ERROR_HEADERS = [
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"content-length", str(len(_ERROR_BODY)).encode()),
+    *SECURITY_HEADERS,
+]
 
 
 class SecurityHeaders:
@@ -28,11 +37,48 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        extra = _DOCS_HEADERS if scope["path"] == "/docs" else _HEADERS
+        extra = _DOCS_HEADERS if scope["path"] == "/docs" else SECURITY_HEADERS
+        started = False
 
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *extra]
+                started = True
+                headers = message.get("headers", [])
+                if 300 <= message["status"] < 400:
+                    headers = _relative_location(scope, headers)
+                message["headers"] = [*headers, *extra]
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            # Starlette answers an unhandled error in ServerErrorMiddleware, which sits outside every user
+            # middleware, so its 500 would go out without these headers. Answer it here instead, then
+            # re-raise: ServerErrorMiddleware sees a response already started and only passes the error
+            # on for uvicorn to log.
+            if not started:
+                await send({"type": "http.response.start", "status": 500, "headers": _ERROR_HEADERS})
+                await send({"type": "http.response.body", "body": _ERROR_BODY})
+            raise
+
+
+def _relative_location(scope: Scope, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """An absolute ``Location`` naming the request's own host, cut to its path (and query).
+
+    Starlette's slash redirects (``/static`` → ``/static/``) build an absolute URL from the request's
+    ``Host`` header, so ``Host: evil.example`` would redirect to ``http://evil.example/static/`` (a
+    poisoned cache or a phishing link). Our own redirects are path-only; a path-only one is correct
+    whatever name the lab is reached by.
+    """
+    own_host = URL(scope=scope).netloc
+    out = []
+    for name, value in headers:
+        if name.lower() == b"location":
+            target = urlsplit(value.decode("latin-1"))
+            if target.scheme in ("http", "https") and target.netloc == own_host:
+                # One leading slash: "//x" would be a protocol-relative link to host x.
+                path = "/" + target.path.lstrip("/")
+                value = urlunsplit(("", "", path, target.query, target.fragment)).encode("latin-1")
+        out.append((name, value))
+    return out
