@@ -30,7 +30,7 @@ from app.ledger.scenario import DEFAULT_SCENARIO, Scenario
 def with_stage(ledger: Ledger, stage: int, **changes: object) -> Ledger:
     """A copy of ``ledger`` with some fields of one stage replaced."""
     stages = list(ledger.stages)
-    stages[stage] = stages[stage].with_(**changes)  # type: ignore[arg-type]
+    stages[stage] = dataclasses.replace(stages[stage], **changes)  # type: ignore[arg-type]
     return dataclasses.replace(ledger, stages=tuple(stages))
 
 

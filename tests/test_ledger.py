@@ -6,8 +6,6 @@ from the code's output.
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
 from app.ledger.arithmetic import ceil_div, share_bp
@@ -76,23 +74,6 @@ def test_stage_order_and_four_classes(seed: Scenario) -> None:
     assert [st.stage for st in ledger.stages] == [0, 1, 2, 3]
     for st in ledger.stages:
         assert [ln.tensor_class for ln in st.lines] == list(CLASSES)
-
-
-def test_stages_that_own_a_class_alike_hold_the_same_line(seed: Scenario) -> None:
-    """Parameters are replicated at stages 0-2 and sharded at 3; master and optimizer state are
-    sharded from stage 1: each stays one line object while its ownership stays the same."""
-    lines = [st.lines for st in compute_ledger(seed).stages]
-    for index, cls in enumerate(CLASSES):
-        column = [stage_lines[index] for stage_lines in lines]
-        for a, b in itertools.pairwise(column):
-            assert (a is b) == (a.sharded == b.sharded), cls
-
-
-def test_stages_1_and_2_share_their_communication(seed: Scenario) -> None:
-    """Both reduce-scatter the gradients and all-gather the parameters: one object, spelled once."""
-    comms = [st.communication for st in compute_ledger(seed).stages]
-    assert comms[1] is comms[2]
-    assert len({id(c) for c in comms}) == 3
 
 
 def test_stage3_gather_without_prefetch(seed: Scenario) -> None:

@@ -19,7 +19,6 @@ from app.ledger.models.activations import (
     POLICIES,
     ActivationInputError,
     activation_ledger,
-    activation_total,
     forward_flops,
     layer_saved,
 )
@@ -292,23 +291,6 @@ def test_monotone_in_seq_len_and_micro_batch(
         + base.head_bytes
         + base.logits_bytes
     )
-
-
-@given(settings(), st.data())
-def test_the_total_alone_equals_the_ledgers(
-    case: tuple[Architecture, dict[str, object], int], data: st.DataObject
-) -> None:
-    """The fit finder's micro-batch search asks only for the total (no text spelled)."""
-    arch, kwargs, top = case
-    s, b = data.draw(st.integers(1, top)), data.draw(st.integers(1, 4096))
-    ledger = activation_ledger(arch, seq_len=s, micro_batch=b, **kwargs)  # type: ignore[arg-type]
-    assert activation_total(arch, seq_len=s, micro_batch=b, **kwargs) == ledger.total_bytes  # type: ignore[arg-type]
-
-
-def test_the_total_alone_refuses_what_the_ledger_refuses() -> None:
-    with pytest.raises(ActivationInputError) as info:
-        activation_total(gpt(), seq_len=4096, micro_batch=1)
-    assert info.value.field == "seq_len"
 
 
 @given(architectures(), st.integers(1, 256), st.integers(1, 8), st.sampled_from([1, 2, 4]), st.booleans())

@@ -12,14 +12,11 @@ from urllib.parse import parse_qsl
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.ledger.checks import SCENARIO_CHECKS
-from app.ledger.communication import all_communication, communication
 from app.ledger.estimate import estimate
-from app.ledger.ledger import Ledger, compute_ledger, rederive
-from app.ledger.mutants import MUTANTS, kill_list, try_mutant
+from app.ledger.ledger import Ledger, compute_ledger
+from app.ledger.mutants import MUTANTS, kill_list
 from app.ledger.oracle import stage_table
-from app.ledger.persistent import all_persistent_lines, ledger_line
-from app.ledger.rules import CLASSES, PRODUCTION, STAGES
+from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario, parse_scenario
 from app.receipts.links import canonical_query
 from app.receipts.receipt import receipt
@@ -73,18 +70,6 @@ def test_peak_matches_the_naive_model(s: Scenario) -> None:
         assert st_.peak.total == naive_peak.peak(raw, st_.stage)
         assert st_.peak.fits is (naive_peak.peak(raw, st_.stage) <= s.capacity_bytes)
         assert st_.communication.bytes == naive_peak.communication(raw, st_.stage)
-
-
-@given(scenarios())
-def test_shared_communication_equals_each_stage_computed_alone(s: Scenario) -> None:
-    for stage, shared in zip(STAGES, all_communication(s), strict=True):
-        alone = communication(s, stage)
-        assert (shared.volume, shared.bytes, shared.collectives, shared.formula) == (
-            alone.volume,
-            alone.bytes,
-            alone.collectives,
-            alone.formula,
-        )
 
 
 @given(scenarios())
@@ -145,31 +130,3 @@ def test_every_byte_count_is_an_int(s: Scenario) -> None:
     for c in estimate(s).checkpoint:
         assert type(c.device_bytes) is int
         assert type(c.host_bytes) is int
-
-
-@given(scenarios())
-def test_a_derived_mutant_ledger_equals_one_computed_from_scratch(s: Scenario) -> None:
-    """The kill list reuses the production ledger's untouched lines; that must change nothing."""
-    production = compute_ledger(s)
-    for mutant in MUTANTS:
-        assert rederive(production, mutant.rules) == compute_ledger(s, mutant.rules), mutant.id
-        assert rederive(production, mutant.rules, mutant.plan) == compute_ledger(s, mutant.rules)
-
-
-@given(scenarios())
-def test_all_lines_at_once_equal_one_line_at_a_time(s: Scenario) -> None:
-    """compute_ledger builds every stage's lines in one pass (eight lines shared between the four
-    stages); each must be what ledger_line gives for its stage."""
-    for rules in (PRODUCTION, *(m.rules for m in MUTANTS)):
-        lines = all_persistent_lines(s, rules)
-        for stage in STAGES:
-            assert lines[stage] == tuple(ledger_line(s, stage, c, rules) for c in CLASSES)
-
-
-@given(scenarios())
-def test_the_kill_list_is_the_same_derived_or_from_scratch(s: Scenario) -> None:
-    derived = kill_list(s, compute_ledger(s))
-    scratch = tuple(try_mutant(m, s, SCENARIO_CHECKS) for m in MUTANTS)
-    assert [(m.id, m.killed, m.check, m.message) for m in derived] == [
-        (m.id, m.killed, m.check, m.message) for m in scratch
-    ]

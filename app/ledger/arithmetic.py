@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 
 def ceil_div(numerator: int, denominator: int) -> int:
     """⌈numerator ÷ denominator⌉ for non-negative numerator and positive denominator."""
     return -(-numerator // denominator)
 
 
-@lru_cache(maxsize=1024)
 def n(value: int) -> str:
-    """An integer with thousands separators, as formulas show it (one receipt repeats the same
-    few numbers many times, hence the small cache)."""
+    """An integer with thousands separators, as formulas show it."""
     return f"{value:,}"
 
 

@@ -4,7 +4,7 @@ A scenario that names a model (``model=llama-2-7b``) takes its parameter count a
 wrapped unit from the model's inventory, and its activation peak from the activation ledger for
 its sequence length, micro batch, widths, policy and parallelism, unless the user typed a value:
 a typed ``params`` or ``unit_params`` overrides the config, a typed ``activation_bytes`` is a
-measurement. Cached, because the canonical link and the page ask for these defaults repeatedly.
+measurement.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from app.ledger.models.activations import ActivationLedger, activation_ledger, activation_total
+from app.ledger.models.activations import ActivationLedger, activation_ledger
 from app.ledger.models.reference import ModelRef, resolve
 
 
@@ -25,6 +25,9 @@ class ModelDefaults:
     activations: ActivationLedger
 
 
+# Cached because a scenario asks for its model's defaults many times over (each default_for and
+# source_of call: the canonical link, the receipt's sources, the form), and each time they would
+# build the whole activation ledger again; the model's inventory is cached per architecture.
 @lru_cache(maxsize=512)
 def model_defaults(
     model: str,
@@ -52,7 +55,6 @@ def model_defaults(
     return ModelDefaults(ref, inv.params, inv.largest_unit.params, inv.largest_unit.name, ledger)
 
 
-@lru_cache(maxsize=4096)
 def modelled_activation_total(
     model: str,
     seq_len: int,
@@ -63,16 +65,6 @@ def modelled_activation_total(
     sequence_parallel: int,
     logits_bytes: int,
 ) -> int:
-    """``model_defaults(...).activations.total_bytes`` without the ledger's text: the fit finder's
-    micro-batch search probes a dozen of these per request. Cached apart from the defaults, so the
-    probes do not evict them."""
-    return activation_total(
-        resolve(model).architecture,
-        seq_len=seq_len,
-        micro_batch=micro_batch,
-        act_bytes=act_bytes,
-        policy=act_policy,
-        tp=tp,
-        sequence_parallel=bool(sequence_parallel),
-        logits_bytes=logits_bytes,
-    )
+    """The modelled activation peak for these inputs (the fit finder probes micro batches with it)."""
+    md = model_defaults(model, seq_len, micro_batch, act_bytes, act_policy, tp, sequence_parallel, logits_bytes)
+    return md.activations.total_bytes

@@ -8,13 +8,13 @@ tells apart is reported as surviving, with the reason it is equivalent on that s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cache, partial
+from dataclasses import dataclass
+from functools import cache
 
 from app.ledger.arithmetic import ceil_div
 from app.ledger.checks import ALL_CHECKS, FROZEN_SCENARIO, SCENARIO_CHECKS, run_checks
-from app.ledger.ledger import Ledger, Rederivation, compute_ledger, rederivation, rederive
-from app.ledger.rules import PRODUCTION, SHARDED_FROM, Rules
+from app.ledger.ledger import Ledger, compute_ledger
+from app.ledger.rules import SHARDED_FROM, Rules
 from app.ledger.scenario import Scenario
 
 
@@ -66,14 +66,10 @@ class Mutant:
     rule: str
     rules: Rules
     equivalent_because: Callable[[Scenario], str | None]
-    # What the mutant's rule change touches in a production ledger, worked out once.
-    plan: Rederivation = field(init=False, repr=False, compare=False)
-    # The mutant's ledger of any scenario, computed from scratch (check 5 asks for one).
-    evaluate: Callable[[Scenario], Ledger] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "plan", rederivation(PRODUCTION, self.rules))  # frozen: set once, here
-        object.__setattr__(self, "evaluate", partial(compute_ledger, rules=self.rules))
+    def evaluate(self, s: Scenario) -> Ledger:
+        """The mutant's ledger of any scenario."""
+        return compute_ledger(s, self.rules)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -105,7 +101,7 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
+@dataclass(frozen=True, slots=True)
 class MutationResult:
     id: str
     rule: str
@@ -115,39 +111,28 @@ class MutationResult:
     failed_checks: tuple[str, ...]
 
 
-def try_mutant(
-    mutant: Mutant, s: Scenario, checks: tuple[str, ...], production: Ledger | None = None
-) -> MutationResult:
-    """Run ``checks`` on the mutant's ledger for ``s``.
+def try_mutant(mutant: Mutant, s: Scenario, checks: tuple[str, ...], *, first_failure: bool = False) -> MutationResult:
+    """Run ``checks`` on the mutant's ledger for ``s``: the first failing check kills it.
 
-    With ``production`` (the user's scenario), the mutant's ledger is derived from it (only the
-    cells whose rule changed are recomputed) and the first failing check kills it. Without, the
-    ledger is computed from scratch and every check runs, so ``failed_checks`` lists them all.
+    ``failed_checks`` lists every check that fails, or with ``first_failure`` only the one that
+    killed it (the checks stop there).
     """
-    if production is None:
-        results = run_checks(mutant.evaluate(s), mutant.evaluate, checks)
-        failed = [r for r in results if not r.passed]
-        if failed:
-            names = tuple(r.check for r in failed)
-            return MutationResult(mutant.id, mutant.rule, True, names[0], failed[0].message, names)
-    else:
-        assert production.rules is PRODUCTION, "the mutants' plans are worked out against the production rules"
-        derived = rederive(production, mutant.rules, mutant.plan)
-        results = run_checks(derived, mutant.evaluate, checks, stop_at_failure=True)
-        if results and not (last := results[-1]).passed:  # the run stops at the first failure
-            return MutationResult(mutant.id, mutant.rule, True, last.check, last.message, (last.check,))
+    results = run_checks(mutant.evaluate(s), mutant.evaluate, checks, stop_at_failure=first_failure)
+    failed = [r for r in results if not r.passed]
+    if failed:
+        names = tuple(r.check for r in failed)
+        return MutationResult(mutant.id, mutant.rule, True, names[0], failed[0].message, names)
     reason = mutant.equivalent_because(s) or "no check tells it apart on this scenario"
     return MutationResult(mutant.id, mutant.rule, False, "", f"survived: {reason}", ())
 
 
-def kill_list(s: Scenario, production: Ledger | None = None) -> tuple[MutationResult, ...]:
-    """The kill list on the user's scenario: checks 1–4 run there, equivalent mutants survive."""
-    if production is None:
-        production = compute_ledger(s)
-    return tuple(try_mutant(m, s, SCENARIO_CHECKS, production) for m in MUTANTS)
+def kill_list(s: Scenario) -> tuple[MutationResult, ...]:
+    """The kill list on the user's scenario: checks 1–4 run there, each mutant named with the check
+    that killed it; equivalent mutants survive."""
+    return tuple(try_mutant(m, s, SCENARIO_CHECKS, first_failure=True) for m in MUTANTS)
 
 
-@cache
+@cache  # a constant: the frozen scenario never changes, so neither does its kill list
 def reference_kill_list() -> tuple[MutationResult, ...]:
     """The kill list on the frozen scenario, checks 1–5: all five are always killed."""
     return tuple(try_mutant(m, FROZEN_SCENARIO, ALL_CHECKS) for m in MUTANTS)

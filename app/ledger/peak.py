@@ -9,7 +9,7 @@ from app.ledger.rules import Rules
 from app.ledger.scenario import Scenario
 
 
-@dataclass(slots=True)  # a value: never mutated; not frozen because frozen __init__ costs 5x (hot path)
+@dataclass(frozen=True, slots=True)
 class Peak:
     """peak = subtotal + contingency, subtotal = persistent + gather + buckets + activations + overhead.
 
@@ -83,11 +83,23 @@ def training_peak(s: Scenario, stage: int, persistent: int, rules: Rules) -> Pea
     gather = gather_bytes(s, stage, rules)
     activations = activation_bytes(s, rules)
     subtotal = persistent + gather + s.bucket_bytes + activations + s.overhead_bytes
-    contingency = -(-subtotal * s.contingency_pct // 100)  # ⌈subtotal × pct ÷ 100⌉
+    contingency = ceil_div(subtotal * s.contingency_pct, 100)
     total = subtotal + contingency
-    capacity = s.capacity_bytes
-    # Only stage 3 gathers, so only there can the rule leave the gather uncounted.
-    counted = rules.gather_peak or stage != 3
-    return Peak(stage, persistent, gather, s.bucket_bytes, activations, s.overhead_bytes, subtotal, contingency,
-                total, capacity, total <= capacity, capacity - total, s, counted,
-                rules.activations_divided_by_dp)  # fmt: skip
+    return Peak(
+        stage=stage,
+        persistent=persistent,
+        gather=gather,
+        buckets=s.bucket_bytes,
+        activations=activations,
+        overhead=s.overhead_bytes,
+        subtotal=subtotal,
+        contingency=contingency,
+        total=total,
+        capacity=s.capacity_bytes,
+        fits=total <= s.capacity_bytes,
+        headroom=s.capacity_bytes - total,
+        scenario=s,
+        # Only stage 3 gathers, so only there can the rule leave the gather uncounted.
+        gather_counted=rules.gather_peak or stage != 3,
+        activations_divided=rules.activations_divided_by_dp,
+    )

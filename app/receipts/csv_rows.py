@@ -13,13 +13,12 @@ import csv
 import io
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
-from functools import lru_cache
 from typing import Literal
 
 from app.ledger.arithmetic import share_bp
 from app.ledger.estimate import Estimate
 from app.ledger.fields import FIELDS
-from app.receipts.receipt import activation_source, activations_section, fsdp2_section, model_section
+from app.receipts.receipt import activations_section, fsdp2_section, model_section
 
 COLUMNS: tuple[str, ...] = (
     "stage",
@@ -44,7 +43,6 @@ Cell = int | str
 Row = dict[str, Cell]
 
 
-@lru_cache(maxsize=1024)  # a receipt's cells start with a few dozen distinct characters
 def _lead(char: str) -> Literal["formula", "skip", "text"]:
     """What one character at the start of a cell means to a spreadsheet."""
     if char in _DANGEROUS_LEAD:  # tab and CR before the blank test: they are blanks too
@@ -61,8 +59,6 @@ def _lead(char: str) -> Literal["formula", "skip", "text"]:
 
 
 def _starts_a_formula(text: str) -> bool:
-    if text[:1].isascii() and text[:1].isalnum():
-        return False  # the common case, a word or a number, decided without a call per character
     for char in text:
         lead = _lead(char)
         if lead != "skip":
@@ -143,7 +139,7 @@ def rows(e: Estimate) -> Iterator[Row]:
             "category": "activations",
             "bytes": p.activations,
             "formula": p.activations_formula,
-            "detail": activation_source(e),
+            "detail": e.activation_source,
         }
         yield {
             "stage": st.stage,
@@ -232,25 +228,23 @@ def _model_rows(e: Estimate) -> Iterator[Row]:
                "detail": fsdp2["note"]}  # fmt: skip
 
 
-def _line(writer_buffer: io.StringIO, writer: csv.DictWriter[str], row: Row) -> str:
-    clean = {k: neutralise(v) if isinstance(v, str) else v for k, v in row.items()}
-    writer.writerow(clean)
-    text = writer_buffer.getvalue()
-    writer_buffer.seek(0)
-    writer_buffer.truncate()
-    return text
-
-
 def csv_lines(e: Estimate) -> Iterator[str]:
-    """The CSV text, one line at a time (for streaming responses)."""
+    """The CSV text, one record at a time (for streaming responses)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
+
+    def written() -> str:
+        """What the writer has just written, leaving the buffer empty for the next record."""
+        text = buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        return text
+
     writer.writeheader()
-    yield buffer.getvalue()
-    buffer.seek(0)
-    buffer.truncate()
+    yield written()
     for row in rows(e):
-        yield _line(buffer, writer, row)
+        writer.writerow({k: neutralise(v) if isinstance(v, str) else v for k, v in row.items()})
+        yield written()
 
 
 def csv_text(e: Estimate) -> str:

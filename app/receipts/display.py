@@ -5,40 +5,29 @@ Rounding is done in integers (half up), so even the formatted figure involves no
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from app.ledger.arithmetic import n
 
 GB = 10**9
 GIB = 2**30
 
 
-_TWO_DIGITS: tuple[str, ...] = tuple(f"{i:02d}" for i in range(100))
-
-
-# Hot: a page formats a few hundred values, most of them different on every request, so these are
-# plain arithmetic rather than memoised (a cache miss costs more than the formatting). Zero, and
-# anything that rounds to it, is common (no buckets, no gather below stage 3) and needs no arithmetic.
-def gb(value: int) -> str:
-    """Decimal gigabytes (10^9 bytes), two decimals, rounded half up: ⌊(value + 5·10^6) ÷ 10^7⌋ hundredths."""
-    if value < 5_000_000:
-        return "0.00 GB" if value >= 0 else "−" + gb(-value)
-    hundredths = (value + 5_000_000) // 10_000_000
-    if hundredths < 100_000:
-        return f"{hundredths // 100}.{_TWO_DIGITS[hundredths % 100]} GB"
+def _hundredths(value: int, unit: int, label: str) -> str:
+    """``value`` in ``unit``s with two decimals, rounded half up: ⌊(200·|value| + unit) ÷ 2·unit⌋
+    hundredths, thousands grouped, a minus sign (−) before a negative value."""
+    sign = "−" if value < 0 else ""
+    hundredths = (200 * abs(value) + unit) // (2 * unit)
     whole, frac = divmod(hundredths, 100)
-    return f"{whole:,}.{_TWO_DIGITS[frac]} GB"
+    return f"{sign}{whole:,}.{frac:02d} {label}"
+
+
+def gb(value: int) -> str:
+    """Decimal gigabytes (10^9 bytes), two decimals, rounded half up."""
+    return _hundredths(value, GB, "GB")
 
 
 def gib(value: int) -> str:
-    """Binary gibibytes (2^30 bytes), two decimals, rounded half up: ⌊(100·value + 2^29) ÷ 2^30⌋ hundredths."""
-    if value < 5_368_710:  # 100·value + 2^29 < 2^30: zero hundredths
-        return "0.00 GiB" if value >= 0 else "−" + gib(-value)
-    hundredths = (value * 100 + (1 << 29)) >> 30
-    if hundredths < 100_000:
-        return f"{hundredths // 100}.{_TWO_DIGITS[hundredths % 100]} GiB"
-    whole, frac = divmod(hundredths, 100)
-    return f"{whole:,}.{_TWO_DIGITS[frac]} GiB"
+    """Binary gibibytes (2^30 bytes), two decimals, rounded half up."""
+    return _hundredths(value, GIB, "GiB")
 
 
 integer = n  # exact integers read the same on the page as inside the formulas: 7,000,000,000
@@ -46,7 +35,7 @@ integer = n  # exact integers read the same on the page as inside the formulas: 
 
 def percent_bp(basis_points: int) -> str:
     whole, frac = divmod(basis_points, 100)
-    return f"{whole}.{_TWO_DIGITS[frac]} %"
+    return f"{whole}.{frac:02d} %"
 
 
 _COUNT_UNITS: tuple[tuple[int, str], ...] = ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K"))
@@ -56,8 +45,6 @@ _BYTE_UNITS: tuple[tuple[int, str], ...] = (
 )  # fmt: skip
 
 
-# The form shows every input in this spelling on every page; most inputs keep their defaults.
-@lru_cache(maxsize=1024)
 def _shortest(value: int, units: tuple[tuple[int, str], ...]) -> str:
     """The shortest exact spelling, e.g. 6740000000 → ``6.74B``, 2147483648 → ``2GiB``: a whole
     multiple of a unit first, then up to three decimals; plain digits when neither reads well

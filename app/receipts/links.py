@@ -6,17 +6,14 @@ The page, the htmx fragment's pushed URL, the downloads and the CLI's ``--link``
 
 from __future__ import annotations
 
-from urllib.parse import quote_plus
+from urllib.parse import urlencode
 
 from app.ledger.scenario import Scenario
 
 
 def canonical_query(s: Scenario) -> str:
-    """``dp=16&params=13000000000``: inputs that differ from their defaults, sorted by name.
-
-    The same text ``urllib.parse.urlencode`` gives, built directly: integers need no quoting.
-    """
-    return "&".join(f"{k}={v}" if isinstance(v, int) else f"{k}={quote_plus(v)}" for k, v in s.non_default_items())
+    """``dp=16&params=13000000000``: inputs that differ from their defaults, sorted by name."""
+    return urlencode(s.non_default_items())
 
 
 def link(s: Scenario, path: str = "/") -> str:

@@ -8,7 +8,7 @@ from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
 from app.ledger.rules import CLASSES
 from app.receipts.display import gb, gib, integer
-from app.receipts.receipt import DISCLAIMER, activation_source
+from app.receipts.receipt import DISCLAIMER
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
@@ -115,7 +115,7 @@ def _lines(e: Estimate) -> Iterator[str]:
         ],
         body,
     )
-    yield f"  activations: {activation_source(e)}; buckets and overhead: declared"
+    yield f"  activations: {e.activation_source}; buckets and overhead: declared"
     yield f"  stage-3 gather: {e.ledger.stages[3].peak.gather_formula}"
     yield from _model_lines(e)
     yield ""

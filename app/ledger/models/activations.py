@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import gcd
-from typing import NamedTuple
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.fields import ACT_POLICIES, FIELD_BY_NAME
@@ -293,29 +292,25 @@ def _layer_formula(saved: tuple[Saved, ...], tp: int, sp: bool, numbers: bool) -
     return f"({_terms(rep, numbers)}) + ⌈({_terms(split, numbers)}) ÷ {t}⌉"
 
 
-class _Amounts(NamedTuple):
-    """The integers of an activation ledger, before any text is spelled."""
+def activation_ledger(
+    arch: Architecture,
+    *,
+    seq_len: int,
+    micro_batch: int,
+    act_bytes: int = 2,
+    policy: str = "none",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    logits_bytes: int = 4,
+) -> ActivationLedger:
+    """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
 
-    s: int
-    b: int
-    t: int
-    sp: bool
-    full_set: tuple[Saved, ...]
-    kept: tuple[Saved, ...]
-    working: int  # one layer's complete saved set, per rank
-    per_layer: int
-    working_set: int
-    embedding: int
-    head: int
-    logits: int
-    total: int
-
-
-def _amounts(
-    arch: Architecture, seq_len: int, micro_batch: int, act_bytes: int, policy: str, tp: int, sequence_parallel: bool,
-    logits_bytes: int,
-) -> _Amounts:  # fmt: skip
-    """Validate the inputs (raising :class:`ActivationInputError`) and work out every amount."""
+    ``act_bytes``: activation element width (BF16 = 2); ``logits_bytes``: the loss dtype's width
+    (FP32 loss = 4); ``tp``: tensor-parallel degree (must divide the heads);
+    ``sequence_parallel``: Megatron-style sequence parallelism over the same tp ranks.
+    Policies: ``none``, ``selective`` (attention core recomputed), ``full`` (layer inputs only,
+    plus one layer's saved set while it is recomputed). Raises :class:`ActivationInputError`.
+    """
     s = _check("seq_len", seq_len, *SEQ_LEN_BOUNDS)
     b = _check("micro_batch", micro_batch, *MICRO_BATCH_BOUNDS)
     t = _check("tp", tp, *TP_BOUNDS)
@@ -356,51 +351,6 @@ def _amounts(
     head = _per_rank(tuple(head_saved), t, sp)
     logits = s * b * ceil_div(arch.vocab, t) * logits_bytes
     total = arch.layers * per_layer + working_set + embedding + head + logits
-    return _Amounts(s, b, t, sp, full_set, kept, working, per_layer, working_set, embedding, head, logits, total)
-
-
-def activation_total(
-    arch: Architecture,
-    *,
-    seq_len: int,
-    micro_batch: int,
-    act_bytes: int = 2,
-    policy: str = "none",
-    tp: int = 1,
-    sequence_parallel: bool = False,
-    logits_bytes: int = 4,
-) -> int:
-    """``activation_ledger(...).total_bytes`` without the formula, the assumptions or the
-    recompute fraction: the fit finder probes a dozen micro batches per request for this number."""
-    return _amounts(arch, seq_len, micro_batch, act_bytes, policy, tp, sequence_parallel, logits_bytes).total
-
-
-def activation_ledger(
-    arch: Architecture,
-    *,
-    seq_len: int,
-    micro_batch: int,
-    act_bytes: int = 2,
-    policy: str = "none",
-    tp: int = 1,
-    sequence_parallel: bool = False,
-    logits_bytes: int = 4,
-) -> ActivationLedger:
-    """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
-
-    ``act_bytes``: activation element width (BF16 = 2); ``logits_bytes``: the loss dtype's width
-    (FP32 loss = 4); ``tp``: tensor-parallel degree (must divide the heads);
-    ``sequence_parallel``: Megatron-style sequence parallelism over the same tp ranks.
-    Policies: ``none``, ``selective`` (attention core recomputed), ``full`` (layer inputs only,
-    plus one layer's saved set while it is recomputed). Raises :class:`ActivationInputError`.
-    """
-    a = _amounts(arch, seq_len, micro_batch, act_bytes, policy, tp, sequence_parallel, logits_bytes)
-    s, b, t, sp, full_set, kept = a.s, a.b, a.t, a.sp, a.full_set, a.kept
-    working, per_layer, working_set, embedding, head, logits, total = (
-        a.working, a.per_layer, a.working_set, a.embedding, a.head, a.logits, a.total
-    )  # fmt: skip
-    w, h = act_bytes, arch.hidden
-    gpt = arch.family in GPT_FAMILIES
 
     variables = f"s={n(s)}, b={n(b)}, h={n(h)}, i={n(arch.intermediate)}, a={arch.heads}"
     if not gpt:
