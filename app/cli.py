@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from app.ledger.fields import FIELDS, allowed_text
-from app.ledger.scenario import ScenarioError, parse_scenario
+from app.ledger.scenario import FIELD_NAMES, ScenarioError, parse_scenario
 
 MAX_SCENARIO_FILE = 64 * 1024
 _METAVARS = {"count": "N", "bytes": "BYTES", "int": "INT", "text": "TEXT", "choice": "CHOICE"}
@@ -47,7 +47,12 @@ def _serve_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("serve", help="run the browser lab")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes, each with its own app (default 1, enough for one user; more for bigger rooms)",
+    )
     p.add_argument("--reload", action="store_true")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
 
@@ -126,7 +131,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         for err in exc.errors:
             where = (
                 f"{err.field} in {args.scenario}"
-                if err.field in from_file or err.field not in {f.name for f in FIELDS}
+                if err.field in from_file or err.field not in FIELD_NAMES
                 else "--" + err.field.replace("_", "-")
             )
             sys.stderr.write(f"zero3-lab: error: {where}: {err.message} (allowed: {err.allowed})\n")

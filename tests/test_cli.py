@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
@@ -337,3 +338,26 @@ def test_a_bad_model_config_exits_2_naming_the_flag(tmp_path: Path) -> None:
     tp = run_cli("estimate", "--model", "llama-2-7b", "--tp", "3")
     assert tp.returncode == 2
     assert "--tp:" in tp.stderr
+
+
+def test_every_model_field_has_a_flag_with_its_allowed_range() -> None:
+    """The flags are derived from the scenario model: a new field gets a flag, a new bound its help."""
+    from app.cli import build_parser
+    from app.ledger.fields import FIELD_BY_NAME, allowed_text
+    from app.ledger.inputs import ScenarioIn
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    estimate = sub.choices["estimate"]
+    by_dest = {a.dest: a for a in estimate._actions}
+    for name in ScenarioIn.model_fields:
+        action = by_dest[name]
+        assert action.option_strings == ["--" + name.replace("_", "-")]
+        assert action.help is not None
+        assert f"Allowed: {allowed_text(FIELD_BY_NAME[name])}." in action.help
+
+
+def test_null_in_a_scenario_file_is_the_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"dp": None, "params": 1_000, "gather_bytes": None, "param_bytes": 4}), encoding="utf-8")
+    data = estimate_json(capsys, "--scenario", str(path))
+    assert (data["scenario"]["dp"], data["scenario"]["gather_bytes"]) == (8, 4)

@@ -9,10 +9,19 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from app.ledger.estimate import estimate
 from app.ledger.fields import FIELDS
-from app.ledger.scenario import FIELD_NAMES, ScenarioError, parse_scenario
+from app.ledger.inputs import StrictScenarioIn
+from app.ledger.scenario import (
+    FIELD_NAMES,
+    MAX_UNKNOWN_REPORTED,
+    ScenarioError,
+    field_errors,
+    parse_scenario,
+    to_scenario,
+)
 from app.ledger.sizes import SizeError, parse_bytes, parse_count, parse_plain
 from app.receipts.csv_rows import csv_text
 from app.receipts.receipt import receipt
@@ -74,3 +83,18 @@ def test_typed_strings_in_every_field(raw: dict[str, str]) -> None:
         return
     for name in FIELD_NAMES:
         assert type(getattr(scenario, name)) in (int, str)
+
+
+@given(st.dictionaries(st.one_of(field_names, st.text(max_size=8)), json_values, max_size=16))
+def test_the_model_validates_anything_or_names_each_field(raw: dict[str, Any]) -> None:
+    """What the JSON API does: the strict model, then the scenario; every error maps to a key of the input."""
+    try:
+        scenario = to_scenario(StrictScenarioIn.model_validate(raw))
+    except ValidationError as exc:
+        errors = field_errors(exc)
+        assert errors
+        assert len({e.field for e in errors}) == len(errors)
+        assert {e.field for e in errors} <= {str(k)[:40] for k in raw}
+        assert sum(e.field not in FIELD_NAMES for e in errors) <= MAX_UNKNOWN_REPORTED + 1
+        return
+    assert scenario == parse_scenario(raw, allow_unknown=False)

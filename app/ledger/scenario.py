@@ -1,27 +1,39 @@
-"""The bounded scenario: every input checked, one error per bad field."""
+"""The bounded scenario: every input checked, one error per bad field.
+
+:class:`app.ledger.inputs.ScenarioIn` validates the inputs (each field's bounds, then the rules
+across fields); :func:`to_scenario` fills in the defaults and gives the core's frozen
+:class:`Scenario`; :func:`field_errors` states pydantic's errors as :class:`FieldError` lines that
+name the field and its allowed range; :func:`parse_scenario` does all three for a raw mapping.
+"""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from functools import cache
-from typing import TYPE_CHECKING
+from typing import Any
+
+from pydantic import ValidationError
 
 from app.ledger.arithmetic import shown_int
-from app.ledger.fields import (
-    FIELD_BY_NAME,
-    FIELDS,
-    NAME_PATTERN,
-    STATIC_DEFAULTS,
-    Field,
-    allowed_text,
-    default_unit_params,
-)
-from app.ledger.sizes import MAX_TEXT, SizeError, parse_bytes, parse_count, parse_plain
+from app.ledger.fields import FIELD_BY_NAME, FIELDS, STATIC_DEFAULTS, allowed_text, default_unit_params
+from app.ledger.inputs import UNCHECKED, ScenarioIn, StrictScenarioIn, across_fields, default_seq_len
+from app.ledger.model_inputs import ModelDefaults, model_defaults
 
-if TYPE_CHECKING:
-    from app.ledger.model_inputs import ModelDefaults
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "FIELD_NAMES",
+    "MAX_UNKNOWN_REPORTED",
+    "MODEL_FILLED",
+    "FieldError",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioIn",
+    "StrictScenarioIn",
+    "default_seq_len",
+    "field_errors",
+    "parse_scenario",
+    "to_scenario",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +76,6 @@ class Scenario:
         """What the named model supplies (None without a model); valid by construction."""
         if not self.model:
             return None
-        from app.ledger.model_inputs import model_defaults  # only scenarios with a model pay for it
-
         return model_defaults(self.model, self.seq_len, self.micro_batch, self.act_bytes, self.act_policy,
                               self.tp, self.sequence_parallel, self.logits_bytes)  # fmt: skip
 
@@ -103,20 +113,14 @@ class Scenario:
 
     def non_default_items(self) -> list[tuple[str, int | str]]:
         """The inputs that differ from their defaults, sorted by name: the canonical form."""
-        out = []
-        for name in _SORTED_FIELDS:
-            value = getattr(self, name)
-            if value != (self.default_for(name) if name in _FOLLOWING else STATIC_DEFAULTS[name]):
-                out.append((name, value))
-        return out
+        return [(name, value) for name, value in sorted(self.as_dict().items()) if value != self.default_for(name)]
 
 
 _SCENARIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
 # The inputs a named model fills in (see default_for).
 MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes"})
-_SORTED_FIELDS: tuple[str, ...] = tuple(sorted(_SCENARIO_FIELDS))
-# The inputs whose default follows other inputs (see default_for); every other default is static.
-_FOLLOWING = MODEL_FILLED | {"gather_bytes", "seq_len"}
+FIELD_NAMES = frozenset(FIELD_BY_NAME)
+DEFAULT_SCENARIO = Scenario()
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,184 +146,123 @@ class ScenarioError(ValueError):
         return {e.field: e for e in self.errors}
 
 
-FIELD_NAMES = frozenset(FIELD_BY_NAME)
-_NUMERIC = frozenset(f.name for f in FIELDS if f.kind in ("count", "bytes", "int"))
-# The inputs a model's defaults depend on, in model_defaults()'s argument order.
-_MODEL_INPUTS = ("model", "seq_len", "micro_batch", "act_bytes", "act_policy", "tp", "sequence_parallel",
-                 "logits_bytes")  # fmt: skip
-_MODEL_ALLOWED = "a known model id or a compact config (cfg:…)"
-MAX_UNKNOWN_REPORTED = 10  # a pasted blob of junk keys gets a short answer, not one line per key
-_ALL_NAMES = "one of " + ", ".join(f.name for f in FIELDS)
+# --------------------------------------------------------------------------- building the scenario
 
 
-@cache
-def _name_re() -> re.Pattern[str]:
-    """Compiled on first use: the character class is large, and most runs never see a name."""
-    return re.compile(NAME_PATTERN)
+def to_scenario(inp: ScenarioIn) -> Scenario:
+    """The scenario a validated input names, every default filled in.
 
-
-DEFAULT_SCENARIO = Scenario()
-
-
-def _read_int(field: Field, raw: object) -> int:
-    """Turn one raw value (a JSON int or a string from a URL, form or flag) into an int."""
-    if isinstance(raw, str):  # the common case: a query string's value
-        if field.kind == "count":
-            return parse_count(raw)
-        if field.kind == "bytes":
-            return parse_bytes(raw)
-        return parse_plain(raw)
-    if isinstance(raw, bool):
-        raise SizeError("must be a number, not true/false")
-    if isinstance(raw, int):
-        return raw
-    if isinstance(raw, float):
-        # JSON has one number type: 7e9 and 0.0 are integers there. Only whole values pass,
-        # converted exactly (every bound is below 2^53); the ledger never sees the float.
-        if not raw.is_integer():
-            raise SizeError(f"{raw!r} is not a whole number")
-        return int(raw)
-    raise SizeError(f"must be an integer or a size string, not {type(raw).__name__}")
-
-
-def _read_text(field: Field, raw: object) -> str:
-    if not isinstance(raw, str):
-        raise SizeError("must be text")
-    text = raw.strip()
-    if len(text) > field.maximum:
-        raise SizeError(f"is {len(text)} characters long")
-    if text and _name_re().fullmatch(text) is None:
-        raise SizeError("contains a non-printable character (a control, format or separator character)")
-    return text
-
-
-def _read_choice(field: Field, raw: object) -> str:
-    assert field.options is not None
-    if not isinstance(raw, str) or raw.strip() not in field.options:
-        shown = repr(raw)[:40]
-        raise SizeError(f"{shown} is not one of {', '.join(field.options)}")
-    return raw.strip()
-
-
-def _read(field: Field, raw: object) -> int | str:
-    if field.kind == "text":
-        return _read_text(field, raw)
-    if field.kind == "choice":
-        return _read_choice(field, raw)
-    return _read_int(field, raw)
-
-
-def _check_bounds(field: Field, value: int, upper: int | None = None) -> str | None:
-    if field.choices is not None:
-        if value not in field.choices:
-            return f"{shown_int(value)} is not a supported value"
-        return None
-    top = field.maximum if upper is None else upper
-    if value < field.minimum or value > top:
-        return f"{shown_int(value)} is out of range"
-    return None
-
-
-def default_seq_len(model: str) -> int:
-    """4,096 tokens, or the model's context when it has learned positions and a shorter one (GPT-2)."""
-    from app.ledger.models.reference import resolve
-
-    arch = resolve(model).architecture
-    base = int(STATIC_DEFAULTS["seq_len"])
-    return min(base, arch.max_positions) if arch.learned_positions else base
-
-
-def _model_fill(values: dict[str, int | str], errors: list[FieldError]) -> dict[str, int | str]:
-    """params, U and the activation peak as the named model gives them (empty without a model).
-
-    A bad model or an activation input the model cannot take (``tp`` not dividing the heads,
-    ``seq_len`` beyond learned positions) becomes a field error; so does a modelled activation
-    peak beyond the ``activation_bytes`` bound.
+    Absent inputs take their defaults: the seed's example, or the named model's params, U, activation
+    peak and (GPT-2's short context) sequence length; U defaults to min(400M, N) without a model and
+    to min(the model's unit, N) with one; the all-gather width to the parameter width. Raises
+    :class:`ScenarioError` when a rule across fields fails (only possible for an input that was
+    built without validation, e.g. ``model_construct``).
     """
-    model = values.get("model", "")
-    if not model or any(e.field in _MODEL_INPUTS for e in errors):
-        return {}
-    from app.ledger.model_inputs import model_defaults
-    from app.ledger.models.activations import ActivationInputError
-    from app.ledger.models.architecture import ModelConfigError
-
-    inputs = {name: values.get(name, STATIC_DEFAULTS[name]) for name in _MODEL_INPUTS}
-    try:
-        if "seq_len" not in values:
-            inputs["seq_len"] = default_seq_len(str(model))
-        md = model_defaults(*(inputs[name] for name in _MODEL_INPUTS))
-    except ModelConfigError as exc:
-        errors.append(FieldError("model", str(exc), _MODEL_ALLOWED))
-        return {}
-    except ActivationInputError as exc:
-        message = str(exc).removeprefix(f"{exc.field}: ")
-        field = FIELD_BY_NAME.get(exc.field)
-        errors.append(FieldError(exc.field, message, allowed_text(field) if field else "see the model"))
-        return {}
-    activation = md.activations.total_bytes
-    if "activation_bytes" not in values and activation > FIELD_BY_NAME["activation_bytes"].maximum:
-        errors.append(FieldError("micro_batch", f"the modelled activation peak, {activation:,} B, is beyond "
-                                 f"the {FIELD_BY_NAME['activation_bytes'].maximum:,} B bound", "a smaller "
-                                 "micro_batch or seq_len, or a typed activation_bytes"))  # fmt: skip
-    return {"params": md.params, "unit_params": md.unit_params, "activation_bytes": activation,
-            "seq_len": inputs["seq_len"]}  # fmt: skip
+    across = across_fields(inp)
+    if across.problems:
+        raise ScenarioError(
+            sorted((FieldError(p.field, p.message, p.allowed or _allowed(p.field)) for p in across.problems),
+                   key=_field_order)
+        )  # fmt: skip
+    values: dict[str, int | str] = dict(STATIC_DEFAULTS)
+    fill = across.fill
+    if fill is not None:
+        values.update(params=fill.params, activation_bytes=fill.activation_bytes, seq_len=fill.seq_len)
+    values.update({name: value for name, value in inp if value is not None})
+    params = int(values["params"])
+    if inp.unit_params is None:
+        values["unit_params"] = min(fill.unit_params, params) if fill else default_unit_params(params)
+    if inp.gather_bytes is None:
+        values["gather_bytes"] = values["param_bytes"]
+    return Scenario(**values)  # type: ignore[arg-type]
 
 
 def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> Scenario:
-    """Validate every field of ``raw`` at once; missing fields take their defaults.
+    """Validate every field of ``raw`` at once; missing (or ``None``) fields take their defaults.
 
-    Raises :class:`ScenarioError` with one :class:`FieldError` per bad field. Widths outside
-    their allowed sets are rejected, never rounded. An explicit ``unit_params`` above
-    ``params`` is refused; when absent it defaults to min(400M, N).
+    Raises :class:`ScenarioError` with one :class:`FieldError` per bad field, in form order
+    (unknown keys first, when ``allow_unknown`` is false). Widths outside their allowed sets are
+    rejected, never rounded. An explicit ``unit_params`` above ``params`` is refused.
     """
-    errors: list[FieldError] = []
-    values: dict[str, int | str] = {}
-    if not allow_unknown and not FIELD_NAMES.issuperset(raw):  # one C-level pass when all are known
-        unknown = sorted(str(k)[:40] for k in raw if k not in FIELD_NAMES)
-        shown = unknown[:MAX_UNKNOWN_REPORTED]
-        errors.extend(FieldError(key, "is not a scenario field", _ALL_NAMES) for key in shown)
-        if len(unknown) > len(shown):
-            errors.append(
-                FieldError(unknown[len(shown)], f"and {len(unknown) - len(shown):,} more unknown fields", _ALL_NAMES)
-            )
-    for field in FIELDS:
-        if field.name not in raw:
+    model = ScenarioIn if allow_unknown else StrictScenarioIn
+    try:
+        return to_scenario(model.model_validate(raw))
+    except ValidationError as exc:
+        errors = field_errors(exc)
+    # pydantic runs the rules across fields only once every field is valid. Run them on the valid
+    # fields too, so that one answer names every bad field; a rule reading a bad one is skipped.
+    bad = {e.field for e in errors}
+    valid = {name: raw[name] for name in FIELD_NAMES if name in raw and name not in bad}
+    try:
+        ScenarioIn.model_validate(valid, context={UNCHECKED: frozenset(bad)})
+    except ValidationError as exc:
+        errors.extend(e for e in field_errors(exc) if e.field not in bad)
+    raise ScenarioError(sorted(errors, key=_field_order))
+
+
+# --------------------------------------------------------------------------- pydantic's errors, in our words
+
+MAX_UNKNOWN_REPORTED = 10  # a pasted blob of junk keys gets a short answer, not one line per key
+_ALL_NAMES = "one of " + ", ".join(f.name for f in FIELDS)
+_ORDER = {f.name: i for i, f in enumerate(FIELDS)}
+_NON_PRINTABLE = "contains a non-printable character (a control, format or separator character)"
+
+
+def _field_order(e: FieldError) -> tuple[int, str]:
+    return _ORDER.get(e.field, -1), e.field  # unknown keys first, by name
+
+
+def _allowed(field: str) -> str:
+    known = FIELD_BY_NAME.get(field)
+    return allowed_text(known) if known else _ALL_NAMES
+
+
+def field_errors(exc: ValidationError | Iterable[Mapping[str, Any]]) -> list[FieldError]:
+    """pydantic's errors for a scenario as :class:`FieldError` lines, one per field, in form order.
+
+    Takes a ``ValidationError`` from ``ScenarioIn`` or the error dicts of one (e.g. FastAPI's
+    ``RequestValidationError.errors()``, whose ``loc`` starts with ``query`` or ``body``: the field
+    is the last name in ``loc``). Unknown keys are named up to :data:`MAX_UNKNOWN_REPORTED`, then
+    counted in one more line.
+    """
+    details = exc.errors(include_url=False) if isinstance(exc, ValidationError) else exc
+    unknown: list[str] = []
+    found: dict[str, FieldError] = {}
+    for detail in details:
+        loc = detail.get("loc") or ()
+        if detail.get("type") in ("extra_forbidden", "invalid_key"):  # an unknown key, or one that is not text
+            unknown.append(str(loc[-1])[:40])
             continue
-        item = raw[field.name]
-        if type(item) is str and item.isdigit() and item.isascii() and len(item) <= MAX_TEXT and field.name in _NUMERIC:
-            values[field.name] = int(item)  # most of a query: plain digits, read as every numeric kind reads them
-            continue
-        try:
-            values[field.name] = _read(field, item)
-        except SizeError as exc:
-            errors.append(FieldError(field.name, str(exc), allowed_text(field)))
-    for name, value in values.items():
-        if isinstance(value, int) and name != "unit_params":
-            problem = _check_bounds(FIELD_BY_NAME[name], value)
-            if problem:
-                errors.append(FieldError(name, problem, allowed_text(FIELD_BY_NAME[name])))
-    filled = _model_fill(values, errors)
-    params = values.get("params", filled.get("params", STATIC_DEFAULTS["params"]))
-    params_ok = isinstance(params, int) and not any(e.field == "params" for e in errors)
-    if "unit_params" in values:
-        unit = values["unit_params"]
-        assert isinstance(unit, int)
-        upper = params if params_ok and isinstance(params, int) else FIELD_BY_NAME["unit_params"].maximum
-        problem = _check_bounds(FIELD_BY_NAME["unit_params"], unit, upper)
-        if problem:
-            if params_ok and unit > upper and unit >= 0:
-                problem = f"{shown_int(unit)} is larger than params ({upper:,})"
-            errors.append(FieldError("unit_params", problem, f"0 … params ({upper:,})"))
-    if errors:
-        order = {f.name: i for i, f in enumerate(FIELDS)}
-        errors.sort(key=lambda e: order.get(e.field, -1))
-        raise ScenarioError(errors)
-    merged: dict[str, int | str] = dict(STATIC_DEFAULTS)
-    merged.update(filled)
-    merged.update(values)
-    if "unit_params" not in values:
-        limit = int(merged["params"])
-        merged["unit_params"] = min(int(filled["unit_params"]), limit) if filled else default_unit_params(limit)
-    if "gather_bytes" not in values:
-        merged["gather_bytes"] = merged["param_bytes"]
-    return Scenario(**merged)  # type: ignore[arg-type]
+        field = _field_of(loc)
+        if field not in found:
+            allowed = (detail.get("ctx") or {}).get("allowed")  # a rule across fields states its own
+            found[field] = FieldError(field, _message(field, detail), str(allowed or _allowed(field)))
+    unknown.sort()
+    errors = [FieldError(key, "is not a scenario field", _ALL_NAMES) for key in unknown[:MAX_UNKNOWN_REPORTED]]
+    if len(unknown) > MAX_UNKNOWN_REPORTED:
+        more = len(unknown) - MAX_UNKNOWN_REPORTED
+        errors.append(FieldError(unknown[MAX_UNKNOWN_REPORTED], f"and {more:,} more unknown fields", _ALL_NAMES))
+    return sorted([*errors, *found.values()], key=_field_order)
+
+
+def _field_of(loc: Sequence[object]) -> str:
+    names = [part for part in loc if isinstance(part, str)]
+    return names[-1][:40] if names else "scenario"
+
+
+def _message(field: str, detail: Mapping[str, Any]) -> str:
+    """What was wrong, in the lab's words where pydantic's would be vaguer."""
+    kind, value = detail.get("type"), detail.get("input")
+    known = FIELD_BY_NAME.get(field)
+    if kind in ("greater_than_equal", "less_than_equal") and isinstance(value, int):
+        return f"{shown_int(value)} is out of range"
+    if kind == "literal_error" and known is not None:
+        if known.options is not None:
+            return f"{repr(value)[:40]} is not one of {', '.join(known.options)}"
+        if isinstance(value, int):
+            return f"{shown_int(value)} is not a supported value"
+    if kind == "string_too_long" and isinstance(value, str):
+        return f"is {len(value):,} characters long"
+    if kind in ("string_pattern_mismatch", "string_unicode"):
+        return _NON_PRINTABLE
+    return str(detail.get("msg", "is not valid"))
