@@ -13,6 +13,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /srv/zero3-lab
 COPY pyproject.toml constraints.txt README.md ./
 COPY app ./app
+COPY templates ./templates
 COPY static ./static
 COPY --from=assets /assets/node_modules/htmx.org/dist/htmx.min.js ./static/vendor/htmx.min.js
 COPY --from=assets /assets/node_modules/swagger-ui-dist/swagger-ui-bundle.js \

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from app.ledger.arithmetic import share_bp
 from app.ledger.checks import TITLES
 from app.ledger.estimate import Estimate
-from app.ledger.mutants import MutationResult, reference_kill_list
+from app.ledger.mutants import MutationResult
 from app.receipts.links import canonical_query
 
 SCHEMA_VERSION = 1
@@ -16,12 +15,6 @@ DISCLAIMER = (
     "Declared lower bounds and one declared peak. The lab does not predict allocator fragmentation, "
     "kernel workspaces, throughput, or whether a particular framework version fits."
 )
-
-
-def activation_source(e: Estimate) -> str:
-    """``modelled`` (from the model), ``measured`` (typed by the user), or ``placeholder`` while the
-    seed's declared 20 GB stands."""
-    return e.activation_source
 
 
 def model_section(e: Estimate) -> dict[str, Any] | None:
@@ -72,7 +65,11 @@ def activations_section(e: Estimate) -> dict[str, Any]:
 
 
 def fsdp2_section(e: Estimate) -> dict[str, Any] | None:
-    """FSDP2's stage-3 shard with each tensor padded on dim 0, beside the ⌈N ÷ D⌉ bound."""
+    """FSDP2's stage-3 shard with each tensor padded on dim 0, beside the ⌈N ÷ D⌉ bound.
+
+    Both sides count the *model's* parameters, so the padding is never negative: a scenario that
+    declares another N (7B for Llama-2-7B's 6,738,415,616) changes its ledger, not the model's shard.
+    """
     if e.fsdp2 is None:
         return None
     f = e.fsdp2
@@ -81,13 +78,14 @@ def fsdp2_section(e: Estimate) -> dict[str, Any] | None:
     padded_total = sum(per_class.values())
     state_width = sum(line.width * line.copies for line in stage3.lines)
     extra = f.padded_elements - f.lower_bound_elements
-    padding = padded_total - stage3.persistent
+    lower_total = f.lower_bound_elements * state_width
+    padding = padded_total - lower_total
     return {
         "padded_elements": f.padded_elements,
         "lower_bound_elements": f.lower_bound_elements,
         "padding_elements": extra,
         "stage3_padded_bytes": {**per_class, "total": padded_total},
-        "stage3_lower_bound_bytes": stage3.persistent,
+        "stage3_lower_bound_bytes": lower_total,
         "padding_bytes": padding,
         "largest_gather_unit": f.largest_gather_unit,
         "note": f"dim-0 padding: +{padding:,} bytes at stage 3 ({extra:,} elements per rank beyond ⌈N ÷ D⌉, × "
@@ -116,18 +114,6 @@ def mutation_json(m: MutationResult) -> dict[str, Any]:
         "message": m.message,
         "failed_checks": m.failed_checks,
     }
-
-
-@cache
-def _reference_json() -> tuple[dict[str, Any], ...]:
-    return tuple(mutation_json(m) for m in reference_kill_list())
-
-
-def _reference(results: tuple[MutationResult, ...]) -> list[dict[str, Any]]:
-    """The frozen scenario's kill list never changes: its JSON form is built once (copied per receipt)."""
-    if results is reference_kill_list():
-        return [dict(m) for m in _reference_json()]
-    return [mutation_json(m) for m in results]
 
 
 def receipt(e: Estimate) -> dict[str, Any]:
@@ -188,7 +174,7 @@ def receipt(e: Estimate) -> dict[str, Any]:
         "link": canonical_query(e.scenario),
         "units": "bytes",
         "sources": {
-            "activations": activation_source(e),
+            "activations": e.activation_source,
             "params": e.scenario.source_of("params"),
             "unit_params": e.scenario.source_of("unit_params"),
             "buckets": "declared",
@@ -212,7 +198,7 @@ def receipt(e: Estimate) -> dict[str, Any]:
             {"check": c.check, "title": TITLES[c.check], "passed": c.passed, "message": c.message} for c in e.checks
         ],
         "mutations": [mutation_json(m) for m in e.mutations],
-        "reference_mutations": _reference(e.reference_mutations),
+        "reference_mutations": [mutation_json(m) for m in e.reference_mutations],
         "model": model_section(e),
         "activations": activations_section(e),
         "fsdp2": fsdp2_section(e),

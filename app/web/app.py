@@ -5,26 +5,29 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from fastapi.routing import APIRoute
-from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.routing import Match
 
 from app import __version__
-from app.web import api, pages
+from app.web import api, downloads, pages
+from app.web.errors import validation_error_response
 from app.web.limits import RequestLimits
 from app.web.security import SecurityHeaders
 from app.web.settings import Settings
+from app.web.static import VersionedStaticFiles
 
-ROUTERS = (pages.router, api.router)
+ROUTERS = (pages.router, api.router, downloads.router)
 
 
-def allowed_methods(path: str) -> list[str]:
-    """Every method any of our routes accepts on ``path`` (for a 405's ``Allow`` header)."""
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the app answers on this path. Starlette's 405 names only the first route that
+    matched the path, and ``/api/estimate`` is two routes (GET reads the query, POST the body)."""
     methods: set[str] = set()
     for router in ROUTERS:
         for route in router.routes:
-            if isinstance(route, APIRoute) and route.path == path:
-                methods |= route.methods or set()
+            if route.matches(request.scope)[0] is Match.PARTIAL:
+                methods |= getattr(route, "methods", None) or set()
     return sorted(methods)
 
 
@@ -40,39 +43,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     for router in ROUTERS:
         app.include_router(router)
-    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+    app.mount("/static", VersionedStaticFiles(directory=settings.static_dir), name="static")
+    # Middleware added last runs first: security headers outermost (every answer carries them, the
+    # limits' 413/414 included), then the request limits, then compression of what the app wrote.
+    app.add_middleware(GZipMiddleware, minimum_size=500)
     app.add_middleware(RequestLimits, max_query_chars=settings.max_query_chars, max_body_bytes=settings.max_body_bytes)
-    app.add_middleware(SecurityHeaders)  # added last, so outermost: limit responses carry the headers too
-
-    @app.exception_handler(api.BadInput)
-    async def bad_input(_: Request, exc: api.BadInput) -> JSONResponse:
-        return api.bad_input_response(exc)
+    app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(
-            {
-                "detail": [
-                    {"loc": list(e.get("loc", [])), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-                    for e in exc.errors()
-                ]
-            },
-            status_code=422,
-        )
+        return validation_error_response(exc)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
-            # Starlette names only the first matching route's methods; a path may have several routes.
-            headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+            headers["Allow"] = ", ".join(allowed_methods(request))
         if request.url.path.startswith("/api/"):
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
         return PlainTextResponse(f"{exc.status_code}: {exc.detail}", status_code=exc.status_code, headers=headers)
-
-    @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> PlainTextResponse:
-        # Never a stack trace to the client; the server log keeps it.
-        return PlainTextResponse("500: internal error, logged on the server", status_code=500)
 
     return app

@@ -1,14 +1,13 @@
-"""Server-rendered SVG charts (integer geometry): the training peak per stage, and the fit
-finder's curve of per-rank peak against D. Each has a table twin with the same numbers."""
+"""The two charts' geometry, in integers: the training peak per stage (stacked bars) and the fit
+finder's curve of per-rank peak against D (log-log). ``templates/macros/charts.html`` draws them as
+SVG; each chart has a table twin on the page with the same numbers."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
-from app.ledger.fit import CURVE_DPS
 from app.ledger.ledger import Ledger
-from app.ledger.rules import STAGES
-from app.receipts.display import gb, integer
+from app.receipts.display import gb
 
 PARTS: tuple[tuple[str, str], ...] = (
     ("persistent", "persistent state"),
@@ -18,80 +17,72 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("overhead", "overhead"),
     ("contingency", "contingency"),
 )
+PEAK_PARTS: tuple[str, ...] = (*(part for part, _ in PARTS), "total")
+
 WIDTH = 640
-LABEL = 70
+LABEL = 70  # left of the bars, for the stage names
 BAR = 26
 GAP = 14
 TOP = 10
 LABEL_ROOM = 110  # right of the longest bar, for its total
+TEXT_BASELINE = 17  # a bar's labels sit this far below its top
 
 
-class StagePeak(NamedTuple):
-    """One stage's peak, formatted once for the chart and its table twin."""
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One part of a stage's bar."""
 
+    part: str
+    label: str
+    x: int
+    width: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
     stage: int
     fits: bool
-    values: tuple[int, ...]  # PEAK_PARTS: the six parts, then the total
-    gb: list[str]
-    exact: list[str]  # "20,000,000,000"
+    y: int
+    text_y: int  # baseline of the stage label and the total
+    segments: tuple[Segment, ...]  # the nonzero parts, left to right
+    total: int
+    total_x: int  # where the total's label starts, right of the bar
 
 
-PEAK_PARTS: tuple[str, ...] = (*(part for part, _ in PARTS), "total")
+@dataclass(frozen=True, slots=True)
+class PeakChart:
+    width: int
+    height: int
+    bar_height: int
+    bars: tuple[Bar, ...]
+    capacity: int
+    capacity_x: int
+    capacity_bottom: int  # the capacity line runs from the top to here
 
 
-def stage_peaks(ledger: Ledger) -> list[StagePeak]:
-    out = []
-    for st in ledger.stages:
-        p = st.peak
-        values = (p.persistent, p.gather, p.buckets, p.activations, p.overhead, p.contingency, p.total)
-        out.append(StagePeak(st.stage, p.fits, values, [gb(v) for v in values], [integer(v) for v in values]))
-    return out
-
-
-# Per (row, part): a segment's markup between its width and its figures, which never changes.
-_SEGMENT_TAILS: tuple[tuple[str, ...], ...] = tuple(
-    tuple(f'" height="{BAR}" class="seg {part}"><title>stage {stage} {label}: ' for part, label in PARTS)
-    for stage in STAGES
-)
-
-
-def peak_chart(peaks: list[StagePeak], capacity: int, capacity_gb: str) -> str:
-    """Stacked bars, one per stage, with the capacity as a vertical line."""
-    scale_max = max(capacity, *(sp.values[6] for sp in peaks))
+def peak_chart(ledger: Ledger, capacity: int) -> PeakChart:
+    """Stacked bars, one per stage, on a scale that holds the largest peak and the capacity."""
+    totals = [st.peak.total for st in ledger.stages]
+    scale_max = max(capacity, *totals)
     span = WIDTH - LABEL - LABEL_ROOM
-    height = TOP + len(peaks) * (BAR + GAP) + 10
-    desc = "".join(f"Stage {sp.stage}: {sp.gb[6]}, {'fits' if sp.fits else 'does not fit'}. " for sp in peaks)
-    out = [
-        f'<svg role="img" aria-labelledby="peak-title peak-desc" viewBox="0 0 {WIDTH} {height}" width="100%"'
-        ' preserveAspectRatio="xMinYMin meet">\n'
-        '<title id="peak-title">Training peak per stage, stacked by part, against a capacity of'
-        f" {capacity_gb}</title>\n"
-        f'<desc id="peak-desc">{desc}The table below holds the same numbers.</desc>\n'
-    ]
-    for i, (stage, fits, values, gbs, exact) in enumerate(peaks):
+    bars = []
+    for i, st in enumerate(ledger.stages):
+        p = st.peak
         y = TOP + i * (BAR + GAP)
-        out.append(f'<text x="4" y="{y + 17}" class="axis">stage {stage}</text>\n')
-        tails = _SEGMENT_TAILS[stage]
+        values = (p.persistent, p.gather, p.buckets, p.activations, p.overhead, p.contingency)
+        segments = []
         cumulative = 0
         end = LABEL
-        for index in range(len(PARTS)):
-            size = values[index]
+        for (part, label), size in zip(PARTS, values, strict=True):
             start = LABEL + cumulative * span // scale_max
             cumulative += size
             end = LABEL + cumulative * span // scale_max
-            if size:
-                out.append(
-                    f'<rect x="{start}" y="{y}" width="{max(end - start, 1)}{tails[index]}{gbs[index]} '
-                    f"({exact[index]} B)</title></rect>\n"
-                )
-        verdict, mark = ("ok", "") if fits else ("bad", " &#10007;")
-        out.append(f'<text x="{end + 4}" y="{y + 17}" class="total {verdict}">{gbs[6]}{mark}</text>\n')
-    x = LABEL + capacity * span // scale_max
-    out.append(
-        f'<line x1="{x}" x2="{x}" y1="2" y2="{height - 4}" class="capacity"><title>capacity {capacity_gb}'
-        f" ({capacity:,} B)</title></line>\n</svg>\n"
-    )
-    return "".join(out)
+            if size:  # a part too small to see still gets one pixel, which the next part may cover
+                segments.append(Segment(part, label, start, max(end - start, 1), size))
+        bars.append(Bar(st.stage, p.fits, y, y + TEXT_BASELINE, tuple(segments), p.total, end + 4))
+    height = TOP + len(bars) * (BAR + GAP) + 10
+    return PeakChart(WIDTH, height, BAR, tuple(bars), capacity, LABEL + capacity * span // scale_max, height - 4)
 
 
 FIT_WIDTH = 640
@@ -111,78 +102,73 @@ def log_position(value: int) -> int:
     return LOG_STEPS * top + ((value << 6) >> top) - LOG_STEPS
 
 
-def _x_axis(dps: tuple[int, ...]) -> tuple[str, str]:
-    """A ``%`` format for a polyline's points with each x filled in ("78,%d 109,%d …"), and the D
-    tick labels."""
+@dataclass(frozen=True, slots=True)
+class Tick:
+    x: int
+    y: int
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    stage: int
+    points: str  # an SVG polyline's points: "x,y x,y …", one per D, left to right
+
+
+@dataclass(frozen=True, slots=True)
+class FitChart:
+    width: int
+    height: int
+    left: int
+    right: int
+    bottom: int  # y of the x axis
+    title_x: int  # the x axis's title, centred under it
+    title_y: int
+    x_ticks: tuple[Tick, ...]
+    y_ticks: tuple[Tick, ...]  # the largest and the smallest value drawn
+    curves: tuple[Curve, ...]
+    capacity: int
+    capacity_y: int
+    first_dp: int
+    last_dp: int
+
+
+def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int) -> FitChart:
+    """Per-rank peak against D, both axes log2, one polyline per stage, with the capacity line."""
+    dps = [dp for dp, _ in curve]
+    columns = list(zip(*(peaks for _, peaks in curve), strict=True))  # one per stage
+    smallest = min(capacity, *map(min, columns))
+    largest = max(capacity, *map(max, columns))
     plot_w = FIT_WIDTH - FIT_LEFT - FIT_RIGHT
+    plot_h = FIT_HEIGHT - FIT_TOP - FIT_BOTTOM
+    high = log_position(largest)
+    span = max(high - log_position(max(smallest, 1)), LOG_STEPS)
+
+    def y(v: int) -> int:
+        return FIT_TOP + (high - log_position(v)) * plot_h // span
+
     last = len(dps) - 1
     xs = [FIT_LEFT + i * plot_w // last for i in range(len(dps))]
     bottom = FIT_HEIGHT - FIT_BOTTOM
-    ticks = "".join(
-        f'<text x="{xs[i]}" y="{bottom + 14}" class="tick" text-anchor="middle">{dp:,}</text>'
-        for i, dp in enumerate(dps)
-        if i % 3 == 0 or i == last
-    )
-    return " ".join(f"{x},%d" for x in xs), ticks
-
-
-# The same for every chart: the fit finder's curve always probes CURVE_DPS.
-_POINTS, _X_TICKS = _x_axis(CURVE_DPS)
-_D_RANGE = f"D = {CURVE_DPS[0]:,} to {CURVE_DPS[-1]:,}"
-
-
-def fit_chart(curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, capacity_gb: str) -> str:
-    """Per-rank peak against D, both axes log2, one polyline per stage, with the capacity line."""
-    plot_h = FIT_HEIGHT - FIT_TOP - FIT_BOTTOM
-    columns = tuple(zip(*(peaks for _, peaks in curve), strict=True))  # one per stage
-    smallest = min(capacity, *map(min, columns))
-    largest = max(capacity, *map(max, columns))
-    low, high = log_position(max(smallest, 1)), log_position(largest)
-    span = max(high - low, LOG_STEPS)
-    assert len(curve) == len(CURVE_DPS), "the x axis is drawn once, for CURVE_DPS"
-    points, x_ticks = _POINTS, _X_TICKS
-
-    def y(v: int) -> int:
-        return FIT_TOP + (high - log_position(v if v > 1 else 1)) * plot_h // span
-
-    def ys(column: tuple[int, ...]) -> tuple[int, ...]:
-        """y of each point: y() with log_position inlined (72 points on every update; a stage
-        whose peak does not change with D, such as stage 0, is one point repeated)."""
-        if column.count(column[0]) == len(column):
-            return (y(column[0]),) * len(column)
-        offset, floor_y = high + LOG_STEPS, FIT_TOP + high * plot_h // span
-        return tuple(
-            [
-                FIT_TOP + (offset - LOG_STEPS * (top := v.bit_length() - 1) - ((v << 6) >> top)) * plot_h // span
-                if v > 1
-                else floor_y
-                for v in column
-            ]
-        )
-
-    bottom, right = FIT_HEIGHT - FIT_BOTTOM, FIT_WIDTH - FIT_RIGHT
-    y_ticks = "".join(
-        f'<text x="{FIT_LEFT - 4}" y="{y(v) + 4}" class="tick" text-anchor="end">{gb(v)}</text>'
-        for v in (largest, smallest)
-    )
-    curves = "".join(
-        f'<polyline points="{points % ys(column)}" class="curve stage{stage}"><title>stage {stage}</title></polyline>'
+    x_ticks = tuple(Tick(xs[i], bottom + 14, f"{dp:,}") for i, dp in enumerate(dps) if i % 3 == 0 or i == last)
+    y_ticks = tuple(Tick(FIT_LEFT - 4, y(v) + 4, gb(v)) for v in (largest, smallest))
+    curves = tuple(
+        Curve(stage, " ".join(f"{x},{y(v)}" for x, v in zip(xs, column, strict=True)))
         for stage, column in enumerate(columns)
     )
-    cap_y = y(capacity)
-    return (
-        f'<svg role="img" aria-labelledby="fit-title fit-desc" viewBox="0 0 {FIT_WIDTH} {FIT_HEIGHT}" width="100%"'
-        ' preserveAspectRatio="xMinYMin meet">\n'
-        '<title id="fit-title">Per-rank peak against the sharding degree D, both axes logarithmic, with the capacity'
-        "</title>\n"
-        f'<desc id="fit-desc">One line per stage from {_D_RANGE}; the table below the chart holds the numbers.'
-        "</desc>\n"
-        f'<line x1="{FIT_LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}" class="axis-line"></line>\n'
-        f"{x_ticks}\n"
-        f'<text x="{(FIT_LEFT + right) // 2}" y="{FIT_HEIGHT - 2}" class="tick" text-anchor="middle">'
-        "D (ranks, log scale)</text>\n"
-        f"{y_ticks}\n"
-        f'<line x1="{FIT_LEFT}" x2="{right}" y1="{cap_y}" y2="{cap_y}" class="capacity"><title>capacity {capacity_gb}'
-        "</title></line>\n"
-        f"{curves}\n</svg>\n"
+    return FitChart(
+        width=FIT_WIDTH,
+        height=FIT_HEIGHT,
+        left=FIT_LEFT,
+        right=FIT_WIDTH - FIT_RIGHT,
+        bottom=bottom,
+        title_x=(FIT_LEFT + FIT_WIDTH - FIT_RIGHT) // 2,
+        title_y=FIT_HEIGHT - 2,
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+        curves=curves,
+        capacity=capacity,
+        capacity_y=y(capacity),
+        first_dp=dps[0],
+        last_dp=dps[-1],
     )

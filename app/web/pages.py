@@ -1,13 +1,19 @@
-"""The page: the full HTML for a scenario, or only its results fragment for htmx."""
+"""The page routes: the lab for a scenario (or, for htmx, its results partial), the paste form, the
+detail tables and the API docs. Each parses its input, builds a view, and renders a template.
+
+The routes are plain ``def`` functions: FastAPI runs them in its thread pool, so computing an
+estimate never holds up the event loop that answers everyone else.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import parse_qs, parse_qsl
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 
 from app.ledger.fit import find_fit
 from app.ledger.ledger import compute_ledger
@@ -16,43 +22,59 @@ from app.ledger.models.reference import compact
 from app.ledger.presets import PRESET_BY_ID
 from app.ledger.scenario import FIELD_NAMES, Scenario
 from app.receipts.links import canonical_query, link
-from app.web.html import shell, tables
-from app.web.html.text import ascii_html, esc
 from app.web.query import DERIVED, form_fields, query_dict, read_scenario
-from app.web.routing import DirectRoute
-from app.web.views import title_of, view
+from app.web.templating import templates
+from app.web.views import (
+    detail_page_context,
+    fit_table_context,
+    lines_context,
+    page_context,
+    results_context,
+    title_of,
+    view,
+)
 
-router = APIRouter(include_in_schema=False, route_class=DirectRoute)
+router = APIRouter(include_in_schema=False)
+
+PAGE_METHODS = ["GET", "HEAD"]  # HEAD answers like GET, for link checkers and monitors
+VARY = {"Vary": "HX-Request"}  # the same URL answers a page or a fragment: caches must tell them apart
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+def is_history_restore(request: Request) -> bool:
+    return request.headers.get("hx-history-restore-request") == "true"
 
 
 def wants_fragment(request: Request) -> bool:
     """htmx asks for the fragment, except when restoring history (then it needs the whole page)."""
-    headers = request.headers
-    return headers.get("hx-request") == "true" and headers.get("hx-history-restore-request") != "true"
+    return is_htmx(request) and not is_history_restore(request)
 
 
-@router.get("/")
-async def page(request: Request) -> Response:
+@router.api_route("/", methods=PAGE_METHODS)
+def page(request: Request) -> Response:
     query = query_dict(request)
     preset_id = query.get("preset")
     if preset_id is not None:
         preset = PRESET_BY_ID.get(preset_id)
         target = link(preset.scenario) if preset else "/"
-        if request.headers.get("hx-request") == "true":
+        if is_htmx(request):  # the whole page moves: the form's every field changes
             return Response(status_code=204, headers={"HX-Redirect": target})
         return RedirectResponse(target, status_code=303)
     raw = form_fields(query)
     scenario, error = read_scenario(raw, strict=False)
-    fragment = wants_fragment(request)
     v = view(raw, scenario, error)
-    if fragment:
+    if wants_fragment(request):
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
         address = "/?" + v.query if v.query else "/"
-        return HTMLResponse(shell.fragment(v), headers={"Vary": "HX-Request", "HX-Push-Url": address})
+        return templates.TemplateResponse(
+            request, "partials/_results.html", results_context(v, oob=True), headers={**VARY, "HX-Push-Url": address}
+        )
     # A history restore must be 200 or htmx will not swap it in (it would keep the newer page).
-    restoring = request.headers.get("hx-history-restore-request") == "true"
-    status = 200 if error is None or restoring else 422
-    return HTMLResponse(shell.page(v), status_code=status, headers={"Vary": "HX-Request"})
+    status = 200 if error is None or is_history_restore(request) else 422
+    return templates.TemplateResponse(request, "index.html", page_context(v), status_code=status, headers=VARY)
 
 
 @router.post("/model")
@@ -70,49 +92,56 @@ async def use_model_config(request: Request) -> Response:
         reference = compact(config)
     except (ValueError, RecursionError) as exc:
         message = str(exc) if isinstance(exc, ModelConfigError) else f"not valid JSON ({exc})"
-        return _paste_refused(keep, text, message)
+        return _paste_refused(request, keep, text, message)
     scenario, error = read_scenario({**keep, "model": reference}, strict=False)
     if scenario is None:  # the kept inputs do not suit this model (e.g. tp): start from its defaults
         scenario, error = read_scenario({"model": reference}, strict=False)
     if scenario is None:  # a valid architecture the scenario cannot hold (e.g. more than 10^13 parameters)
         assert error is not None
-        return _paste_refused(keep, text, str(error))
+        return _paste_refused(request, keep, text, str(error))
     return RedirectResponse(link(scenario), status_code=303)
 
 
-def _paste_refused(keep: dict[str, str], pasted: str, message: str) -> HTMLResponse:
+def _paste_refused(request: Request, keep: dict[str, str], pasted: str, message: str) -> Response:
     """The page on the scenario the paste was made from, the paste kept and its error beside it."""
     scenario, error = read_scenario(keep, strict=False)
-    page = shell.page(view(keep, scenario, error), paste_error=message, pasted_config=pasted)
-    return HTMLResponse(page, status_code=422)
+    context = page_context(view(keep, scenario, error), paste_error=message, pasted_config=pasted)
+    return templates.TemplateResponse(request, "index.html", context, status_code=422)
 
 
-def _detail_table(request: Request, name: str, render: Callable[[Scenario], str]) -> Response:
+def _detail_table(
+    request: Request, name: str, partial: str, table: Callable[[Scenario], Mapping[str, Any]]
+) -> Response:
     """A table that a closed <details> fetches when opened (htmx), or, followed as a link without
     JavaScript, the same table as a page of its own; for the scenario in the query."""
     scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
     if scenario is None:
         assert error is not None
-        return HTMLResponse(f'<p class="hint">{ascii_html(esc(str(error)))}</p>', status_code=422)
-    table = render(scenario)
-    if request.headers.get("hx-request") != "true":
-        table = shell.table_page(f"{name}: {title_of(scenario)}", canonical_query(scenario), table)
-    return HTMLResponse(table, headers={"Vary": "HX-Request"})
+        return templates.TemplateResponse(request, "partials/_invalid.html", {"error": str(error)}, status_code=422)
+    context = table(scenario)
+    if is_htmx(request):
+        return templates.TemplateResponse(request, partial, dict(context), headers=VARY)
+    title = f"{name}: {title_of(scenario)}"
+    page_ctx = detail_page_context(title, canonical_query(scenario), partial, context)
+    return templates.TemplateResponse(request, "detail.html", page_ctx, headers=VARY)
 
 
-@router.get("/lines")
-async def lines(request: Request) -> Response:
+@router.api_route("/lines", methods=PAGE_METHODS)
+def lines(request: Request) -> Response:
     """The ledger-lines table (formula and evidence of every stage and class)."""
-    return _detail_table(request, "Ledger lines", lambda s: tables.lines_table(compute_ledger(s)))
+    return _detail_table(request, "Ledger lines", "partials/_lines.html", lambda s: lines_context(compute_ledger(s)))
 
 
-@router.get("/fit-table")
-async def fit_table(request: Request) -> Response:
+@router.api_route("/fit-table", methods=PAGE_METHODS)
+def fit_table(request: Request) -> Response:
     """The fit chart's table twin: the peak of every stage at each D."""
     # The curve needs the fit finder only: no checks, kill lists or micro-batch search.
-    return _detail_table(request, "Peak per stage at each D", lambda s: tables.fit_table(find_fit(s).curve))
+    return _detail_table(
+        request, "Peak per stage at each D", "partials/_fit_table.html", lambda s: fit_table_context(find_fit(s))
+    )
 
 
-@router.get("/docs")
-async def docs(request: Request) -> HTMLResponse:
-    return HTMLResponse(shell.DOCS)
+@router.api_route("/docs", methods=PAGE_METHODS)
+def docs(request: Request) -> Response:
+    """The API's interactive docs (Swagger UI, served from static/vendor)."""
+    return templates.TemplateResponse(request, "docs.html", {})

@@ -1,32 +1,17 @@
-"""Reading a scenario from a query string or a JSON body, with field-level errors."""
+"""The page's reading of a scenario: what the form sent, and the scenario or its field errors."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-from urllib.parse import unquote_plus
 
 from starlette.requests import Request
 
-from app.ledger.scenario import FIELD_NAMES, MODEL_FILLED, FieldError, Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario import FIELD_NAMES, MODEL_FILLED, Scenario, ScenarioError, parse_scenario
 
 
 def query_dict(request: Request) -> dict[str, str]:
-    """The query string as a dict, the last value of a repeated key winning.
-
-    Starlette's ``request.query_params`` runs ``parse_qsl`` on every request; a scenario's
-    query is a handful of plain ``key=123`` pairs, so only parts with escapes are unquoted.
-    """
-    text = request.scope["query_string"].decode("utf-8", "replace")
-    out: dict[str, str] = {}
-    for part in text.split("&"):
-        if not part:
-            continue
-        key, _, value = part.partition("=")
-        if "%" in part or "+" in part:
-            key, value = unquote_plus(key), unquote_plus(value)
-        out[key] = value
-    return out
+    """The query string as a dict, the last value of a repeated key winning."""
+    return dict(request.query_params)
 
 
 # Fields whose default follows other inputs (the model, params, the parameter width). The page's
@@ -44,18 +29,3 @@ def read_scenario(raw: Mapping[str, object], *, strict: bool) -> tuple[Scenario 
         return parse_scenario(raw, allow_unknown=not strict), None
     except ScenarioError as exc:
         return None, exc
-
-
-def error_body(error: ScenarioError, location: str) -> dict[str, Any]:
-    """A 422 body in FastAPI's shape, naming each bad field and its allowed range."""
-    return {"detail": [_detail(e, location) for e in error.errors]}
-
-
-def _detail(e: FieldError, location: str) -> dict[str, Any]:
-    return {
-        "loc": [location, e.field],
-        "field": e.field,
-        "msg": f"{e.field}: {e.message} (allowed: {e.allowed})",
-        "allowed": e.allowed,
-        "type": "value_error",
-    }

@@ -1,21 +1,24 @@
-"""The two SVG charts draw what their table twins say: parsed back as XML, the geometry follows
-the numbers (bars stacked in order and as long as their parts, curves ordered as their peaks)."""
+"""The two SVG charts draw what their table twins say: rendered through ``macros/charts.html`` and
+parsed back as XML, the geometry follows the numbers (bars stacked in order and as long as their
+parts, curves ordered as their peaks)."""
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from hypothesis import given, settings
 
-from app.ledger.estimate import Estimate, estimate
+from app.ledger.estimate import estimate
 from app.ledger.fit import CURVE_DPS
 from app.ledger.scenario import Scenario
-from app.receipts.display import gb
-from app.web.charts import FIT_BOTTOM, FIT_HEIGHT, FIT_TOP, LABEL, PARTS, fit_chart, peak_chart, stage_peaks
+from app.web.charts import FIT_BOTTOM, FIT_HEIGHT, FIT_TOP, LABEL, PARTS, fit_chart, peak_chart
+from app.web.templating import templates
 from tests.strategies import scenarios
 
 SVG = "{http://www.w3.org/2000/svg}"
+CHARTS: Any = templates.get_template("macros/charts.html").module  # the macros, callable from Python
 
 
 def _svg(markup: str) -> ET.Element:
@@ -23,16 +26,11 @@ def _svg(markup: str) -> ET.Element:
     return ET.fromstring(markup.replace("<svg ", f'<svg xmlns="{SVG[1:-1]}" ', 1))  # noqa: S314 - our own output
 
 
-def _peak_svg(e: Estimate) -> ET.Element:
-    capacity = e.scenario.capacity_bytes
-    return _svg(peak_chart(stage_peaks(e.ledger), capacity, gb(capacity)))
-
-
 @settings(max_examples=60)
 @given(scenarios())
 def test_each_bar_stacks_its_nonzero_parts_in_order_and_the_longer_peak_has_the_longer_bar(s: Scenario) -> None:
     e = estimate(s)
-    root = _peak_svg(e)
+    root = _svg(str(CHARTS.peak_chart(peak_chart(e.ledger, s.capacity_bytes))))
     rects = root.findall(f"{SVG}rect")
     ends = []
     for st in e.ledger.stages:
@@ -58,8 +56,7 @@ def test_each_bar_stacks_its_nonzero_parts_in_order_and_the_longer_peak_has_the_
 @given(scenarios())
 def test_each_fit_curve_has_a_point_per_degree_and_a_higher_peak_is_drawn_higher(s: Scenario) -> None:
     e = estimate(s)
-    capacity = e.scenario.capacity_bytes
-    root = _svg(fit_chart(e.fit.curve, capacity, gb(capacity)))
+    root = _svg(str(CHARTS.fit_chart(fit_chart(e.fit.curve, s.capacity_bytes))))
     lines = root.findall(f"{SVG}polyline")
     assert [line.get("class") for line in lines] == [f"curve stage{stage}" for stage in range(4)]
     xs_seen = None
@@ -80,3 +77,15 @@ def test_each_fit_curve_has_a_point_per_degree_and_a_higher_peak_is_drawn_higher
         assert all(FIT_TOP <= y <= FIT_HEIGHT - FIT_BOTTOM for _, y in points)  # inside the plot
     capacity_line = next(el for el in root.findall(f"{SVG}line") if el.get("class") == "capacity")
     assert re.fullmatch(r"capacity .*", capacity_line.findtext(f"{SVG}title") or "")
+
+
+def test_the_charts_on_the_page_are_the_macros_output() -> None:
+    """The page draws each chart with the same macro, from the same geometry."""
+    from app.web.views import page_context, view
+
+    s = Scenario()
+    v = view({}, s, None)
+    page = templates.get_template("index.html").render(page_context(v))
+    assert v.results is not None
+    assert str(CHARTS.peak_chart(v.results.peak.chart)) in page
+    assert str(CHARTS.fit_chart(v.results.fit.chart)) in page

@@ -22,7 +22,7 @@ HOSTILE = [
     "{{7*7}}",
     "%00",
 ]
-PATHS = ["/", "/api/estimate", "/api/mutations", "/receipt.json", "/receipt.csv", "/lines"]
+PATHS = ["/", "/api/estimate", "/api/mutations", "/receipt.json", "/receipt.csv", "/lines", "/fit-table"]
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -45,6 +45,13 @@ def test_a_hostile_name_is_escaped_in_the_page_and_the_fragment(client: TestClie
         text = client.get("/", params={"name": name}, headers=headers).text
         assert "<b onmouseover" not in text
         assert "&lt;b onmouseover=" in text
+
+
+def test_template_syntax_in_user_text_is_shown_not_run(client: TestClient) -> None:
+    """The page is rendered by Jinja: text that looks like a template stays text."""
+    for headers in ({}, {"HX-Request": "true"}):
+        text = client.get("/", params={"name": "{{7*7}} {% if 1 %}x{% endif %}"}, headers=headers).text
+        assert "<h2>{{7*7}} {% if 1 %}x{% endif %}</h2>" in text
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -8,6 +8,7 @@ import json
 import math
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import markupsafe
 from fastapi.testclient import TestClient
 
 from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS
@@ -207,7 +208,7 @@ def test_a_paste_the_scenario_cannot_hold_keeps_the_form_and_says_why(client: Te
                     follow_redirects=False)  # fmt: skip
     assert r.status_code == 422
     assert any(a.startswith("config:") for a in read_cells(r.text).alerts)
-    assert html.escape(json.dumps(huge)) in r.text  # the paste is kept, escaped
+    assert str(markupsafe.escape(json.dumps(huge))) in r.text  # the paste is kept, escaped
     assert 'name="dp" value="4"' in r.text  # the scenario it was pasted on
 
 

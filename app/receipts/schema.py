@@ -1,0 +1,319 @@
+"""What the API answers, as pydantic models: the receipt, the kill lists, a model's inventory, the
+built-in models.
+
+The receipt is built as plain data by :mod:`app.receipts.receipt` (its field names are the
+stable contract of ``../shared/spec/ledger.md``); these models *describe* that data, so that
+``/openapi.json`` documents every field and FastAPI checks each answer against it. Every model
+forbids extra keys: a field added to the receipt without being described here fails the tests
+(``tests/web/test_response_models.py``) instead of silently leaving the schema behind.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Bytes = Annotated[int, Field(ge=0, description="bytes, an exact integer")]
+SignedBytes = Annotated[int, Field(description="bytes, an exact integer; negative when over capacity")]
+Count = Annotated[int, Field(ge=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The receipt
+# ---------------------------------------------------------------------------------------------
+
+
+class ScenarioOut(_Strict):
+    """Every input of the scenario, canonical: sizes as integers, defaults filled in."""
+
+    model: str = Field(description="a known model id, a compact config (cfg:…), or empty")
+    params: Count
+    dp: Count
+    param_bytes: Count
+    grad_bytes: Count
+    master_bytes: Count
+    opt_states: Count
+    opt_bytes: Count
+    unit_params: Count
+    gather_bytes: Count
+    prefetch: Count
+    bucket_bytes: Bytes
+    activation_bytes: Bytes
+    overhead_bytes: Bytes
+    contingency_pct: Count
+    capacity_bytes: Bytes
+    name: str
+    seq_len: Count
+    micro_batch: Count
+    act_bytes: Count
+    act_policy: Literal["none", "selective", "full"]
+    tp: Count
+    sequence_parallel: Count
+    logits_bytes: Count
+
+
+class ByClass(_Strict):
+    """Bytes per rank of each tensor class of model state, and their sum."""
+
+    parameters: Bytes
+    gradients: Bytes
+    master_weights: Bytes
+    optimizer_states: Bytes
+    total: Bytes
+
+
+class PeakFormulas(_Strict):
+    gather: str
+    activations: str
+    contingency: str
+
+
+class Peak(_Strict):
+    """The training peak: persistent state plus the declared transients and the contingency."""
+
+    persistent: Bytes
+    gather: Bytes = Field(description="the stage-3 all-gather of the largest unit(s) beyond the own shard")
+    buckets: Bytes
+    activations: Bytes = Field(description="never divided by D")
+    overhead: Bytes
+    contingency: Bytes
+    total: Bytes = Field(description="subtotal + contingency: what the fit verdict compares with capacity")
+    subtotal: Bytes
+    formulas: PeakFormulas
+
+
+class Communication(_Strict):
+    collectives: str
+    volume_bytes: Bytes = Field(description="ring-algorithm volume before the (D − 1) ÷ D factor")
+    formula: str
+    evidence: str
+
+
+class LedgerLine(_Strict):
+    """One tensor class at one stage: how many ranks share one copy, and what this rank holds."""
+
+    tensor_class: Literal["parameters", "gradients", "master_weights", "optimizer_states"] = Field(alias="class")
+    width: Count = Field(description="bytes per element")
+    copies: Count
+    owners: Count = Field(description="ranks sharing one copy (1 = replicated, D = sharded)")
+    elements: Count = Field(description="elements per rank: ⌈N ÷ owners⌉")
+    bytes: Bytes
+    share_bp: Count = Field(description="share of the stage's persistent total, in basis points")
+    formula: str
+    evidence: str
+    note: str
+
+
+class Stage(_Strict):
+    stage: Literal[0, 1, 2, 3]
+    persistent: ByClass
+    peak: Peak
+    fits: bool
+    headroom_bytes: SignedBytes = Field(description="capacity − peak")
+    communication_bytes: Bytes = Field(description="sent per rank per optimizer step")
+    communication: Communication
+    lines: list[LedgerLine]
+
+
+class Sources(_Strict):
+    """Where each declared or model-filled input came from."""
+
+    activations: Literal["modelled", "measured", "placeholder"]
+    params: Literal["from config", "declared"]
+    unit_params: Literal["from config", "declared"]
+    buckets: Literal["declared"]
+    overhead: Literal["declared"]
+
+
+class CheckpointPolicy(_Strict):
+    description: str
+    device_bytes: Bytes = Field(description="extra device bytes on rank 0 while saving")
+    host_bytes: Bytes = Field(description="host bytes on rank 0 while saving")
+    save_peak_bytes: list[Bytes] = Field(description="per stage 0–3: the device peak while saving")
+    device_formula: str
+    host_formula: str
+    flagged: bool
+    flag: str
+
+
+class Checkpoint(_Strict):
+    sharded: CheckpointPolicy
+    full_params: CheckpointPolicy
+    full_state: CheckpointPolicy
+
+
+class CheckResult(_Strict):
+    check: str
+    title: str
+    passed: bool
+    message: str
+
+
+class Mutation(_Strict):
+    """One mutant (one ownership or peak rule broken) and whether a named check killed it."""
+
+    id: str
+    rule: str
+    killed: bool
+    check: str = Field(description="the first named check that failed; empty for a survivor")
+    message: str = Field(description="the failing check's message, or why the mutant survived")
+    failed_checks: list[str]
+
+
+class UnitSize(_Strict):
+    name: str
+    params: Count
+
+
+class ModelSection(_Strict):
+    reference: str
+    title: str
+    source: str
+    family: str
+    params: Count
+    layers: Count
+    largest_unit: UnitSize
+    units: list[UnitSize]
+    params_source: str
+    unit_params_source: str
+
+
+class Fraction(_Strict):
+    numerator: Count
+    denominator: Count
+
+
+class ActivationInputs(_Strict):
+    seq_len: Count
+    micro_batch: Count
+    act_bytes: Count
+    tp: Count
+    sequence_parallel: bool
+    logits_bytes: Count
+
+
+class DeclaredActivations(_Strict):
+    """The activation entry when no model is named or the figure was typed."""
+
+    source: Literal["measured", "placeholder"]
+    total_bytes: Bytes
+
+
+class ModelledActivations(_Strict):
+    """The activation ledger of the named model."""
+
+    source: Literal["modelled"]
+    policy: Literal["none", "selective", "full"]
+    per_layer_bytes: Bytes
+    layers: Count
+    working_set_bytes: Bytes
+    embedding_bytes: Bytes
+    head_bytes: Bytes
+    logits_bytes: Bytes
+    total_bytes: Bytes
+    recompute_flops_fraction: str
+    recompute_flops: Fraction
+    formula: str
+    assumptions: str
+    inputs: ActivationInputs
+
+
+class Fsdp2Section(_Strict):
+    """FSDP2's stage-3 shard with each tensor padded on dim 0, beside the ⌈N ÷ D⌉ bound."""
+
+    padded_elements: Count
+    lower_bound_elements: Count
+    padding_elements: Count
+    stage3_padded_bytes: ByClass
+    stage3_lower_bound_bytes: Bytes
+    padding_bytes: Bytes
+    largest_gather_unit: str
+    note: str
+
+
+class FitStage(_Strict):
+    stage: Literal[0, 1, 2, 3]
+    smallest_dp: int | None = Field(description="the smallest D that fits; null when none within bounds does")
+    largest_micro_batch: int | None = Field(description="null when not modelled or not one sequence fits")
+
+
+class FitPoint(_Strict):
+    dp: Count
+    peaks: list[Bytes] = Field(description="the peak of stages 0–3 at this D")
+
+
+class FitSection(_Strict):
+    capacity_bytes: Bytes
+    stages: list[FitStage]
+    micro_batch_modelled: bool
+    curve: list[FitPoint]
+
+
+class Receipt(_Strict):
+    """The whole answer for one scenario (spec "Receipt contract"): raw integer bytes per busiest rank."""
+
+    schema_version: Literal[1]
+    scenario: ScenarioOut
+    link: str = Field(description="the canonical query string (sorted, defaults omitted)")
+    units: Literal["bytes"]
+    sources: Sources
+    stages: list[Stage] = Field(description="exactly four entries, stage 0 to 3, in order")
+    checkpoint: Checkpoint
+    checks: list[CheckResult]
+    mutations: list[Mutation] = Field(description="the kill list on this scenario (checks 1–4)")
+    reference_mutations: list[Mutation] = Field(description="the kill list on the frozen scenario (checks 1–5)")
+    model: ModelSection | None
+    activations: ModelledActivations | DeclaredActivations = Field(discriminator="source")
+    fsdp2: Fsdp2Section | None
+    fit: FitSection
+    disclaimer: str
+
+
+class KillLists(_Strict):
+    mutations: list[Mutation]
+    reference_mutations: list[Mutation]
+
+
+# ---------------------------------------------------------------------------------------------
+# Models and their inventories
+# ---------------------------------------------------------------------------------------------
+
+
+class TensorGroup(_Strict):
+    name: str = Field(description="checkpoint name; {k} is the layer index, {e} the expert index")
+    shape: list[Count]
+    count: Count = Field(description="identical tensors of this kind in one unit (experts)")
+
+
+class UnitGroup(_Strict):
+    name: str
+    count: Count = Field(description="identical units (the decoder layers)")
+    params: Count = Field(description="parameters in one of these units")
+    tensors: list[TensorGroup]
+
+
+class InventoryOut(_Strict):
+    """A config's exact inventory: one entry per kind of unit and tensor, with counts."""
+
+    model: str = Field(description="the scenario's model input for this config (cfg:…)")
+    title: str
+    family: str
+    params: Count
+    layers: Count
+    tensor_count: Count = Field(description="tensors in the checkpoint")
+    largest_unit: UnitSize
+    units: list[UnitGroup] = Field(description="the embedding unit, all decoder layers as one entry, the final unit")
+    ignored_keys: list[str] = Field(description="config keys this family does not read (the first 20)")
+    ignored_key_count: Count
+
+
+class KnownModelOut(_Strict):
+    id: str
+    title: str
+    source: str
+    params: Count

@@ -1,0 +1,296 @@
+"""The results section's data, one part per partial of ``templates/partials/``: the answer, the
+model, persistent state by stage, the peak, the fit finder, communication, checkpoint and kill lists.
+
+Everything is read off one :class:`~app.ledger.estimate.Estimate`; the figures stay exact integers
+(the templates format them) and the lab's own texts (formulas, evidence, messages) are passed as
+they are, for the templates to escape like any other text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.arithmetic import share_bp
+from app.ledger.checkpoint import CheckpointPolicy
+from app.ledger.checks import CheckResult
+from app.ledger.estimate import Estimate, estimate
+from app.ledger.models.activations import ActivationLedger
+from app.ledger.models.inventory import Unit
+from app.ledger.mutants import MutationResult
+from app.ledger.rules import CLASSES
+from app.ledger.scenario import Scenario
+from app.receipts.receipt import DISCLAIMER, fsdp2_section
+from app.web.charts import PARTS, PEAK_PARTS, FitChart, PeakChart, fit_chart, peak_chart
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """``_answer.html``: the least complex stage that fits, or the smallest peak when none does."""
+
+    fits_stage: int | None
+    fits_peak: int
+    fits_headroom: int
+    smallest_peak: int  # stage 3's, the smallest of all
+
+
+@dataclass(frozen=True, slots=True)
+class UnitRow:
+    name: str
+    last_layer: int | None  # for the decoder layer: the index of the last one ("layers.0 … layers.31")
+    params: int
+    each: bool  # the count is per layer
+    tensors: tuple[tuple[str, tuple[int, ...], int], ...]  # (name, shape, count)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSection:
+    """``_model.html``: the model's inventory beside the scenario's N and U, and its FSDP2 shard."""
+
+    title: str
+    family: str
+    source: str
+    params: int
+    params_source: str
+    scenario_params: int | None  # when the scenario overrides the model's count
+    layers: int
+    hidden: int
+    vocab: int
+    tied: bool
+    unit_name: str
+    unit_params: int
+    unit_source: str
+    scenario_unit_params: int | None
+    dp: int
+    fsdp2_padded: int | None
+    fsdp2_lower_bound: int
+    fsdp2_note: str
+    units: tuple[UnitRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentCell:
+    stage: int
+    bytes: int
+    formula: str
+    share_bp: int  # of the stage's persistent total
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentSection:
+    """``_persistent.html``: each class's bytes per rank at every stage, and the totals."""
+
+    rows: tuple[tuple[str, tuple[PersistentCell, ...]], ...]  # (class, one cell per stage)
+    totals: tuple[tuple[int, int], ...]  # (stage, bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class PeakRow:
+    stage: int
+    fits: bool
+    parts: tuple[tuple[str, int], ...]  # PEAK_PARTS with their bytes, the total last
+    total: int
+    headroom: int
+
+
+@dataclass(frozen=True, slots=True)
+class Activations:
+    """Where the activation peak comes from, and the model's activation ledger when there is one."""
+
+    source: str  # modelled, measured or placeholder
+    formula: str  # the peak's activation term
+    scenario: Scenario  # s, b, t, sequence parallelism and the recomputation policy
+    model: ActivationLedger | None
+    recompute_fraction: str  # of a step, in extra forward FLOPs (with a model)
+
+
+@dataclass(frozen=True, slots=True)
+class PeakSection:
+    """``_peak.html``: the training peak's parts per stage, its chart and where each part comes from."""
+
+    rows: tuple[PeakRow, ...]
+    chart: PeakChart
+    legend: tuple[tuple[str, str], ...]  # (part, label)
+    gather_formula: str
+    activations: Activations
+    buckets: int
+    overhead: int
+    contingency_pct: int
+    contingency_formula: str
+    disclaimer: str
+
+
+@dataclass(frozen=True, slots=True)
+class FitRow:
+    stage: int
+    smallest_dp: int | None  # None: no D fits
+    largest_micro_batch: int | None  # None: not even one sequence fits (or not modelled)
+
+
+@dataclass(frozen=True, slots=True)
+class FitSection:
+    """``_fit.html``: the smallest D and the largest micro batch that fit, and the curve's chart."""
+
+    rows: tuple[FitRow, ...]
+    micro_batch_modelled: bool
+    dp: int
+    chart: FitChart
+
+
+@dataclass(frozen=True, slots=True)
+class CommunicationRow:
+    stage: int
+    collectives: str
+    bytes: int
+    formula: str
+
+
+@dataclass(frozen=True, slots=True)
+class Kills:
+    """``_kills.html``: both kill lists and the checks on the production ledger."""
+
+    scenario: tuple[MutationResult, ...]
+    reference: tuple[MutationResult, ...]
+    checks: tuple[CheckResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    """Everything ``_results.html`` shows for a valid scenario."""
+
+    capacity: int
+    answer: Answer
+    model: ModelSection | None
+    persistent: PersistentSection
+    peak: PeakSection
+    fit: FitSection
+    communication: tuple[CommunicationRow, ...]
+    communication_evidence: str
+    checkpoint: tuple[CheckpointPolicy, ...]
+    kills: Kills
+
+
+def results(s: Scenario) -> Results:
+    e = estimate(s)
+    stages = e.ledger.stages
+    return Results(
+        capacity=s.capacity_bytes,
+        answer=answer(e),
+        model=model_section(e),
+        persistent=persistent_section(e),
+        peak=peak_section(e),
+        fit=fit_section(e),
+        communication=tuple(
+            CommunicationRow(st.stage, st.communication.collectives, st.communication.bytes, st.communication.formula)
+            for st in stages
+        ),
+        communication_evidence=stages[0].communication.evidence,
+        checkpoint=e.checkpoint,
+        kills=Kills(e.mutations, e.reference_mutations, e.checks),
+    )
+
+
+def answer(e: Estimate) -> Answer:
+    stages = e.ledger.stages
+    least = next((st for st in stages if st.peak.fits), None)
+    if least is None:
+        return Answer(None, 0, 0, stages[3].peak.total)
+    return Answer(least.stage, least.peak.total, least.peak.headroom, stages[3].peak.total)
+
+
+def _unit_row(unit: Unit, layer: bool, layers: int) -> UnitRow:
+    return UnitRow(
+        name=unit.name,
+        last_layer=layers - 1 if layer and layers > 1 else None,
+        params=unit.params,
+        each=layer,
+        tensors=tuple((t.name, t.shape, t.count) for t in unit.tensors),
+    )
+
+
+def model_section(e: Estimate) -> ModelSection | None:
+    md = e.model
+    if md is None:
+        return None
+    s = e.scenario
+    inv, arch = md.model.inventory, md.model.architecture
+    fsdp2 = fsdp2_section(e)
+    return ModelSection(
+        title=md.model.title,
+        family=arch.family,
+        source=md.model.source,
+        params=inv.params,
+        params_source=s.source_of("params"),
+        scenario_params=s.params if s.params != inv.params else None,
+        layers=arch.layers,
+        hidden=arch.hidden,
+        vocab=arch.vocab,
+        tied=arch.tied_embeddings,
+        unit_name=inv.largest_unit.name,
+        unit_params=inv.largest_unit.params,
+        unit_source=s.source_of("unit_params"),
+        scenario_unit_params=s.unit_params if s.unit_params != inv.largest_unit.params else None,
+        dp=s.dp,
+        fsdp2_padded=e.fsdp2.padded_elements if e.fsdp2 else None,
+        fsdp2_lower_bound=e.fsdp2.lower_bound_elements if e.fsdp2 else 0,
+        fsdp2_note=str(fsdp2["note"]) if fsdp2 else "",
+        units=(
+            _unit_row(inv.embed, False, arch.layers),
+            _unit_row(inv.units[1], True, arch.layers),
+            _unit_row(inv.final, False, arch.layers),
+        ),
+    )
+
+
+def persistent_section(e: Estimate) -> PersistentSection:
+    stages = e.ledger.stages
+    rows = []
+    for index, cls in enumerate(CLASSES):
+        cells = []
+        for st in stages:
+            line = st.lines[index]
+            cells.append(PersistentCell(st.stage, line.bytes, line.formula, share_bp(line.bytes, st.persistent)))
+        rows.append((cls, tuple(cells)))
+    return PersistentSection(tuple(rows), tuple((st.stage, st.persistent) for st in stages))
+
+
+def _activations(e: Estimate) -> Activations:
+    act = e.model.activations if e.model else None
+    return Activations(
+        source=e.activation_source,
+        formula=e.ledger.stages[0].peak.activations_formula,
+        scenario=e.scenario,
+        model=act,
+        recompute_fraction=act.recompute_fraction_text(3) if act else "",
+    )
+
+
+def peak_section(e: Estimate) -> PeakSection:
+    s = e.scenario
+    stages = e.ledger.stages
+    rows = []
+    for st in stages:
+        p = st.peak
+        values = (p.persistent, p.gather, p.buckets, p.activations, p.overhead, p.contingency, p.total)
+        rows.append(PeakRow(st.stage, p.fits, tuple(zip(PEAK_PARTS, values, strict=True)), p.total, p.headroom))
+    return PeakSection(
+        rows=tuple(rows),
+        chart=peak_chart(e.ledger, s.capacity_bytes),
+        legend=PARTS,
+        gather_formula=stages[3].peak.gather_formula,
+        activations=_activations(e),
+        buckets=s.bucket_bytes,
+        overhead=s.overhead_bytes,
+        contingency_pct=s.contingency_pct,
+        contingency_formula=stages[3].peak.contingency_formula,
+        disclaimer=DISCLAIMER,
+    )
+
+
+def fit_section(e: Estimate) -> FitSection:
+    fit = e.fit
+    return FitSection(
+        rows=tuple(FitRow(st.stage, st.smallest_dp, st.largest_micro_batch) for st in fit.stages),
+        micro_batch_modelled=fit.micro_batch_modelled,
+        dp=e.scenario.dp,
+        chart=fit_chart(fit.curve, e.scenario.capacity_bytes),
+    )
