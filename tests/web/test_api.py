@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
+from collections.abc import MutableMapping
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+
+from app.web.app import create_app
 
 
 def test_get_estimate_reads_human_sizes(client: TestClient) -> None:
@@ -98,3 +103,33 @@ def test_unknown_route_and_method_are_4xx(client: TestClient) -> None:
     assert client.get("/nope").status_code == 404
     assert client.post("/").status_code == 405
     assert client.get("/api/nope").json() == {"detail": "Not Found"}
+
+
+def test_the_csv_download_streams_in_a_few_chunks_not_row_by_row() -> None:
+    """Row by row, each of the ~130 rows took a thread-pool hop: 15.6 ms a download, and under load
+    the queue pushed every other request's p99 to seconds. Now a few chunks of 16 KB."""
+    app = create_app()
+    bodies: list[bytes] = []
+    requested = False
+
+    async def receive() -> dict[str, object]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.sleep(3600)  # the client stays until the response is complete
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            bodies.append(message["body"])
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+        "path": "/receipt.csv", "raw_path": b"/receipt.csv", "root_path": "", "query_string": b"dp=64",
+        "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80),
+    }  # fmt: skip
+    asyncio.run(app(scope, receive, send))
+    rows = b"".join(bodies).count(b"\r\n")
+    assert rows > 100
+    assert len(bodies) <= 3
