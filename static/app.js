@@ -1,6 +1,7 @@
-// zero3-lab's own small script: copy-link, preset auto-load, config files read into the paste form,
-// and keeping aria-invalid in step with the inline errors that htmx swaps in. No inline scripts
-// anywhere (CSP: script-src 'self').
+// zero3-lab's own small script: copy-link, the preset menu's keyboard, config files read into the
+// paste form, the history entries of live updates, open <details> kept across updates, failed
+// updates said in place, and keeping aria-invalid in step with the inline errors that htmx swaps
+// in. No inline scripts anywhere (CSP: script-src 'self').
 (function () {
   "use strict";
 
@@ -27,6 +28,91 @@
     if (!input || !input.files || !input.files[0]) return;
     var target = document.querySelector(input.getAttribute("data-fills"));
     input.files[0].text().then(function (text) { if (target) target.value = text; });
+  });
+
+  // The preset menu loads on "Load" or Enter only: arrow keys merely move through it (a closed
+  // <select> fires `change` on each arrow key). "Load" with nothing picked is refused by the
+  // select's `required`, so the scenario on the page is never discarded.
+  document.addEventListener("keydown", function (event) {
+    var select = event.target.closest && event.target.closest("select#preset");
+    if (!select || event.key !== "Enter") return;
+    event.preventDefault();
+    if (select.value) select.form.requestSubmit();
+  });
+
+  // History: the server answers each live update with HX-Push-Url or HX-Replace-Url
+  // (app/web/pages.py). The first update of a typed edit opens one entry; while the entry is the
+  // edit's, every later update (each keystroke's, then the blur's or Enter's) replaces it. So
+  // typing 128 leaves one entry, and back returns to the scenario before the edit.
+  var typedEntry = false;
+  function typed(config) {
+    return !!(config && config.triggeringEvent && config.triggeringEvent.type === "input");
+  }
+  document.addEventListener("htmx:configRequest", function (event) {
+    if (event.detail.elt.id !== "scenario") return;
+    if (typedEntry) event.detail.headers["X-History"] = "replace";
+    if (!typed(event.detail)) typedEntry = false; // a settled change closes the edit's entry
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var detail = event.detail;
+    if (!detail.elt || detail.elt.id !== "scenario" || !detail.successful) return;
+    if (typed(detail.requestConfig)) typedEntry = true;
+  });
+  window.addEventListener("popstate", function () { typedEntry = false; });
+
+  // Open <details> in the results stay open across a live update. A <details> is known by its id,
+  // else by its section's heading id, its class and its place in that section.
+  var reopen = null;
+  function detailsKey(details) {
+    if (details.id) return "#" + details.id;
+    var scope = details.closest("section[aria-labelledby]") || details.closest("#results");
+    var index = Array.prototype.indexOf.call(scope.querySelectorAll("details"), details);
+    return (scope.getAttribute("aria-labelledby") || scope.id) + "|" + details.className + "|" + index;
+  }
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (!target || target.id !== "results" || !event.detail.shouldSwap) return;
+    reopen = [];
+    target.querySelectorAll("details[open]").forEach(function (d) { reopen.push(detailsKey(d)); });
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    var results = document.getElementById("results");
+    if (!reopen || !results) return;
+    var keys = reopen;
+    reopen = null;
+    results.querySelectorAll("details").forEach(function (d) {
+      if (!d.open && keys.indexOf(detailsKey(d)) >= 0) d.open = true; // a lazy table loads again
+    });
+  });
+
+  // A live update that fails (a server error, the network) says so in place of the results it
+  // could not replace: an alert at the top of the results, which are marked out of date.
+  function updateFailed(event, what) {
+    if (!event.detail.elt || event.detail.elt.id !== "scenario") return;
+    var results = document.getElementById("results");
+    if (!results) return;
+    var alert = document.getElementById("update-failed");
+    if (!alert) {
+      alert = document.createElement("div");
+      alert.id = "update-failed";
+      alert.className = "notice bad update-failed";
+      alert.setAttribute("role", "alert");
+      results.insertBefore(alert, results.firstChild);
+    }
+    alert.textContent = "The update failed (" + what + "). The results below are out of date: " +
+      "they are for the inputs before your last change. ";
+    var retry = document.createElement("button");
+    retry.type = "button";
+    retry.textContent = "Try again";
+    retry.addEventListener("click", function () { document.getElementById("scenario").requestSubmit(); });
+    alert.appendChild(retry);
+    results.classList.add("stale");
+  }
+  document.addEventListener("htmx:responseError", function (event) {
+    updateFailed(event, "the server answered " + event.detail.xhr.status);
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    updateFailed(event, "the lab could not be reached");
   });
 
   // After each swap, mark a field invalid exactly when its error slot holds a message.

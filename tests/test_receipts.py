@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import unicodedata
 from fractions import Fraction
 from typing import Any
@@ -15,11 +16,23 @@ from hypothesis import strategies as st
 
 from app.ledger.estimate import Estimate, estimate
 from app.ledger.fields import FIELDS
+from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
-from app.receipts.csv_rows import COLUMNS, csv_text, neutralise, restore, rows, scenario_inputs
+from app.receipts.csv_rows import (
+    BOM,
+    COLUMNS,
+    csv_lines,
+    csv_text,
+    neutralise,
+    restore,
+    rows,
+    scenario_inputs,
+    split_formula,
+)
+from app.receipts.csv_rows import read_csv as parse_csv
 from app.receipts.display import gb, gib, integer, percent_bp
 from app.receipts.links import canonical_query, link, slug
-from app.receipts.receipt import SCHEMA_VERSION, receipt
+from app.receipts.receipt import DEFAULT_BASE_URL, SCHEMA_VERSION, check_base_url, page_url, receipt
 from app.receipts.table import render_table
 from tests.json_data import as_json_data
 from tests.strategies import names, scenarios
@@ -314,6 +327,220 @@ def test_neutralise_round_trips_and_leaves_no_formula(text: str) -> None:
     cell = neutralise(text)
     assert restore(cell) == text
     assert cell.startswith("'") or not starts_like_a_formula(cell)
+
+
+# --------------------------------------------------------------------------- CSV for spreadsheets (issue 14, item 10)
+
+
+def test_the_bom_is_asked_for_and_a_reader_with_utf8_sig_sees_the_same_rows(seed_estimate: Estimate) -> None:
+    plain, marked = csv_text(seed_estimate), csv_text(seed_estimate, bom=True)
+    assert not plain.startswith(BOM)
+    assert marked == BOM + plain
+    assert next(csv_lines(seed_estimate, bom=True)).startswith(BOM + "stage,ledger,")
+    data = marked.encode("utf-8")
+    assert data.startswith(b"\xef\xbb\xbf")
+    # Python's csv module on the bytes decoded as utf-8-sig: the very rows of the plain text
+    with_sig = list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"), newline="")))
+    assert with_sig == read_csv(seed_estimate)
+    assert parse_csv(data) == parse_csv(marked) == parse_csv(plain) == with_sig
+
+
+def test_a_receipt_read_back_with_its_bom_rebuilds_the_scenario() -> None:
+    """Even by a reader that keeps the BOM in the first column's name (plain "utf-8")."""
+    s = parse_scenario({"params": "13B", "dp": 64, "name": "=cmd|' /C calc'!A0"})
+    data = csv_text(estimate(s), bom=True).encode("utf-8")
+    naive = list(csv.DictReader(io.StringIO(data.decode("utf-8"), newline="")))
+    assert next(iter(naive[0])) == BOM + "stage"
+    assert parse_scenario(scenario_inputs(naive), allow_unknown=False) == s
+    assert parse_scenario(scenario_inputs(parse_csv(data)), allow_unknown=False) == s
+
+
+# The rule for the formula column: a formula cell is empty, or each of its lines is arithmetic with
+# its numbers substituted: a digit and "=" (or "≈" for a rounded fraction), and no prose: no three
+# words in a row, no colon or semicolon (the marks of an explanation). "per layer = …",
+# "7,000,000,000 elements × 2 B × 1 copy = …" and "⌈(Ψ_g + Ψ_p = …) × 7 ÷ 8⌉ = …" pass.
+THREE_WORDS = re.compile(r"[^\W\d_]{2,}(?:\s+[^\W\d_]{2,}){2,}")
+
+
+def prose_in_formula(cell: str) -> str | None:
+    """The first line of a formula cell that breaks the rule, or None."""
+    for line in cell.split("\n") if cell else ():
+        arithmetic = re.search(r"\d", line) and ("=" in line or "≈" in line)
+        if not arithmetic or THREE_WORDS.search(line) or ":" in line or ";" in line:
+            return line
+    return None
+
+
+def assert_formulas_hold_no_prose(e: Estimate) -> None:
+    for row in read_csv(e):
+        bad = prose_in_formula(row["formula"])
+        assert bad is None, (row["stage"], row["ledger"], row["category"], bad)
+
+
+@pytest.mark.parametrize(
+    ("cell", "ok"),
+    [
+        ("", True),
+        ("7,000,000,000 elements × 2 B × 1 copy = 14,000,000,000 B", True),
+        ("⌈(Ψ_g + Ψ_p = 14 + 14) × 7 ÷ 8⌉ = 25 B", True),
+        ("1,024 ÷ 21,975 ≈ 0.0466", True),
+        ("per layer (checkpoint) = s·b·h × 2 B with s=4,096, b=1\n  = 16 × 2 B = 32 B", True),
+        ("stages 0–2 hold full parameters: nothing to gather", False),
+        ("20,000,000,000 B, not divided by D", False),
+        ("400,000,000 × 2 B = 800,000,000 B (one unit at a time)", False),
+        ("0 B: every rank writes its own shards", False),
+        ("oracle-agreement", False),
+        ("x = 1 B; see the notes", False),
+    ],
+)
+def test_the_formula_rule_itself(cell: str, ok: bool) -> None:
+    assert (prose_in_formula(cell) is None) is ok
+
+
+@given(scenarios(name=names))
+def test_no_formula_cell_holds_prose(s: Scenario) -> None:
+    assert_formulas_hold_no_prose(estimate(s))
+
+
+MODEL_RAWS = [
+    {"model": m.id, "act_policy": policy, "dp": dp}
+    for m in KNOWN_MODELS
+    for policy, dp in (("none", 8), ("selective", 1), ("full", 64))
+] + [
+    {"model": "gpt2", "activation_bytes": "3GB"},
+    {"model": "llama-2-7b", "tp": 4, "sequence_parallel": 1},
+    {"model": "llama-2-7b", "tp": 4},
+    {"model": "gpt2", "tp": 4, "sequence_parallel": 1},
+]
+
+
+@pytest.mark.parametrize("raw", MODEL_RAWS, ids=lambda r: "-".join(str(v) for v in r.values()))
+def test_no_formula_cell_holds_prose_for_a_model(raw: dict[str, object]) -> None:
+    e = estimate(parse_scenario(raw))
+    assert_formulas_hold_no_prose(e)
+    cell = {(r["stage"], r["ledger"], r["category"]): r for r in read_csv(e)}
+    if e.activation_source == "modelled":
+        total = cell[("", "activations", "total")]
+        assert total["formula"].splitlines()[-1].endswith(f"= {e.model.activations.total_bytes:,} B")  # type: ignore[union-attr]
+        assert total["detail"]  # the assumptions
+        assert cell[("", "activations", "recompute_flops_fraction")]["formula"]
+
+
+def test_explanations_are_in_the_detail_column(seed: Scenario) -> None:
+    """What the formula column used to carry besides arithmetic now leads or follows the detail."""
+    e = estimate(seed.with_(master_bytes=0))
+    cell = {(r["stage"], r["ledger"], r["category"]): r for r in read_csv(e)}
+    gather0 = cell[("0", "peak", "gather")]
+    assert (gather0["formula"], gather0["detail"]) == ("", "stages 0–2 hold full parameters: nothing to gather")
+    assert cell[("3", "peak", "gather")]["formula"].endswith("= 700,000,000 B")
+    activations = cell[("0", "peak", "activations")]
+    assert activations["formula"] == ""
+    assert activations["detail"] == "placeholder; 20,000,000,000 B, not divided by D"
+    device = cell[("", "checkpoint", "full_params.device")]
+    assert device["formula"] == "400,000,000 × 2 B = 800,000,000 B"
+    assert "one unit at a time" in device["detail"]
+    sharded = cell[("", "checkpoint", "sharded.host")]
+    assert (sharded["formula"], sharded["detail"]) == ("", "0 B: every rank writes its own shards")
+    master = cell[("0", "persistent", "master_weights")]
+    assert master["formula"] == "7,000,000,000 elements × 0 B × 0 copies = 0 B"
+    assert "no separate master copy (master_bytes = 0)" in master["detail"]  # the line's note
+    mutation = cell[("", "mutation", "shard-params-stage2")]
+    assert mutation["formula"] == ""
+    assert mutation["detail"].startswith("killed by oracle-agreement: stage 2 parameters:")
+    comm = cell[("0", "communication", "total")]
+    assert comm["detail"].startswith("all-reduce of gradients; ring collectives send")
+
+
+def test_a_survivor_explains_itself_in_the_detail(seed: Scenario) -> None:
+    cell = {(r["ledger"], r["category"]): r for r in read_csv(estimate(seed.with_(dp=1)))}
+    survivor = cell[("mutation", "shard-params-stage2")]
+    assert (survivor["value"], survivor["formula"]) == ("survived", "")
+    assert survivor["detail"] == "survived: dp = 1: sharding is the identity"
+
+
+@pytest.mark.parametrize(
+    ("text", "formula", "remarks"),
+    [
+        ("⌈1 ÷ 2⌉ = 1 B", "⌈1 ÷ 2⌉ = 1 B", ()),
+        ("all-gather not counted", "", ("all-gather not counted",)),
+        ("", "", ()),
+        ("4 × 2 B = 8 B (one unit at a time)", "4 × 2 B = 8 B", ("one unit at a time",)),
+        ("9 × (2 + 4 + 2 × 4) B = 126 B", "9 × (2 + 4 + 2 × 4) B = 126 B", ()),
+        (
+            "per layer (attention core recomputed) = s·b·h × 2 B with s=8, t=2 with sequence parallelism\n"
+            "  = 8 × 2 B = 16 B = 34·s·b·h (Korthikanti et al. 2022, Table 2)\nlogits = 4 B",
+            "per layer = s·b·h × 2 B with s=8, t=2\n  = 8 × 2 B = 16 B = 34·s·b·h\nlogits = 4 B",
+            (
+                "per layer: attention core recomputed",
+                "per layer: with sequence parallelism",
+                "per layer: Korthikanti et al. 2022, Table 2",
+            ),
+        ),
+    ],
+)
+def test_split_formula(text: str, formula: str, remarks: tuple[str, ...]) -> None:
+    assert split_formula(text) == (formula, remarks)
+
+
+# --------------------------------------------------------------------------- absolute URL
+
+
+def test_url_is_the_scenarios_page_under_the_base() -> None:
+    s = parse_scenario({"params": "13B", "dp": 16})
+    e = estimate(s)
+    assert receipt(e)["link"] == "dp=16&params=13000000000"  # unchanged: other tools read it
+    assert receipt(e)["url"] == f"{DEFAULT_BASE_URL}/?dp=16&params=13000000000" == page_url(s)
+    assert (
+        receipt(e, "https://lab.example.org/zero3")["url"] == "https://lab.example.org/zero3/?dp=16&params=13000000000"
+    )
+    assert receipt(e, "https://lab.example.org/")["url"] == "https://lab.example.org/?dp=16&params=13000000000"
+    assert receipt(estimate(DEFAULT_SCENARIO))["url"] == f"{DEFAULT_BASE_URL}/"
+
+
+@given(scenarios(name=names))
+def test_url_is_absolute_and_ends_with_the_canonical_query(s: Scenario) -> None:
+    data = receipt(estimate(s), "https://lab.example.org")
+    assert data["url"].startswith("https://lab.example.org/")
+    assert data["url"].endswith("/?" + data["link"] if data["link"] else "/")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+        ("https://Lab.Example.org/", "https://lab.example.org"),
+        ("https://lab.example.org/zero3/", "https://lab.example.org/zero3"),
+        ("http://[::1]:8000", "http://[::1]:8000"),
+        ("HTTP://localhost", "http://localhost"),
+        ("http://zero3_lab:8000", "http://zero3_lab:8000"),  # a container's name
+    ],
+)
+def test_check_base_url_accepts_plain_bases(text: str, expected: str) -> None:
+    assert check_base_url(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "127.0.0.1:8000",
+        "ftp://example.org",
+        "javascript:alert(1)",
+        "https://user:pw@example.org",
+        "https://example.org/?dp=1",
+        "https://example.org/#x",
+        "https://example.org:99999",
+        "https://exa mple.org",
+        "https://example.org\n.evil",
+        "https://example.org/a/../b",
+        "https://example.org/<script>",
+        "https://",
+        "https://evil.org\\@example.org",
+    ],
+)
+def test_check_base_url_refuses_anything_else(text: str) -> None:
+    with pytest.raises(ValueError, match=r"must|has a"):
+        check_base_url(text)
 
 
 # --------------------------------------------------------------------------- display

@@ -5,17 +5,23 @@ more; the scenario's inputs are rows too (ledger ``input``), so the CSV alone re
 the receipt. Text cells that a spreadsheet would run as a formula are neutralised (OWASP CSV
 injection guidance), lookalikes of ``=``, ``+``, ``-`` and ``@`` (full-width ``＝``, …) and a
 lead behind blanks included; integers stay numbers.
+
+The ``formula`` column holds only the arithmetic, with its numbers substituted; whatever explains
+it (evidence, notes, remarks, a citation, a mutant's check and message) is in ``detail``. The
+download starts with a UTF-8 byte order mark (:data:`BOM`): without it Excel reads the file in
+the system's code page and garbles × ÷ ⌈ ⌉; :func:`read_csv` reads a receipt back with or without.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
 
-from app.ledger.arithmetic import share_bp
+from app.ledger.arithmetic import n, share_bp
 from app.ledger.estimate import Estimate
 from app.ledger.fields import FIELDS
 from app.receipts.receipt import activations_section, fsdp2_section, model_section
@@ -39,8 +45,18 @@ _DANGEROUS_LEAD = ("=", "+", "-", "@", "\t", "\r")
 # a minus on input; quoting a text cell that starts with it costs nothing.
 _FORMULA_START = (*_DANGEROUS_LEAD, "\u2212")
 
+BOM = "\ufeff"  # U+FEFF, three bytes EF BB BF in UTF-8: how Excel knows the file is UTF-8
+
 Cell = int | str
 Row = dict[str, Cell]
+
+# Words inside a formula that are not the formula: a parenthesised remark that starts with a
+# letter, has a blank and no arithmetic ("(one unit at a time)", "(attention core recomputed)",
+# "(Korthikanti et al. 2022, Table 2)"; not "(Ψ_g + Ψ_p = …)" nor "(checkpoint)"), and a run of
+# two or more words ending a line ("… t=4 with sequence parallelism"; not the unit in "= 14 B").
+_REMARK = re.compile(r"\s*\(([^\W\d_][^()=+×÷−⌈⌉·]*\s[^()=+×÷−⌈⌉·]*)\)")
+_TRAILING_WORDS = re.compile(r"\s+([^\W\d_]+(?:\s[^\W\d_]+)+)$")
+_NAME = re.compile(r"[^\W\d_]+(?: [^\W\d_]+)*")  # a line's name: "per layer", "working set", "logits"
 
 
 def _lead(char: str) -> Literal["formula", "skip", "text"]:
@@ -84,9 +100,59 @@ def restore(text: str) -> str:
     return text
 
 
+def read_csv(data: str | bytes) -> list[dict[str, str]]:
+    """A CSV receipt's rows keyed by column, from its text or its bytes, with or without the BOM."""
+    text = data.decode("utf-8-sig") if isinstance(data, bytes) else data.removeprefix(BOM)
+    return list(csv.DictReader(io.StringIO(text, newline="")))
+
+
 def scenario_inputs(csv_rows: Iterable[Mapping[str, str]]) -> dict[str, str]:
-    """The scenario's inputs from a CSV receipt's ``input`` rows, ready for ``parse_scenario``."""
+    """The scenario's inputs from a CSV receipt's ``input`` rows, ready for ``parse_scenario``.
+
+    The rows may come from a reader that kept the BOM in the first column's name (``"\\ufeffstage"``):
+    only ``ledger``, ``category`` and ``value`` are read, never the first column.
+    """
     return {row["category"]: restore(row["value"]) for row in csv_rows if row.get("ledger") == "input"}
+
+
+def split_formula(text: str) -> tuple[str, tuple[str, ...]]:
+    """The core's formula text as (the arithmetic, the words around it), for the two columns.
+
+    A text without ``=`` is no equation ("stages 0–2 hold full parameters: nothing to gather",
+    "20,000,000,000 B, not divided by D"): all of it is a remark and the formula is empty.
+    Otherwise every line keeps its arithmetic and gives up its parenthesised remarks and a
+    trailing run of words; a remark on a named line carries the name ("per layer: attention core
+    recomputed"), a continuation line (one starting with ``=``) counting as the line above.
+    """
+    if "=" not in text:
+        return "", (text,) if text else ()
+    remarks: list[str] = []
+    lines = []
+    name = ""
+    for line in text.split("\n"):
+        found = [m.group(1).strip() for m in _REMARK.finditer(line)] if "(" in line else []
+        if found:
+            line = _REMARK.sub("", line)
+        last_two = line.rsplit(None, 2)[-2:]
+        trailing = _TRAILING_WORDS.search(line) if all(word.isalpha() for word in last_two) else None
+        if trailing is not None:
+            found.append(trailing.group(1))
+            line = line[: trailing.start()]
+        head = line.partition("=")[0].strip()
+        if head or not line.lstrip().startswith("="):
+            name = head if _NAME.fullmatch(head) else ""
+        remarks.extend(f"{name}: {remark}" if name else remark for remark in found)
+        lines.append(line)
+    return "\n".join(lines), tuple(dict.fromkeys(remarks))
+
+
+def _explained(formula_text: str, *detail: str) -> Row:
+    """The ``formula`` and ``detail`` cells of a row: the arithmetic, and the given detail followed
+    by the remarks taken out of the formula that it does not already say, joined by "; "."""
+    formula, remarks = split_formula(formula_text)
+    parts = [part for part in detail if part]
+    parts += [remark for remark in remarks if not any(remark in part for part in parts)]
+    return {"formula": formula, "detail": "; ".join(parts)}
 
 
 def rows(e: Estimate) -> Iterator[Row]:
@@ -113,8 +179,7 @@ def rows(e: Estimate) -> Iterator[Row]:
                 "owners": line.owners,
                 "elements": line.elements,
                 "share_bp": share_bp(line.bytes, st.persistent),
-                "formula": line.formula,
-                "detail": line.evidence,
+                **_explained(line.formula, line.evidence, line.note),
             }
         yield {"stage": st.stage, "ledger": "persistent", "category": "total", "bytes": st.persistent}
         p = st.peak
@@ -124,7 +189,7 @@ def rows(e: Estimate) -> Iterator[Row]:
             "ledger": "peak",
             "category": "gather",
             "bytes": p.gather,
-            "formula": p.gather_formula,
+            **_explained(p.gather_formula),
         }
         yield {
             "stage": st.stage,
@@ -138,8 +203,7 @@ def rows(e: Estimate) -> Iterator[Row]:
             "ledger": "peak",
             "category": "activations",
             "bytes": p.activations,
-            "formula": p.activations_formula,
-            "detail": e.activation_source,
+            **_explained(p.activations_formula, e.activation_source),
         }
         yield {
             "stage": st.stage,
@@ -153,7 +217,7 @@ def rows(e: Estimate) -> Iterator[Row]:
             "ledger": "peak",
             "category": "contingency",
             "bytes": p.contingency,
-            "formula": p.contingency_formula,
+            **_explained(p.contingency_formula),
         }
         yield {"stage": st.stage, "ledger": "peak", "category": "total", "bytes": p.total}
         yield {
@@ -168,22 +232,20 @@ def rows(e: Estimate) -> Iterator[Row]:
             "ledger": "communication",
             "category": "total",
             "bytes": st.communication.bytes,
-            "formula": st.communication.formula,
-            "detail": st.communication.collectives,
+            **_explained(st.communication.formula, st.communication.collectives, st.communication.evidence),
         }
     for c in e.checkpoint:
         yield {
             "ledger": "checkpoint",
             "category": f"{c.policy}.device",
             "bytes": c.device_bytes,
-            "formula": c.device_formula,
+            **_explained(c.device_formula, c.description),
         }
         yield {
             "ledger": "checkpoint",
             "category": f"{c.policy}.host",
             "bytes": c.host_bytes,
-            "formula": c.host_formula,
-            "detail": c.flag,
+            **_explained(c.host_formula, c.flag),
         }
         for stage, peak in enumerate(c.save_peaks):
             yield {"stage": stage, "ledger": "checkpoint", "category": f"{c.policy}.save_peak", "bytes": peak}
@@ -199,9 +261,12 @@ def rows(e: Estimate) -> Iterator[Row]:
                 "ledger": ledger_name,
                 "category": m.id,
                 "value": "killed" if m.killed else "survived",
-                "formula": m.check,
-                "detail": m.message,
+                # the check that killed it is not arithmetic: it leads the detail, as in the table
+                "detail": f"killed by {m.check}: {m.message}" if m.killed else m.message,
             }
+
+
+_RECOMPUTE = "forward FLOPs recomputed ÷ the FLOPs of one step (forward + backward ≈ 3 × forward)"
 
 
 def _blank(value: int | None) -> int | str:
@@ -216,20 +281,29 @@ def _model_rows(e: Estimate) -> Iterator[Row]:
         yield {"ledger": "model", "category": "largest_unit", "value": model["largest_unit"]["params"],
                "detail": model["largest_unit"]["name"]}  # fmt: skip
     if activations["source"] == "modelled":
-        for key in ("per_layer_bytes", "working_set_bytes", "embedding_bytes", "head_bytes", "logits_bytes",
-                    "total_bytes"):  # fmt: skip
+        for key in ("per_layer_bytes", "working_set_bytes", "embedding_bytes", "head_bytes", "logits_bytes"):
             yield {"ledger": "activations", "category": key.removesuffix("_bytes"), "bytes": activations[key]}
-        yield {"ledger": "activations", "category": "recompute_flops_fraction",
-               "value": activations["recompute_flops_fraction"], "formula": activations["formula"]}  # fmt: skip
+        # the ledger's derivation belongs to its total; its assumptions are the detail
+        formula, remarks = split_formula(activations["formula"])
+        yield {"ledger": "activations", "category": "total", "bytes": activations["total_bytes"],
+               "formula": formula, "detail": "; ".join((*remarks, activations["assumptions"]))}  # fmt: skip
+        num, den = activations["recompute_flops"]["numerator"], activations["recompute_flops"]["denominator"]
+        fraction = activations["recompute_flops_fraction"]
+        exact = num * 10 ** len(fraction.partition(".")[2]) % den == 0
+        yield {"ledger": "activations", "category": "recompute_flops_fraction", "value": fraction,
+               "formula": f"{n(num)} ÷ {n(den)} {'=' if exact else '≈'} {fraction}", "detail": _RECOMPUTE}  # fmt: skip
     if fsdp2 is not None:
         for cls, size in fsdp2["stage3_padded_bytes"].items():
             yield {"stage": 3, "ledger": "fsdp2", "category": cls, "bytes": size}
-        yield {"stage": 3, "ledger": "fsdp2", "category": "padding", "bytes": fsdp2["padding_bytes"],
-               "detail": fsdp2["note"]}  # fmt: skip
+        padded, lower, padding = (fsdp2["stage3_padded_bytes"]["total"], fsdp2["stage3_lower_bound_bytes"],
+                                  fsdp2["padding_bytes"])  # fmt: skip
+        yield {"stage": 3, "ledger": "fsdp2", "category": "padding", "bytes": padding,
+               "formula": f"{n(padded)} − {n(lower)} = {n(padding)} B", "detail": fsdp2["note"]}  # fmt: skip
 
 
-def csv_lines(e: Estimate) -> Iterator[str]:
-    """The CSV text, one record at a time (for streaming responses)."""
+def csv_lines(e: Estimate, *, bom: bool = False) -> Iterator[str]:
+    """The CSV text, one record at a time (for streaming responses); with ``bom``, the first
+    record starts with :data:`BOM` (the download and a CSV file the CLI writes)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
 
@@ -241,11 +315,11 @@ def csv_lines(e: Estimate) -> Iterator[str]:
         return text
 
     writer.writeheader()
-    yield written()
+    yield (BOM if bom else "") + written()
     for row in rows(e):
         writer.writerow({k: neutralise(v) if isinstance(v, str) else v for k, v in row.items()})
         yield written()
 
 
-def csv_text(e: Estimate) -> str:
-    return "".join(csv_lines(e))
+def csv_text(e: Estimate, *, bom: bool = False) -> str:
+    return "".join(csv_lines(e, bom=bom))

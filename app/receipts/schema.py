@@ -260,6 +260,13 @@ class Receipt(_Strict):
     schema_version: Literal[1]
     scenario: ScenarioOut
     link: str = Field(description="the canonical query string (sorted, defaults omitted)")
+    # Added by issue 14 (item 10) without a schema_version bump: the contract names what a receipt
+    # holds "at least", so a new field is compatible; `link` keeps its meaning for the tools that read it.
+    url: str = Field(
+        description="the scenario's page as an absolute URL: the public base (ZERO3_LAB_PUBLIC_URL when the "
+        "server sets it, else the request's own; the CLI's --base-url) + '/?' + link, or + '/' when link is empty",
+        examples=["http://127.0.0.1:8000/?dp=16&params=13000000000"],
+    )
     units: Literal["bytes"]
     sources: Sources
     stages: list[Stage] = Field(description="exactly four entries, stage 0 to 3, in order")
@@ -317,3 +324,98 @@ class KnownModelOut(_Strict):
     title: str
     source: str
     params: Count
+
+
+# ---------------------------------------------------------------------------------------------
+# Two scenarios compared (GET /compare.json)
+# ---------------------------------------------------------------------------------------------
+
+Difference = Annotated[int, Field(description="bytes, an exact integer: B − A (negative when B needs less)")]
+
+
+class PeakParts(_Strict):
+    """The training peak's parts, as the receipt's ``peak`` holds them (without the formulas)."""
+
+    persistent: Bytes
+    gather: Bytes
+    buckets: Bytes
+    activations: Bytes
+    overhead: Bytes
+    contingency: Bytes
+    subtotal: Bytes
+    total: Bytes
+
+
+class ComparedStage(_Strict):
+    """One stage of one side: the figures of that side's receipt."""
+
+    stage: Literal[0, 1, 2, 3]
+    persistent: ByClass
+    peak: PeakParts
+    fits: bool
+    headroom_bytes: SignedBytes = Field(description="capacity − peak")
+    communication_bytes: Bytes = Field(description="sent per rank per optimizer step")
+
+
+class ComparedSide(_Strict):
+    link: str = Field(description="the side's canonical query string (sorted, defaults omitted)")
+    scenario: ScenarioOut
+    stages: list[ComparedStage] = Field(description="exactly four entries, stage 0 to 3, in order")
+
+
+class ByClassDifference(_Strict):
+    parameters: Difference
+    gradients: Difference
+    master_weights: Difference
+    optimizer_states: Difference
+    total: Difference
+
+
+class PeakDifference(_Strict):
+    persistent: Difference
+    gather: Difference
+    buckets: Difference
+    activations: Difference
+    overhead: Difference
+    contingency: Difference
+    subtotal: Difference
+    total: Difference
+
+
+class StageDifference(_Strict):
+    """B − A for one stage, and which categories moved."""
+
+    stage: Literal[0, 1, 2, 3]
+    persistent: ByClassDifference
+    peak: PeakDifference
+    verdict: Literal["unchanged", "now fits", "no longer fits"] = Field(description="B's verdict against A's")
+    headroom_bytes: Difference
+    communication_bytes: Difference
+    moved: list[str] = Field(
+        description="the categories whose bytes differ, as ledger.category: persistent.gradients, peak.total, "
+        "fit.headroom, communication.total"
+    )
+
+
+class InputChange(_Strict):
+    """An input that differs between A and B (defaults filled in)."""
+
+    name: str
+    a: int | str
+    b: int | str
+
+
+class ComparisonDiff(_Strict):
+    inputs: list[InputChange] = Field(description="the inputs that differ, in form order")
+    stages: list[StageDifference] = Field(description="exactly four entries, stage 0 to 3, in order")
+
+
+class ComparisonOut(_Strict):
+    """Two scenarios side by side: both receipts' stage figures and their differences (B − A)."""
+
+    schema_version: Literal[1]
+    units: Literal["bytes"]
+    link: str = Field(description="the comparison's shareable address, /compare?a=…&b=…, absolute")
+    a: ComparedSide
+    b: ComparedSide
+    diff: ComparisonDiff

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 
 from app.ledger.estimate import estimate
 from app.ledger.models.architecture import ModelConfigError
@@ -23,20 +23,21 @@ from app.receipts.schema import InventoryOut, KillLists, KnownModelOut, Receipt
 from app.web.deps import BodyScenario, QueryScenario
 from app.web.errors import body_error
 from app.web.responses import BODY_ERRORS, ERRORS, LIMITS
+from app.web.settings import public_base_url
 
 router = APIRouter()
 
 
 @router.get("/api/estimate", response_model=Receipt, responses=ERRORS,
             summary="The receipt for the scenario in the query string")  # fmt: skip
-def estimate_get(scenario: QueryScenario) -> dict[str, Any]:
-    return receipt(estimate(scenario))
+def estimate_get(scenario: QueryScenario, request: Request) -> dict[str, Any]:
+    return receipt(estimate(scenario), public_base_url(request))
 
 
 @router.post("/api/estimate", response_model=Receipt, responses=BODY_ERRORS,
              summary="The receipt for the scenario in a JSON body")  # fmt: skip
-def estimate_post(scenario: BodyScenario) -> dict[str, Any]:
-    return receipt(estimate(scenario))
+def estimate_post(scenario: BodyScenario, request: Request) -> dict[str, Any]:
+    return receipt(estimate(scenario), public_base_url(request))
 
 
 @router.get("/api/mutations", response_model=KillLists, responses=ERRORS,

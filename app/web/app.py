@@ -10,14 +10,14 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Match
 
 from app import __version__
-from app.web import api, downloads, pages
+from app.web import api, compare, downloads, pages
 from app.web.errors import validation_error_response
 from app.web.limits import RequestLimits
 from app.web.security import SecurityHeaders
 from app.web.settings import Settings
 from app.web.static import VersionedStaticFiles
 
-ROUTERS = (pages.router, api.router, downloads.router)
+ROUTERS = (pages.router, api.router, downloads.router, compare.router)
 
 
 def allowed_methods(request: Request) -> list[str]:
@@ -47,7 +47,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Middleware added last runs first: security headers outermost (every answer carries them, the
     # limits' 413/414 included), then the request limits, then compression of what the app wrote.
     app.add_middleware(GZipMiddleware, minimum_size=500)
-    app.add_middleware(RequestLimits, max_query_chars=settings.max_query_chars, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        RequestLimits,
+        max_query_chars=settings.max_query_chars,
+        max_body_bytes=settings.max_body_bytes,
+        query_chars_by_path=dict.fromkeys(compare.PATHS, settings.max_compare_query_chars),
+    )
     app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(RequestValidationError)

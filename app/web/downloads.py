@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from app.ledger.estimate import estimate
@@ -15,6 +15,7 @@ from app.receipts.links import slug
 from app.receipts.receipt import receipt
 from app.web.deps import QueryScenario
 from app.web.responses import ERRORS
+from app.web.settings import public_base_url
 
 router = APIRouter()
 CHUNK_CHARS = 16 * 1024
@@ -44,18 +45,21 @@ def _attachment(s: Scenario, suffix: str) -> dict[str, str]:
 @router.get("/receipt.json", summary="Download the JSON receipt", responses={
     200: {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Receipt"}}},
           "description": "The receipt, as /api/estimate answers it, indented, as a file"}, **ERRORS})  # fmt: skip
-def receipt_json(scenario: QueryScenario) -> StreamingResponse:
-    text = json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(receipt(estimate(scenario)))
+def receipt_json(scenario: QueryScenario, request: Request) -> StreamingResponse:
+    data = receipt(estimate(scenario), public_base_url(request))
+    text = json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(data)
     return StreamingResponse(in_chunks(text), media_type="application/json", headers=_attachment(scenario, "json"))
 
 
 @router.head("/receipt.csv", include_in_schema=False)
 @router.get("/receipt.csv", summary="Download the CSV receipt", responses={
     200: {"content": {"text/csv": {"schema": {"type": "string"}}},
-          "description": "The CSV receipt: one row per (stage, ledger, category), the inputs as rows too"},
+          "description": "The CSV receipt: one row per (stage, ledger, category), the inputs as rows too; UTF-8 "
+                         "with a byte order mark, so that a spreadsheet reads × ÷ ⌈ ⌉ right"},
     **ERRORS})  # fmt: skip
 def receipt_csv(scenario: QueryScenario) -> StreamingResponse:
-    lines = csv_lines(estimate(scenario))
+    # The BOM: Excel opens a CSV without one in the system's code page and garbles the formulas.
+    lines = csv_lines(estimate(scenario), bom=True)
     return StreamingResponse(
         in_chunks(lines), media_type="text/csv; charset=utf-8", headers=_attachment(scenario, "csv")
     )

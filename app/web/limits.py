@@ -6,6 +6,7 @@ A pure ASGI middleware (not ``BaseHTTPMiddleware``) so the check costs a length 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,17 +23,27 @@ def _error(status: int, message: str) -> tuple[dict[str, object], dict[str, obje
 
 
 class RequestLimits:
-    def __init__(self, app: ASGIApp, *, max_query_chars: int, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_query_chars: int,
+        max_body_bytes: int,
+        query_chars_by_path: Mapping[str, int] | None = None,
+    ) -> None:
         self.app = app
         self.max_query = max_query_chars
         self.max_body = max_body_bytes
+        # A few paths carry longer queries (``/compare`` holds two scenario links): their own cap.
+        self.query_by_path = dict(query_chars_by_path or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if len(scope["query_string"]) > self.max_query:
-            await self._reject(send, 414, f"the query string is longer than {self.max_query:,} characters")
+        max_query = self.query_by_path.get(scope["path"], self.max_query)
+        if len(scope["query_string"]) > max_query:
+            await self._reject(send, 414, f"the query string is longer than {max_query:,} characters")
             return
         for name, value in scope["headers"]:
             if name == b"content-length":

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
@@ -20,18 +21,21 @@ from app.ledger.ledger import compute_ledger
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import compact
 from app.ledger.presets import PRESET_BY_ID
-from app.ledger.scenario import FIELD_NAMES, Scenario
+from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario
 from app.receipts.links import canonical_query, link
 from app.web.query import DERIVED, form_fields, query_dict, read_scenario
 from app.web.templating import templates
 from app.web.views import (
+    address_of,
     detail_page_context,
     fit_table_context,
     lines_context,
     page_context,
+    presenting,
     results_context,
     title_of,
     view,
+    with_present,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -53,24 +57,46 @@ def wants_fragment(request: Request) -> bool:
     return is_htmx(request) and not is_history_restore(request)
 
 
+# The page's script says how a live update should touch the history (static/app.js): ``replace``
+# while an edit is being typed (its first update made the entry), else a settled change.
+HISTORY_HEADER = "X-History"
+FRAGMENT_VARY = {"Vary": f"HX-Request, HX-Current-URL, {HISTORY_HEADER}"}
+
+
+def history_header(request: Request, address: str) -> str:
+    """``HX-Push-Url`` for a settled change to a new address; ``HX-Replace-Url`` while typing (each
+    keystroke's update replaces the entry the edit opened) and when the address is the one the page
+    is already at (a blur or Enter after typing, or a change back and forth), so that typing ``128``
+    leaves one entry, not four, and nothing is ever pushed twice."""
+    current = urlsplit(request.headers.get("hx-current-url", ""))
+    here = current.path + (f"?{current.query}" if current.query else "")
+    if request.headers.get(HISTORY_HEADER) == "replace" or here == address:
+        return "HX-Replace-Url"
+    return "HX-Push-Url"
+
+
 @router.api_route("/", methods=PAGE_METHODS)
 def page(request: Request) -> Response:
+    """The lab. ``?preset=<id>`` alone redirects to ``/?preset=<id>&<canonical query>``: the preset's
+    id stays in the address (and its title is the heading) while the scenario is still the preset's;
+    the first edit that changes the scenario drops it."""
     query = query_dict(request)
     preset_id = query.get("preset")
-    if preset_id is not None:
-        preset = PRESET_BY_ID.get(preset_id)
-        target = link(preset.scenario) if preset else "/"
+    raw = form_fields(query)
+    preset = PRESET_BY_ID.get(preset_id or "")
+    if preset_id is not None and not raw and (preset is None or preset.scenario != DEFAULT_SCENARIO):
+        target = address_of(canonical_query(preset.scenario), preset) if preset else "/"
+        target = with_present(target, presenting(query))
         if is_htmx(request):  # the whole page moves: the form's every field changes
             return Response(status_code=204, headers={"HX-Redirect": target})
         return RedirectResponse(target, status_code=303)
-    raw = form_fields(query)
     scenario, error = read_scenario(raw, strict=False)
-    v = view(raw, scenario, error)
+    v = replace(view(raw, scenario, error, preset), present=presenting(query))
     if wants_fragment(request):
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
-        address = "/?" + v.query if v.query else "/"
+        headers = {**FRAGMENT_VARY, history_header(request, v.page_address): v.page_address}
         return templates.TemplateResponse(
-            request, "partials/_results.html", results_context(v, oob=True), headers={**VARY, "HX-Push-Url": address}
+            request, "partials/_results.html", results_context(v, oob=True), headers=headers
         )
     # A history restore must be 200 or htmx will not swap it in (it would keep the newer page).
     status = 200 if error is None or is_history_restore(request) else 422
@@ -99,13 +125,19 @@ async def use_model_config(request: Request) -> Response:
     if scenario is None:  # a valid architecture the scenario cannot hold (e.g. more than 10^13 parameters)
         assert error is not None
         return _paste_refused(request, keep, text, str(error))
+    if is_htmx(request):  # the whole page moves to the new scenario
+        return Response(status_code=204, headers={"HX-Redirect": link(scenario)})
     return RedirectResponse(link(scenario), status_code=303)
 
 
 def _paste_refused(request: Request, keep: dict[str, str], pasted: str, message: str) -> Response:
-    """The page on the scenario the paste was made from, the paste kept and its error beside it."""
+    """The page on the scenario the paste was made from, the paste kept and its error beside it,
+    the paste box focused (``autofocus``). Under htmx, the paste form alone, swapped in place (200:
+    htmx 2 does not swap a 4xx), so the page neither moves nor loses what else was typed."""
     scenario, error = read_scenario(keep, strict=False)
     context = page_context(view(keep, scenario, error), paste_error=message, pasted_config=pasted)
+    if is_htmx(request):
+        return templates.TemplateResponse(request, "partials/_paste.html", context, headers=VARY)
     return templates.TemplateResponse(request, "index.html", context, status_code=422)
 
 

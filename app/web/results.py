@@ -17,6 +17,7 @@ from app.ledger.estimate import Estimate, estimate
 from app.ledger.models.activations import ActivationLedger
 from app.ledger.models.inventory import Unit
 from app.ledger.mutants import MutationResult
+from app.ledger.presets import DEVICES
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario
 from app.receipts.receipt import DISCLAIMER, fsdp2_section
@@ -24,13 +25,30 @@ from app.web.charts import PARTS, PEAK_PARTS, FitChart, PeakChart, fit_chart, pe
 
 
 @dataclass(frozen=True, slots=True)
+class StageVerdict:
+    """One stage in the answer bar: whether its training peak fits, the peak, and the headroom
+    (negative when it does not fit)."""
+
+    stage: int
+    fits: bool
+    peak: int
+    headroom: int
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
-    """``_answer.html``: the least complex stage that fits, or the smallest peak when none does."""
+    """``_answer.html``: the least complex stage that fits (or the smallest peak when none does),
+    every stage's verdict, and what it runs on: D ranks of a device of ``capacity`` bytes."""
 
     fits_stage: int | None
     fits_peak: int
     fits_headroom: int
     smallest_peak: int  # stage 3's, the smallest of all
+    smallest_headroom: int  # stage 3's (negative when no stage fits)
+    stages: tuple[StageVerdict, ...]
+    dp: int
+    capacity: int
+    devices: tuple[str, ...]  # the devices of exactly this capacity (empty: none of the list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,12 +207,27 @@ def results(s: Scenario) -> Results:
     )
 
 
+def device_names(capacity: int) -> tuple[str, ...]:
+    """The listed devices whose capacity is exactly ``capacity`` bytes (A100 80GB and H100 80GB
+    share 80 GiB). The seed's decimal 80 GB is a scenario's figure, not a device: it is not named."""
+    return tuple(d.title for d in DEVICES if d.capacity_bytes == capacity and d.unit == "GiB")
+
+
 def answer(e: Estimate) -> Answer:
     stages = e.ledger.stages
     least = next((st for st in stages if st.peak.fits), None)
-    if least is None:
-        return Answer(None, 0, 0, stages[3].peak.total)
-    return Answer(least.stage, least.peak.total, least.peak.headroom, stages[3].peak.total)
+    s = e.scenario
+    return Answer(
+        fits_stage=least.stage if least else None,
+        fits_peak=least.peak.total if least else 0,
+        fits_headroom=least.peak.headroom if least else 0,
+        smallest_peak=stages[3].peak.total,
+        smallest_headroom=stages[3].peak.headroom,
+        stages=tuple(StageVerdict(st.stage, st.peak.fits, st.peak.total, st.peak.headroom) for st in stages),
+        dp=s.dp,
+        capacity=s.capacity_bytes,
+        devices=device_names(s.capacity_bytes),
+    )
 
 
 def _unit_row(unit: Unit, layer: bool, layers: int) -> UnitRow:
@@ -292,5 +325,7 @@ def fit_section(e: Estimate) -> FitSection:
         rows=tuple(FitRow(st.stage, st.smallest_dp, st.largest_micro_batch) for st in fit.stages),
         micro_batch_modelled=fit.micro_batch_modelled,
         dp=e.scenario.dp,
-        chart=fit_chart(fit.curve, e.scenario.capacity_bytes),
+        chart=fit_chart(
+            fit.curve, e.scenario.capacity_bytes, e.scenario.dp, tuple(st.peak.total for st in e.ledger.stages)
+        ),
     )

@@ -6,6 +6,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from starlette.requests import Request
+
+from app.receipts.receipt import DEFAULT_BASE_URL, check_base_url
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -13,9 +17,42 @@ ROOT = Path(__file__).resolve().parents[2]
 class Settings:
     static_dir: Path = ROOT / "static"
     max_query_chars: int = 2048
+    # /compare, /compare.json, /compare.csv carry two canonical queries (each up to 2,048 characters,
+    # at most three times as long once percent-encoded inside a=…&b=…): their own, wider cap.
+    max_compare_query_chars: int = 2 * 3 * 2048 + len("a=&b=")
     max_body_bytes: int = 64 * 1024
+    # Where users reach the lab (``https://lab.example.org`` or ``…/prefix``), checked and without a
+    # trailing "/": the base of the receipts' absolute ``url``. None: each request's own base URL.
+    public_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.public_url is not None:
+            object.__setattr__(self, "public_url", check_base_url(self.public_url))
 
     @classmethod
     def from_env(cls) -> Settings:
-        """``ZERO3_LAB_STATIC`` overrides the static assets folder."""
-        return cls(static_dir=Path(os.environ.get("ZERO3_LAB_STATIC", cls().static_dir)))
+        """``ZERO3_LAB_STATIC`` overrides the static assets folder; ``ZERO3_LAB_PUBLIC_URL`` sets
+        :attr:`public_url` (a value that is not a plain http(s) base URL stops the app at start)."""
+        static_dir = Path(os.environ.get("ZERO3_LAB_STATIC", cls().static_dir))
+        public = os.environ.get("ZERO3_LAB_PUBLIC_URL", "").strip()
+        try:
+            return cls(static_dir=static_dir, public_url=public or None)
+        except ValueError as exc:
+            raise ValueError(f"ZERO3_LAB_PUBLIC_URL: {exc}") from None
+
+
+def public_base_url(request: Request) -> str:
+    """Where the lab is served, for the receipts' absolute ``url``.
+
+    ``ZERO3_LAB_PUBLIC_URL`` when set: behind a proxy, and wherever the Host header is not to be
+    trusted, set it. Otherwise the request's base URL (scheme, Host header, root path): Starlette
+    already replaces a malformed Host header with the server's address, and anything that is still
+    not a plain ``host[:port]`` base (:func:`check_base_url`) gives ``http://127.0.0.1:8000``.
+    """
+    settings = getattr(request.app.state, "settings", None)
+    if isinstance(settings, Settings) and settings.public_url:
+        return settings.public_url
+    try:
+        return check_base_url(str(request.base_url))
+    except ValueError:
+        return DEFAULT_BASE_URL

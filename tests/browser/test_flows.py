@@ -34,6 +34,11 @@ PARAMS_MAX = 10**13
 KEYBOARD_PRESET = "llama2-7b-dp8"  # the first preset whose title starts with "L"
 
 
+def preset_address(preset_id: str) -> str:
+    """Where a preset lands: ``/?preset=<id>&<its canonical query>``."""
+    return f"/?preset={preset_id}&" + link(PRESET_BY_ID[preset_id].scenario)[2:]
+
+
 def stage3_persistent(params: int, dp: int) -> int:
     """Stage 3 shards every class: ⌈N ÷ D⌉ elements per rank, times the summed widths."""
     return -(-params // dp) * SEED_BYTES_PER_PARAM
@@ -251,11 +256,13 @@ def test_form_works_without_javascript(no_js_page: Page, live_server: str) -> No
         page.get_by_role("link", name="← back to the scenario").click()
     expect(stage3_total(page)).to_have_attribute("data-bytes", str(stage3_persistent(13_000_000_000, 16)))
 
-    # The preset form is a plain GET form too: pick, press Load, land on the canonical link.
+    # The preset form is a plain GET form too: pick, press Load, land on the canonical link (the
+    # preset's id first, so the address says which preset it still is).
     page.locator("#preset").select_option(KEYBOARD_PRESET)
     with page.expect_navigation():
         page.get_by_role("button", name="Load").click()
-    assert path_and_query(page.url) == link(PRESET_BY_ID[KEYBOARD_PRESET].scenario)
+    assert path_and_query(page.url) == preset_address(KEYBOARD_PRESET)
+    expect(page.locator("#results h2")).to_have_text(PRESET_BY_ID[KEYBOARD_PRESET].title)
 
 
 def test_downloads_match_the_api_receipt(page: Page, live_server: str) -> None:
@@ -281,7 +288,7 @@ def test_downloads_match_the_api_receipt(page: Page, live_server: str) -> None:
     csv_download = csv_info.value
     assert csv_download.failure() is None
     assert csv_download.suggested_filename == "zero3-lab-13000000000p-dp16.csv"
-    text = Path(csv_download.path()).read_text(encoding="utf-8")
+    text = Path(csv_download.path()).read_text(encoding="utf-8-sig")  # with or without a BOM
     reader = csv.DictReader(io.StringIO(text, newline=""))
     assert reader.fieldnames is not None
     assert reader.fieldnames[:4] == ["stage", "ledger", "category", "bytes"]
@@ -339,15 +346,17 @@ def test_keyboard_only(page: Page, live_server: str) -> None:
         page.keyboard.press("Shift+Tab")
     tab_to(page, "preset", key="Shift+Tab")
 
-    # Typing a letter on a focused <select> picks the first matching option and fires `change`.
-    target = link(PRESET_BY_ID[KEYBOARD_PRESET].scenario)
+    # Typing a letter on a focused <select> picks the first matching option (and fires `change`,
+    # which no longer loads it); Enter loads it.
+    target = preset_address(KEYBOARD_PRESET)
+    page.keyboard.press("L")
+    expect(page.locator("#preset")).to_have_value(KEYBOARD_PRESET)
     with page.expect_navigation(url=live_server + target):
-        page.keyboard.press("L")
+        page.keyboard.press("Enter")
     assert path_and_query(page.url) == target
-    name = PRESET_BY_ID[KEYBOARD_PRESET].scenario.name
-    expect(page.locator("#f-name")).to_have_value(name)
-    expect(page.locator("#results h2")).to_have_text(name)
-    query = urlsplit(page.url).query
+    expect(page.locator("#f-name")).to_have_value(PRESET_BY_ID[KEYBOARD_PRESET].scenario.name)
+    expect(page.locator("#results h2")).to_have_text(PRESET_BY_ID[KEYBOARD_PRESET].title)
+    query = link(PRESET_BY_ID[KEYBOARD_PRESET].scenario)[2:]
     assert dom_ledger(page) == receipt_ledger(api_receipt(live_server, query))
 
 
@@ -390,11 +399,12 @@ def test_no_foreign_requests_and_no_console_errors(context: BrowserContext, live
     page.go_back()
     expect(page).to_have_url(live_server + "/?dp=32")
     expect(stage3_total(page)).to_have_attribute("data-bytes", str(stage3_persistent(SEED_PARAMS, 32)))
+    page.locator("#preset").select_option("seed-fsdp2")
     with page.expect_navigation():
-        page.locator("#preset").select_option("seed-fsdp2")
-    expect(page.locator("#results h2")).to_have_text(PRESET_BY_ID["seed-fsdp2"].scenario.name)
+        page.get_by_role("button", name="Load").click()
+    expect(page.locator("#results h2")).to_have_text(PRESET_BY_ID["seed-fsdp2"].title)
     page.get_by_role("link", name="Link to this scenario").click()
-    expect(page.locator("#results h2")).to_have_text(PRESET_BY_ID["seed-fsdp2"].scenario.name)
+    expect(page.locator("#results h2")).to_have_text(PRESET_BY_ID["seed-fsdp2"].title)
 
     assert len(requests) > 10
     assert foreign == []
@@ -420,6 +430,9 @@ def test_back_into_an_invalid_scenario_shows_its_errors(page: Page, live_server:
     page.locator("#f-dp").fill("0")
     expect(page.locator('#e-dp [role="alert"]')).to_be_visible()
     invalid_url = page.url
+    # Leaving the field settles the edit (its entry stays); the next edit opens an entry of its own.
+    with page.expect_response(lambda r: r.request.headers.get("hx-request") == "true"):
+        page.locator("#f-dp").blur()
     page.locator("#f-dp").fill("16")
     expect(page).to_have_url(live_server + "/?dp=16")
     expect(page.locator('#e-dp [role="alert"]')).to_have_count(0)

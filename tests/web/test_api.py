@@ -5,13 +5,21 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import threading
 from collections.abc import MutableMapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.requests import Request
 
+from app.ledger.estimate import estimate
+from app.ledger.scenario import parse_scenario
+from app.receipts.csv_rows import csv_text, read_csv, scenario_inputs
+from app.receipts.receipt import DEFAULT_BASE_URL, check_base_url
 from app.web.app import create_app
+from app.web.settings import Settings, public_base_url
 
 
 def test_get_estimate_reads_human_sizes(client: TestClient) -> None:
@@ -95,8 +103,92 @@ def test_downloads_are_attachments_named_for_the_scenario(client: TestClient) ->
     c = client.get("/receipt.csv?dp=64")
     assert c.headers["content-disposition"] == 'attachment; filename="zero3-lab-7000000000p-dp64.csv"'
     assert c.headers["content-type"] == "text/csv; charset=utf-8"
-    rows = list(csv.DictReader(io.StringIO(c.text)))
+    rows = list(csv.DictReader(io.StringIO(c.content.decode("utf-8-sig"), newline="")))
     assert {"stage", "ledger", "category", "bytes"} <= set(rows[0])
+
+
+@pytest.mark.parametrize("query", ["", "dp=16&params=13B", "model=llama-2-7b&act_policy=selective&tp=4"])
+def test_the_csv_download_starts_with_a_bom_and_reads_back_as_the_receipt(client: TestClient, query: str) -> None:
+    """Excel needs the BOM to read UTF-8; Python's csv module with utf-8-sig reads the same rows."""
+    data = client.get(f"/receipt.csv?{query}").content
+    assert data.startswith(b"\xef\xbb\xbfstage,ledger,category,bytes,")
+    assert data.count(b"\xef\xbb\xbf") == 1
+    e = estimate(parse_scenario(dict(parse_qsl(query))))
+    assert data.decode("utf-8-sig") == csv_text(e)
+    rows = list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"), newline="")))
+    assert rows == read_csv(data) == read_csv(csv_text(e))
+    assert parse_scenario(scenario_inputs(rows), allow_unknown=False) == e.scenario
+
+
+def test_url_is_absolute_under_the_request_base(client: TestClient) -> None:
+    for r in (
+        client.get("/api/estimate?dp=16&params=13B"),
+        client.post("/api/estimate", json={"dp": 16, "params": "13B"}),
+        client.get("/receipt.json?dp=16&params=13B"),
+    ):
+        body = r.json()
+        assert body["link"] == "dp=16&params=13000000000"
+        assert body["url"] == "http://testserver/?dp=16&params=13000000000"
+    assert client.get("/api/estimate").json()["url"] == "http://testserver/"
+
+
+def test_url_follows_the_host_a_client_used(client: TestClient) -> None:
+    r = client.get("/api/estimate?dp=16", headers={"host": "lab.example.org:8443"})
+    assert r.json()["url"] == "http://lab.example.org:8443/?dp=16"
+
+
+@pytest.mark.parametrize("host", ["evil.org/x?y=", "a b", "evil.org\\@x", "<script>"])
+def test_a_malformed_host_header_is_not_echoed_into_url(client: TestClient, host: str) -> None:
+    r = client.get("/api/estimate?dp=16", headers={"host": host})
+    if r.status_code == 200:
+        url = r.json()["url"]
+        assert url.endswith("/?dp=16")
+        assert check_base_url(url.removesuffix("/?dp=16")) == url.removesuffix("/?dp=16")
+        assert "<" not in url and " " not in url and "@" not in url
+
+
+def test_url_keeps_the_root_path_of_an_app_mounted_under_a_prefix() -> None:
+    with TestClient(create_app(), root_path="/lab") as c:
+        assert c.get("/api/estimate?dp=16").json()["url"] == "http://testserver/lab/?dp=16"
+
+
+def test_a_base_that_is_not_plain_falls_back_to_the_default() -> None:
+    """Defence in depth behind Starlette's own Host check: a root path with a blank, say."""
+    app = create_app()
+    scope = {"type": "http", "app": app, "scheme": "http", "server": ("testserver", 80), "root_path": "/a b",
+             "path": "/", "headers": [(b"host", b"testserver")], "query_string": b""}  # fmt: skip
+    assert public_base_url(Request(scope)) == DEFAULT_BASE_URL
+    assert public_base_url(Request({**scope, "root_path": "/ok"})) == "http://testserver/ok"
+
+
+def test_zero3_lab_public_url_wins_over_any_host_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZERO3_LAB_PUBLIC_URL", "https://lab.example.org/zero3/")
+    with TestClient(create_app()) as c:
+        for headers in ({}, {"host": "evil.example.com"}):
+            for r in (
+                c.get("/api/estimate?dp=16", headers=headers),
+                c.post("/api/estimate", json={"dp": 16}, headers=headers),
+                c.get("/receipt.json?dp=16", headers=headers),
+            ):
+                assert r.json()["url"] == "https://lab.example.org/zero3/?dp=16"
+
+
+@pytest.mark.parametrize("bad", ["lab.example.org", "https://lab.example.org/?x", "javascript:alert(1)"])
+def test_a_bad_zero3_lab_public_url_stops_the_app_at_start(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    monkeypatch.setenv("ZERO3_LAB_PUBLIC_URL", bad)
+    with pytest.raises(ValueError, match="ZERO3_LAB_PUBLIC_URL"):
+        Settings.from_env()
+
+
+def test_an_empty_zero3_lab_public_url_means_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZERO3_LAB_PUBLIC_URL", " ")
+    assert Settings.from_env().public_url is None
+
+
+def test_a_public_url_given_in_code_is_checked_too() -> None:
+    assert Settings(public_url="https://Lab.example.org/").public_url == "https://lab.example.org"
+    with pytest.raises(ValueError, match="http"):
+        Settings(public_url="lab.example.org")
 
 
 def test_unknown_route_and_method_are_4xx(client: TestClient) -> None:
@@ -129,7 +221,10 @@ def test_the_csv_download_streams_in_a_few_chunks_not_row_by_row() -> None:
         "path": "/receipt.csv", "raw_path": b"/receipt.csv", "root_path": "", "query_string": b"dp=64",
         "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80),
     }  # fmt: skip
-    asyncio.run(app(scope, receive, send))
+    # In a thread of its own: an earlier test may leave an event loop running in this one.
+    worker = threading.Thread(target=lambda: asyncio.run(app(scope, receive, send)))
+    worker.start()
+    worker.join(timeout=30)
     rows = b"".join(bodies).count(b"\r\n")
     assert rows > 100
     assert len(bodies) <= 3

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -11,8 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.ledger.fields import FIELDS
+from app.ledger.models.known import KNOWN_BY_ID
 from app.ledger.presets import PRESETS
+from app.receipts.links import canonical_query
 from app.web.query import DERIVED
+from app.web.views import NOTED
 from tests.web.html_numbers import read_cells
 
 HX = {"HX-Request": "true"}
@@ -49,7 +54,7 @@ def test_html_fragment_json_and_csv_agree_on_every_number(client: TestClient, qu
     _check_numbers(client.get(f"/?{query}").text, receipt)
     _check_numbers(client.get(f"/?{query}", headers=HX).text, receipt)
     assert client.get(f"/receipt.json?{query}").json() == receipt
-    rows = list(csv.DictReader(io.StringIO(client.get(f"/receipt.csv?{query}").text)))
+    rows = list(csv.DictReader(io.StringIO(client.get(f"/receipt.csv?{query}").content.decode("utf-8-sig"))))
     by_key = {(r["stage"], r["ledger"], r["category"]): r["bytes"] for r in rows}
     for st in receipt["stages"]:
         for cls, value in st["persistent"].items():
@@ -71,11 +76,16 @@ def test_fragment_is_results_plus_out_of_band_error_slots(client: TestClient) ->
     r = client.get("/?dp=16", headers=HX)
     assert r.status_code == 200
     assert "<html" not in r.text and 'id="scenario"' not in r.text
-    assert r.text.lstrip().startswith('<section id="results"')
-    # one error slot per field (cleared or filled), one hint per derived field, and the paste form's scenario
+    # the page's title first (htmx takes a top-level <title> as the document's), then the section
+    assert r.text.lstrip().startswith(
+        '<title>zero3-lab &mdash; 7B parameters on 16 ranks</title>\n<section id="results"'
+    )
+    # one error slot per field (cleared or filled), one hint per derived field, the form's preset
+    # and the paste form's scenario; the warning slots and the live region keep their element
     assert r.text.count('class="field-error" id="e-') == len(FIELDS)
     assert r.text.count('class="derived" id="d-') == len(DERIVED)
-    assert r.text.count('hx-swap-oob="true"') == len(FIELDS) + len(DERIVED) + 1
+    assert r.text.count('hx-swap-oob="true"') == len(FIELDS) + len(DERIVED) + 2
+    assert r.text.count('hx-swap-oob="innerHTML"') == len(NOTED) + 1
     assert varies_on_hx_request(r.headers["vary"])
     assert r.headers["hx-push-url"] == "/?dp=16"
 
@@ -125,14 +135,30 @@ def test_user_text_is_escaped(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.id)
-def test_preset_redirects_to_its_canonical_link(client: TestClient, preset: Any) -> None:
+def test_preset_redirects_to_its_canonical_link_with_its_id(client: TestClient, preset: Any) -> None:
+    """The preset's id stays in the address, first, before the scenario's whole canonical query (so
+    the link still says what it computes if the preset changes); its title is the heading."""
+    query = canonical_query(preset.scenario)
     r = client.get(f"/?preset={preset.id}", follow_redirects=False)
-    assert r.status_code == 303
-    target = r.headers["location"]
-    page = client.get(target)
-    assert page.status_code == 200
-    receipt = client.get("/api/estimate" + target[1:]).json()
+    if query:
+        assert r.status_code == 303
+        target = r.headers["location"]
+        assert target == f"/?preset={preset.id}&{query}"
+        r = client.get(target)
+    assert r.status_code == 200
+    assert f"<h2>{html.escape(preset.title, quote=False)}</h2>" in r.text
+    assert f"<title>zero3-lab &mdash; {html.escape(preset.title, quote=False)}</title>" in r.text
+    assert f'<option value="{preset.id}" selected>' in r.text
+    assert f'id="scenario-preset" name="preset" value="{preset.id}">' in r.text
+    receipt = client.get("/api/estimate" + (f"?{query}" if query else "")).json()
     assert receipt["scenario"] == preset.scenario.as_dict()
+    # the live update on the same scenario keeps the id; any change drops it
+    fragment = client.get(f"/?preset={preset.id}&{query}", headers=HX)
+    assert fragment.headers["hx-push-url"] == f"/?preset={preset.id}" + (f"&{query}" if query else "")
+    assert f"<title>zero3-lab &mdash; {html.escape(preset.title, quote=False)}</title>" in fragment.text
+    changed = client.get(f"/?preset={preset.id}&{query}&dp=3", headers=HX)
+    assert "preset=" not in changed.headers["hx-push-url"]
+    assert 'id="scenario-preset" name="preset" value="" disabled hx-swap-oob="true">' in changed.text
 
 
 def test_preset_under_htmx_redirects_the_whole_page(client: TestClient) -> None:
@@ -215,8 +241,8 @@ def test_the_fragment_is_the_very_results_section_the_page_includes(client: Test
     """One file, partials/_results.html, is both included by the page and returned for htmx: the
     fragment's section appears verbatim in the page, so the two cannot drift."""
     fragment = client.get(f"/?{query}", headers=HX).text
-    section = fragment[: fragment.index('</section>\n<div class="field-error"') + len("</section>\n")]
-    assert section.startswith('<section id="results"')
+    start = fragment.index('<section id="results"')
+    section = fragment[start : fragment.index('</section>\n<div class="field-error"') + len("</section>\n")]
     assert section in client.get(f"/?{query}").text
 
 
@@ -275,3 +301,111 @@ def test_a_paste_refused_keeps_the_paste_escaped_and_says_why(client: TestClient
 def test_typed_unicode_is_kept_and_escaped(client: TestClient) -> None:
     r = client.get("/", params={"name": "Größe <b>×</b>"})
     assert "Größe &lt;b&gt;×&lt;/b&gt;" in r.text
+
+
+# Issue 14: the answer first, presets as state, history, errors in view, unit sanity.
+
+
+def test_the_answer_bar_names_every_stage_the_device_and_d(client: TestClient) -> None:
+    text = client.get("/?capacity_bytes=80GiB&dp=1").text
+    assert "<h2>7B parameters on 1 rank</h2>" in text
+    assert "<title>zero3-lab &mdash; 7B parameters on 1 rank</title>" in text
+    receipt = client.get("/api/estimate?capacity_bytes=80GiB&dp=1").json()
+    for st in receipt["stages"]:
+        words = "fits" if st["fits"] else "does not fit"
+        assert f"<strong>Stage {st['stage']}: {words}</strong>" in text
+        assert f'data-peak="{st["peak"]["total"]}"' in text
+        assert f'data-headroom="{st["headroom_bytes"]}"' in text
+    assert "on D = 1 rank of NVIDIA A100 80GB or NVIDIA H100 SXM5 80GB (85.90 GB / 80.00 GiB)" in text
+    # a capacity no listed device has is described, not named
+    assert "of a device of 40.00 GB / 37.25 GiB" in client.get("/?capacity_bytes=40GB").text
+
+
+def test_only_the_verdict_is_a_live_region(client: TestClient) -> None:
+    page = client.get("/?dp=16").text
+    assert 'id="results" class="results" aria-label="Ledger" tabindex="-1">' in page  # no aria-live
+    assert (
+        '<div id="announce" class="visually-hidden" role="status" aria-live="polite" aria-atomic="true"></div>' in page
+    )
+    fragment = client.get("/?dp=16", headers=HX).text
+    assert '<div id="announce" hx-swap-oob="innerHTML">Stage ' in fragment
+    invalid = client.get("/?dp=0", headers=HX).text
+    assert (
+        '<div id="announce" hx-swap-oob="innerHTML">Waiting for valid input: 1 field needs attention.</div>' in invalid
+    )
+
+
+def test_typing_replaces_the_history_entry_and_a_settled_change_pushes(client: TestClient) -> None:
+    here = {"HX-Current-URL": "http://testserver/?dp=1"}
+    settled = client.get("/?dp=16", headers={**HX, **here})
+    assert settled.headers["hx-push-url"] == "/?dp=16" and "hx-replace-url" not in settled.headers
+    typing = client.get("/?dp=16", headers={**HX, **here, "X-History": "replace"})
+    assert typing.headers["hx-replace-url"] == "/?dp=16" and "hx-push-url" not in typing.headers
+    # a settled change to the address the page is already at adds no entry (a blur after typing)
+    same = client.get("/?dp=16", headers={**HX, "HX-Current-URL": "http://testserver/?dp=16"})
+    assert same.headers["hx-replace-url"] == "/?dp=16" and "hx-push-url" not in same.headers
+    assert "x-history" in settled.headers["vary"].lower()
+
+
+def test_load_with_no_preset_chosen_is_refused_by_the_form(client: TestClient) -> None:
+    text = client.get("/?dp=16").text
+    assert '<select id="preset" name="preset" required>' in text
+    assert "data-autosubmit" not in text  # the menu does not load on `change` (arrow keys)
+    # an empty preset beside a scenario is ignored, not a reset
+    r = client.get("/?preset=&dp=16", follow_redirects=False)
+    assert r.status_code == 200 and 'name="dp" value="16"' in r.text
+
+
+def test_the_paste_form_under_htmx_answers_in_place(client: TestClient) -> None:
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    bad = client.post("/model", content=urlencode({"config": "{", "keep": "dp=4"}), headers={**form, **HX})
+    assert bad.status_code == 200  # htmx 2 swaps only 2xx
+    assert bad.text.lstrip().startswith('<details class="paste" open>')
+    assert 'aria-invalid="true" autofocus>' in bad.text
+    assert any(a.startswith("config: not valid JSON") for a in read_cells(bad.text).alerts)
+    assert 'id="keep" name="keep" value="dp=4"' in bad.text
+    good = client.post(
+        "/model",
+        content=urlencode({"config": json.dumps(dict(KNOWN_BY_ID["gpt2"].config)), "keep": "dp=4"}),
+        headers={**form, **HX},
+        follow_redirects=False,
+    )
+    assert good.status_code == 204
+    assert good.headers["hx-redirect"].startswith("/?dp=4&model=cfg")
+
+
+@pytest.mark.parametrize(
+    ("query", "slot", "text"),
+    [
+        ("capacity_bytes=80", "capacity_bytes", "80 means 80 bytes — did you mean 80GB or 80GiB?"),
+        ("capacity_bytes=512MiB", "capacity_bytes", "512MiB is only 536,870,912 bytes (0.54 GB), under 1 GB"),
+        ("seq_len=4k", "seq_len", "4,000 tokens — did you mean 4Ki = 4,096?"),
+        ("seq_len=1M", "seq_len", "1,000,000 tokens — did you mean 1Mi = 1,048,576?"),
+        ("capacity_bytes=80GiB", "capacity_bytes", "85,899,345,920 B = 80.00 GiB = 85.90 GB: the NVIDIA A100 80GB"),
+    ],
+)
+def test_implausible_values_warn_beside_their_field(client: TestClient, query: str, slot: str, text: str) -> None:
+    page = client.get(f"/?{query}")
+    assert page.status_code == 200  # valid: a warning, not an error
+    assert read_cells(page.text).alerts == []
+    assert text in html.unescape(page.text)
+    assert f'aria-describedby="h-{slot} e-{slot} w-{slot}"' in page.text
+    fragment = client.get(f"/?{query}", headers=HX).text
+    start = fragment.index(f'<div class="field-note" id="w-{slot}" role="status" hx-swap-oob="innerHTML">')
+    assert text in html.unescape(fragment[start : fragment.index("</div>", start)])
+
+
+def test_no_warning_on_plausible_values_and_the_default_sequence_length_reads_4_096(client: TestClient) -> None:
+    text = client.get("/?seq_len=8192&capacity_bytes=80GB").text
+    assert 'id="f-seq_len" name="seq_len" value="8,192"' in text
+    assert '<div class="field-note" id="w-seq_len" role="status"></div>' in text
+    assert '<div class="field-note" id="w-capacity_bytes" role="status"></div>' in text
+    assert 'id="f-seq_len" name="seq_len" value="4,096"' in client.get("/").text
+    # while another field is invalid, a field's own warning still shows
+    assert "80 means 80 bytes" in html.unescape(client.get("/?capacity_bytes=80&dp=0").text)
+
+
+def test_the_devices_say_why_an_80gb_h100_prints_as_85_90_gb(client: TestClient) -> None:
+    text = html.unescape(client.get("/").text)
+    assert "Why an “80GB” H100 shows as 85.90 GB" in text
+    assert "NVIDIA H100 SXM5 80GB — 80GB HBM3 read as GiB: 85.90 GB = 80.00 GiB" in text

@@ -74,6 +74,19 @@ def test_openapi_documents_the_query_bounds_and_the_receipt(client: TestClient) 
     assert {"id", "killed", "check", "message"} <= set(mutation["required"])
 
 
+def test_openapi_documents_the_absolute_url_beside_the_link(client: TestClient) -> None:
+    receipt_schema = _schema(client)["components"]["schemas"]["Receipt"]
+    assert {"link", "url"} <= set(receipt_schema["required"])
+    url = receipt_schema["properties"]["url"]
+    assert url["type"] == "string"
+    assert "absolute URL" in url["description"] and "ZERO3_LAB_PUBLIC_URL" in url["description"]
+
+
+def test_the_csv_download_is_documented_as_utf8_with_a_bom(client: TestClient) -> None:
+    ok = _schema(client)["paths"]["/receipt.csv"]["get"]["responses"]["200"]
+    assert "byte order mark" in ok["description"]
+
+
 @pytest.mark.parametrize(
     ("path", "model"),
     [("/api/mutations", "KillLists"), ("/api/models", "KnownModelOut"), ("/api/model-inventory", "InventoryOut")],
