@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from app.ledger.fields import FIELDS, allowed_text
-from app.ledger.scenario import FIELD_NAMES, ScenarioError, parse_scenario
+from app.ledger.scenario import FIELD_NAMES, Scenario, ScenarioError, parse_scenario
+from app.receipts.receipt import DEFAULT_BASE_URL, check_base_url, page_url, receipt
 
 MAX_SCENARIO_FILE = 64 * 1024
 _METAVARS = {"count": "N", "bytes": "BYTES", "int": "INT", "text": "TEXT", "choice": "CHOICE"}
@@ -41,6 +42,25 @@ def _estimate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument("--link", action="store_true", help="print the scenario's canonical link instead")
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        type=Path,
+        help="write to FILE instead of standard output (a CSV file then starts with a UTF-8 BOM, as the download does)",
+    )
+    p.add_argument(
+        "--bom",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --format csv: start with a UTF-8 byte order mark so that Excel reads × ÷ ⌈ ⌉ right "
+        "(default: with --output, not on standard output)",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help=f"where the lab is served, for the receipt's absolute url (default {DEFAULT_BASE_URL}); "
+        "--link then prints the absolute link",
+    )
 
 
 def _serve_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -62,6 +82,9 @@ def build_parser() -> _Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _estimate_parser(sub)
     _serve_parser(sub)
+    from app.trace.cli import add_trace_parser  # `zero3-lab trace` (the trace extra); imports no torch
+
+    add_trace_parser(sub)
     return parser
 
 
@@ -79,7 +102,7 @@ def _read_json_object(path: Path, flag: str) -> dict[str, object]:
     if len(data) > MAX_SCENARIO_FILE:
         _fail(f"{flag}: {str(path)!r} is larger than {MAX_SCENARIO_FILE:,} bytes")
     try:
-        loaded = json.loads(data)
+        loaded = json.loads(data.removeprefix(b"\xef\xbb\xbf"))  # a UTF-8 BOM (Notepad writes one) is no error
     except (ValueError, RecursionError) as exc:
         _fail(f"{flag}: {str(path)!r} is not valid JSON ({exc})")
     if not isinstance(loaded, dict):
@@ -108,10 +131,9 @@ def _read_model_config(path: Path) -> str:
 
 
 def run_estimate(args: argparse.Namespace) -> int:
-    # Imported here so ``serve`` and ``--help`` stay cheap and ``estimate`` never loads the web stack.
-    from app.ledger.estimate import estimate
-    from app.receipts.links import link
-
+    if args.bom is not None and args.format != "csv":
+        _fail(f"--{'' if args.bom else 'no-'}bom: only with --format csv (JSON and the table never carry a BOM)")
+    base_url = _base_url(args.base_url)
     raw: dict[str, object] = {}
     from_file: set[str] = set()
     if args.scenario is not None:
@@ -136,23 +158,46 @@ def run_estimate(args: argparse.Namespace) -> int:
             )
             sys.stderr.write(f"zero3-lab: error: {where}: {err.message} (allowed: {err.allowed})\n")
         return 2
-    if args.link:
-        sys.stdout.write(link(scenario) + "\n")
+    text = _render(args, scenario, base_url)
+    if args.output is None:
+        sys.stdout.writelines(text)
         return 0
+    try:
+        # newline="": the CSV's CRLF and the other formats' LF are written exactly as produced
+        with args.output.open("w", encoding="utf-8", newline="") as handle:
+            handle.writelines(text)
+    except OSError as exc:
+        _fail(f"--output: cannot write {str(args.output)!r}: {exc.strerror or exc}")
+    return 0
+
+
+def _base_url(flag: str | None) -> str:
+    if flag is None:
+        return DEFAULT_BASE_URL
+    try:
+        return check_base_url(flag)
+    except ValueError as exc:
+        _fail(f"--base-url: {exc}")
+
+
+def _render(args: argparse.Namespace, scenario: Scenario, base_url: str) -> Iterable[str]:
+    """What ``estimate`` writes, in pieces: the link, or the receipt in the chosen format."""
+    from app.ledger.estimate import estimate
+    from app.receipts.links import link
+
+    if args.link:
+        # absolute when a base URL is asked for; the bare canonical link otherwise, as ever
+        return [(link(scenario) if args.base_url is None else page_url(scenario, base_url)) + "\n"]
     result = estimate(scenario)
     if args.format == "json":
-        from app.receipts.receipt import receipt
-
-        sys.stdout.write(json.dumps(receipt(result), indent=2, ensure_ascii=False) + "\n")
-    elif args.format == "csv":
+        return [json.dumps(receipt(result, base_url), indent=2, ensure_ascii=False) + "\n"]
+    if args.format == "csv":
         from app.receipts.csv_rows import csv_lines
 
-        sys.stdout.writelines(csv_lines(result))
-    else:
-        from app.receipts.table import render_table
+        return csv_lines(result, bom=args.output is not None if args.bom is None else args.bom)
+    from app.receipts.table import render_table
 
-        sys.stdout.write(render_table(result))
-    return 0
+    return [render_table(result)]
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -168,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "estimate":
             return run_estimate(args)
+        if args.command == "trace":
+            from app.trace.cli import run_trace_command
+
+            return run_trace_command(args)
         return run_serve(args)
     except BrokenPipeError:  # e.g. piped into `head`
         return 0

@@ -194,6 +194,73 @@ def test_csv_in_process(capsys: pytest.CaptureFixture[str]) -> None:
     assert "\r\n0,persistent,total,112000000000," in out
 
 
+def test_csv_on_standard_output_has_no_bom_unless_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    """A pipe does not want a BOM; --bom puts one there for a redirect that Excel will open."""
+    assert main(["estimate", "--format", "csv"]) == 0
+    assert not capsys.readouterr().out.startswith("\ufeff")
+    assert main(["estimate", "--format", "csv", "--bom"]) == 0
+    assert capsys.readouterr().out.startswith("\ufeffstage,ledger,category,bytes,")
+
+
+def test_csv_output_file_starts_with_the_bom_like_the_download(tmp_path: Path) -> None:
+    path = tmp_path / "receipt.csv"
+    proc = run_cli("estimate", "--format", "csv", "--dp", "16", "--output", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbfstage,ledger,category,bytes,")
+    assert b"\r\n" in data and b"\r\r\n" not in data
+    piped = run_cli("estimate", "--format", "csv", "--dp", "16").stdout  # text mode: CRLF read as LF
+    assert data.decode("utf-8-sig").replace("\r\n", "\n") == piped
+    table = list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"), newline="")))
+    assert next(r for r in table if r["ledger"] == "input" and r["category"] == "dp")["value"] == "16"
+    plain = tmp_path / "plain.csv"
+    assert run_cli("estimate", "--format", "csv", "--no-bom", "--output", str(plain)).returncode == 0
+    assert plain.read_bytes().startswith(b"stage,")
+
+
+def test_json_and_table_files_never_get_a_bom(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "receipt.json"
+    assert main(["estimate", "--format", "json", "--output", str(path)]) == 0
+    assert capsys.readouterr().out == ""
+    assert json.loads(path.read_bytes())["schema_version"] == 1
+    table = tmp_path / "receipt.txt"
+    assert main(["estimate", "--output", str(table)]) == 0
+    assert table.read_text(encoding="utf-8").startswith("zero3-lab — ")
+    for fmt in ("json", "table"):
+        assert "--bom: only with --format csv" in usage_error(capsys, "--format", fmt, "--bom")
+    assert "--no-bom: only with --format csv" in usage_error(capsys, "--no-bom")
+
+
+def test_an_unwritable_output_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "--format", "csv", "--output", str(tmp_path / "absent" / "r.csv"))
+    assert err.startswith("zero3-lab: error: --output: cannot write")
+
+
+def test_json_url_is_absolute_under_the_base_url(capsys: pytest.CaptureFixture[str]) -> None:
+    data = estimate_json(capsys, "--dp", "16")
+    assert data["link"] == "dp=16"
+    assert data["url"] == "http://127.0.0.1:8000/?dp=16"
+    data = estimate_json(capsys, "--dp", "16", "--base-url", "https://lab.example.org/zero3/")
+    assert (data["link"], data["url"]) == ("dp=16", "https://lab.example.org/zero3/?dp=16")
+
+
+@pytest.mark.parametrize("bad", ["lab.example.org", "https://lab.example.org/?x=1", "https://a b", "file:///etc"])
+def test_a_bad_base_url_exits_2(capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    assert usage_error(capsys, "--base-url", bad).startswith("zero3-lab: error: --base-url: ")
+
+
+def test_link_with_a_base_url_is_absolute(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--link", "--dp", "16", "--base-url", "https://lab.example.org"]) == 0
+    assert capsys.readouterr().out == "https://lab.example.org/?dp=16\n"
+
+
+def test_a_scenario_file_with_a_bom_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"dp": 32}).encode())
+    assert estimate_json(capsys, "--scenario", str(path))["scenario"]["dp"] == 32
+
+
 def test_link(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["estimate", "--link", "--params", "13B", "--dp", "16"]) == 0
     assert capsys.readouterr().out == "/?dp=16&params=13000000000\n"

@@ -1,0 +1,41 @@
+"""``zero3-lab trace``: one FSDP2 training step traced with PyTorch's ``FSDPMemTracker`` on fake tensors.
+
+An optional extra (``pip install 'zero3-lab[trace]'``, pinned ``torch==2.13.0``): the lab itself never
+imports torch. Only :mod:`app.trace.models` and :mod:`app.trace.tracer` do, and only when a trace runs.
+
+- :mod:`app.trace.setup`: the scenario as a traceable FSDP2 layout, or the reasons it is not (no torch).
+- :mod:`app.trace.models`: plain-torch decoders whose parameters equal the lab's inventory.
+- :mod:`app.trace.tracer`: fake process group, ``fully_shard``, two iterations under the tracker.
+- :mod:`app.trace.report`: the JSON and the table, beside the lab's stage-3 model (no torch).
+- :mod:`app.trace.cli`: the ``trace`` subcommand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from typing import Any
+
+TORCH_PIN = "torch==2.13.0"
+INSTALL_HINT = (
+    "the trace needs PyTorch, an optional extra: pip install -e '.[trace]' "
+    f"(or pip install {TORCH_PIN}; scripts/setup installs it into .venv)"
+)
+
+
+def torch_installed() -> bool:
+    """Whether torch can be imported, asked without importing it."""
+    return importlib.util.find_spec("torch") is not None
+
+
+def import_torch() -> Any:
+    """``import torch`` without its "Failed to initialize NumPy" warning (the trace needs no NumPy).
+
+    Call it before importing anything that imports torch (:mod:`app.trace.models`): the first
+    import is the one that warns, and the test suite turns warnings into errors.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        import torch
+
+    return torch

@@ -1,0 +1,157 @@
+"""``zero3-lab trace``: the scenario flags of ``estimate``, a trace instead of a receipt.
+
+Importing this module never imports torch (``estimate`` builds its parser with this subcommand in
+it); the trace imports torch when it runs, and without the extra it says how to install it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from app.cli import _METAVARS, _read_model_config, _read_scenario_file
+from app.ledger.fields import FIELD_BY_NAME, FIELDS, allowed_text
+from app.ledger.scenario import FIELD_NAMES, Scenario, ScenarioError, parse_scenario
+from app.trace import INSTALL_HINT, import_torch, torch_installed
+from app.trace.setup import REDUCE_WIDTHS, TraceSetupError, trace_setup
+
+# Trace-only inputs, until the scenario has fields of these names (issue 13, item 2): then the
+# scenario's flag is the one, and the trace reads the scenario.
+_OWN_FLAGS = ("reshard_after_forward", "reduce_bytes")
+
+
+def add_trace_parser(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser(
+        "trace",
+        help="trace one FSDP2 step of the scenario's model with PyTorch's FSDPMemTracker on fake tensors "
+        "(needs the trace extra)",
+        description="Build the scenario's model on fake tensors, shard it with fully_shard over a fake process "
+        "group of --dp ranks, run two iterations of forward, loss, backward and optimizer step under "
+        "FSDPMemTracker, and report rank 0's second iteration: the peak by category, where it happened, a "
+        "timeline of named instants, and the steady state after the step, beside the lab's stage-3 model. "
+        "FSDP2's layout: " + "--param-bytes 4 --master-bytes 0 --grad-bytes 4 --gather-bytes 2 --act-bytes 2.",
+    )
+    for field in FIELDS:
+        metavar = "{" + ",".join(field.options) + "}" if field.options else _METAVARS[field.kind]
+        p.add_argument(
+            field.flag, dest=field.name, metavar=metavar, help=f"{field.help} Allowed: {allowed_text(field)}."
+        )
+    p.add_argument("--scenario", metavar="FILE.json", help="read inputs from a JSON object; flags override it")
+    p.add_argument("--model-config", metavar="CONFIG.json", help="a Hugging Face config.json; sets --model to it")
+    if "reshard_after_forward" not in FIELD_BY_NAME:
+        p.add_argument(
+            "--reshard-after-forward",
+            dest="reshard_after_forward",
+            type=int,
+            choices=(0, 1),
+            default=1,
+            help="fully_shard's reshard_after_forward for the decoder layers (default 1; the root is never resharded "
+            "after forward)",
+        )
+    if "reduce_bytes" not in FIELD_BY_NAME:
+        p.add_argument(
+            "--reduce-bytes",
+            dest="reduce_bytes",
+            type=int,
+            choices=REDUCE_WIDTHS,
+            default=None,
+            help="MixedPrecisionPolicy.reduce_dtype width: 2 (bfloat16) or 4 (float32); default the gradient width",
+        )
+    p.add_argument(
+        "--foreach",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="the optimizer's multi-tensor (foreach) step, CUDA's default; off: one tensor at a time (default)",
+    )
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def _scenario(args: argparse.Namespace) -> Scenario | None:
+    """The scenario the flags name, as ``estimate`` reads them; errors go to stderr (then None)."""
+    from pathlib import Path
+
+    raw: dict[str, object] = {}
+    from_file: set[str] = set()
+    if args.scenario is not None:
+        raw.update(_read_scenario_file(Path(args.scenario)))
+        from_file = set(raw)
+    if args.model_config is not None:
+        raw["model"] = _read_model_config(Path(args.model_config))
+        from_file.discard("model")
+    for field in FIELDS:
+        value = getattr(args, field.name)
+        if value is not None:
+            raw[field.name] = value
+            from_file.discard(field.name)
+    try:
+        return parse_scenario(raw, allow_unknown=False)
+    except ScenarioError as exc:
+        for err in exc.errors:
+            where = (
+                f"{err.field} in {args.scenario}"
+                if err.field in from_file or err.field not in FIELD_NAMES
+                else "--" + err.field.replace("_", "-")
+            )
+            sys.stderr.write(f"zero3-lab: error: {where}: {err.message} (allowed: {err.allowed})\n")
+        return None
+
+
+class ProgressLine:
+    """What the trace is doing, on stderr: one line rewritten in a terminal, finished steps otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.width = 0
+
+    def __call__(self, what: str, done: int, of: int) -> None:
+        text = f"zero3-lab trace: {what} {done}/{of}"
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+            self.stream.flush()
+        elif done == of:
+            self.stream.write(text + "\n")
+
+    def close(self) -> None:
+        if self.tty and self.width:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run_trace_command(args: argparse.Namespace) -> int:
+    if not torch_installed():
+        sys.stderr.write(f"zero3-lab: error: trace: {INSTALL_HINT}\n")
+        return 2
+    scenario = _scenario(args)
+    if scenario is None:
+        return 2
+    # The scenario's own fields win once they exist (issue 13, item 2); until then the trace's flags.
+    reshard = getattr(scenario, "reshard_after_forward", getattr(args, "reshard_after_forward", 1))
+    reduce = getattr(scenario, "reduce_bytes", getattr(args, "reduce_bytes", None))
+    try:
+        setup = trace_setup(scenario, reduce_bytes=reduce, reshard_after_forward=bool(reshard), foreach=args.foreach)
+    except TraceSetupError as exc:
+        for problem in exc.problems:
+            sys.stderr.write(f"zero3-lab: error: trace: {problem}\n")
+        return 2
+    import_torch()
+    from app.trace.models import ModelBuildError
+    from app.trace.report import render_table, trace_json
+    from app.trace.tracer import run_trace
+
+    progress = ProgressLine(sys.stderr)
+    try:
+        result = run_trace(setup, progress)
+    except ModelBuildError as exc:
+        progress.close()
+        sys.stderr.write(f"zero3-lab: error: trace: {exc}\n")
+        return 2
+    progress.close()
+    if args.format == "json":
+        sys.stdout.write(json.dumps(trace_json(result), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_table(result))
+    return 0

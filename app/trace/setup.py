@@ -1,0 +1,140 @@
+"""What a scenario asks of a trace, checked before torch is imported: the model, the mesh, the dtypes.
+
+FSDP2 (``fully_shard`` with a ``MixedPrecisionPolicy``) expresses one layout: the sharded
+parameters are the optimizer's parameters (no separate master copy), their gradients and the
+optimizer's states take the parameters' dtype, the all-gather casts to ``param_dtype`` and the
+forward computes in it, and the reduce-scatter runs in ``reduce_dtype``. A scenario that states
+another layout (the seed's BF16 parameters beside an FP32 master) cannot be traced as FSDP2, and
+the error names the flags that express it. Pure Python: nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.models.architecture import Architecture, ModelConfigError
+from app.ledger.models.reference import resolve
+from app.ledger.scenario import Scenario
+
+TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox")
+DTYPE_NAMES: dict[int, str] = {2: "bfloat16", 4: "float32"}
+OPTIMIZERS: dict[int, str] = {0: "SGD", 1: "SGD with momentum", 2: "AdamW"}
+FSDP2_LAYOUT = "--param-bytes 4 --master-bytes 0 --grad-bytes 4 --opt-bytes 4 --gather-bytes 2 --act-bytes 2"
+REDUCE_WIDTHS = (2, 4)
+
+
+class TraceSetupError(ValueError):
+    """A scenario the trace cannot build; ``problems`` holds one line per reason."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(problems))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSetup:
+    """One traceable scenario: the model, the world size, the widths in bytes and the schedule."""
+
+    scenario: Scenario
+    architecture: Architecture
+    model_title: str
+    dp: int
+    seq_len: int
+    micro_batch: int
+    param_bytes: int  # the sharded parameters, their gradients and the optimizer's states
+    gather_bytes: int  # MixedPrecisionPolicy.param_dtype: all-gather and compute
+    reduce_bytes: int  # MixedPrecisionPolicy.reduce_dtype
+    logits_bytes: int  # the dtype the loss reads the logits in
+    opt_states: int  # 0 SGD, 1 SGD with momentum, 2 AdamW
+    act_policy: str  # none | full (per decoder layer)
+    reshard_after_forward: bool
+    foreach: bool  # the optimizer's multi-tensor path (CUDA's default) or one tensor at a time
+
+    @property
+    def optimizer(self) -> str:
+        return OPTIMIZERS[self.opt_states]
+
+    def dtypes(self) -> dict[str, str]:
+        return {
+            "parameters": DTYPE_NAMES[self.param_bytes],
+            "param_dtype": DTYPE_NAMES[self.gather_bytes],
+            "reduce_dtype": DTYPE_NAMES[self.reduce_bytes],
+            "logits": DTYPE_NAMES[self.logits_bytes],
+        }
+
+
+def trace_setup(
+    s: Scenario, *, reduce_bytes: int | None = None, reshard_after_forward: bool = True, foreach: bool = False
+) -> TraceSetup:
+    """The trace ``s`` asks for, or a :class:`TraceSetupError` listing every reason it cannot be built.
+
+    ``reduce_bytes`` defaults to the gradient width. Inputs the trace measures instead of reading
+    (params, U, the activation peak, buckets, overhead, prefetch) are not consulted.
+    """
+    problems: list[str] = []
+    arch: Architecture | None = None
+    title = ""
+    if not s.model:
+        problems.append("trace needs a model: --model ID or --model-config CONFIG.json")
+    else:
+        try:
+            ref = resolve(s.model)
+        except ModelConfigError as exc:  # a parsed scenario's model resolves; kept for direct callers
+            problems.append(f"--model: {exc}")
+        else:
+            arch, title = ref.architecture, ref.title
+            if arch.family not in TRACEABLE_FAMILIES:
+                problems.append(
+                    f"--model: family {arch.family!r} is not yet traceable (traceable: {', '.join(TRACEABLE_FAMILIES)})"
+                )
+    if s.master_bytes != 0:
+        problems.append(
+            f"--master-bytes {s.master_bytes}: FSDP2 keeps no separate master copy, the optimizer updates the "
+            f"sharded parameters (the FSDP2 layout: {FSDP2_LAYOUT})"
+        )
+    if s.param_bytes not in DTYPE_NAMES:
+        problems.append(f"--param-bytes {s.param_bytes}: only 2 (bfloat16) or 4 (float32) parameters are traceable")
+    if s.grad_bytes != s.param_bytes:
+        problems.append(
+            f"--grad-bytes {s.grad_bytes}: FSDP2's sharded gradients take the parameters' dtype "
+            f"(--param-bytes {s.param_bytes}); the reduce dtype is --reduce-bytes"
+        )
+    if s.opt_states not in OPTIMIZERS:
+        problems.append(f"--opt-states {s.opt_states}: traceable are 0 (SGD), 1 (SGD with momentum), 2 (AdamW)")
+    elif s.opt_states > 0 and s.opt_bytes != s.param_bytes:
+        problems.append(
+            f"--opt-bytes {s.opt_bytes}: the optimizer's states take the parameters' dtype "
+            f"(--param-bytes {s.param_bytes})"
+        )
+    if s.gather_bytes not in DTYPE_NAMES:
+        problems.append(f"--gather-bytes {s.gather_bytes}: only 2 (bfloat16) or 4 (float32) all-gathers are traceable")
+    elif s.act_bytes != s.gather_bytes:
+        problems.append(
+            f"--act-bytes {s.act_bytes}: the forward computes in the all-gather dtype, so activations are "
+            f"--gather-bytes {s.gather_bytes} wide"
+        )
+    if s.act_policy not in ("none", "full"):
+        problems.append(f"--act-policy {s.act_policy}: not yet traceable (traceable: none, full)")
+    if s.tp != 1 or s.sequence_parallel:
+        problems.append("--tp / --sequence-parallel: the trace shards over one data-parallel mesh only (tp = 1)")
+    reduce = s.grad_bytes if reduce_bytes is None else reduce_bytes
+    if reduce not in REDUCE_WIDTHS:
+        problems.append(f"--reduce-bytes {reduce}: one of 2 (bfloat16), 4 (float32)")
+    if problems or arch is None:
+        raise TraceSetupError(problems)
+    return TraceSetup(
+        scenario=s,
+        architecture=arch,
+        model_title=title,
+        dp=s.dp,
+        seq_len=s.seq_len,
+        micro_batch=s.micro_batch,
+        param_bytes=s.param_bytes,
+        gather_bytes=s.gather_bytes,
+        reduce_bytes=reduce,
+        logits_bytes=s.logits_bytes,
+        opt_states=s.opt_states,
+        act_policy=s.act_policy,
+        reshard_after_forward=reshard_after_forward,
+        foreach=foreach,
+    )
