@@ -1,7 +1,7 @@
 // zero3-lab's own small script: copy-link, the preset menu's keyboard, config files read into the
-// paste form, the history entries of live updates, open <details> kept across updates, failed
-// updates said in place, and keeping aria-invalid in step with the inline errors that htmx swaps
-// in. No inline scripts anywhere (CSP: script-src 'self').
+// paste form, the history entries of live updates, open <details> and exact-bytes switches kept
+// across updates, failed updates said in place, and keeping aria-invalid in step with the inline
+// errors that htmx swaps in. No inline scripts anywhere (CSP: script-src 'self').
 (function () {
   "use strict";
 
@@ -61,8 +61,10 @@
   window.addEventListener("popstate", function () { typedEntry = false; });
 
   // Open <details> in the results stay open across a live update. A <details> is known by its id,
-  // else by its section's heading id, its class and its place in that section.
+  // else by its section's heading id, its class and its place in that section. So do the switches
+  // that show a table's exact bytes (.show-exact, known by their ids).
   var reopen = null;
+  var switchedOn = null;
   function detailsKey(details) {
     if (details.id) return "#" + details.id;
     var scope = details.closest("section[aria-labelledby]") || details.closest("#results");
@@ -74,12 +76,19 @@
     if (!target || target.id !== "results" || !event.detail.shouldSwap) return;
     reopen = [];
     target.querySelectorAll("details[open]").forEach(function (d) { reopen.push(detailsKey(d)); });
+    switchedOn = [];
+    target.querySelectorAll("input.show-exact:checked").forEach(function (i) { switchedOn.push(i.id); });
   });
   document.addEventListener("htmx:afterSettle", function () {
     var results = document.getElementById("results");
     if (!reopen || !results) return;
     var keys = reopen;
     reopen = null;
+    (switchedOn || []).forEach(function (id) {
+      var input = document.getElementById(id);
+      if (input) input.checked = true;
+    });
+    switchedOn = null;
     results.querySelectorAll("details").forEach(function (d) {
       if (!d.open && keys.indexOf(detailsKey(d)) >= 0) d.open = true; // a lazy table loads again
     });

@@ -249,7 +249,7 @@ def test_the_fragment_is_the_very_results_section_the_page_includes(client: Test
 @pytest.mark.parametrize("name", ["/lines", "/fit-table"])
 def test_a_detail_table_is_the_same_partial_inline_and_on_its_own_page(client: TestClient, name: str) -> None:
     table = client.get(f"{name}?dp=16", headers=HX).text
-    assert table.startswith('<div class="scroll">')
+    assert table.startswith('<div class="scroll"')
     page = client.get(f"{name}?dp=16").text
     assert page.startswith("<!doctype html>")
     assert table in page
