@@ -1,7 +1,9 @@
-"""Start and stop ``zero3-lab serve`` for benchmarks and load tests (one worker, optional CPU pin)."""
+"""Start and stop ``zero3-lab serve`` for benchmarks and load tests (one worker unless told, optional CPU
+pin), and read a server's memory and CPU time from /proc."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -20,8 +22,10 @@ def free_port() -> int:
         return port
 
 
-def start(port: int, *, cpu: int | None = None, access_log: bool = False) -> subprocess.Popen[bytes]:
+def start(port: int, *, cpu: int | None = None, access_log: bool = False, workers: int = 1) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
+    if workers != 1:
+        cmd += ["--workers", str(workers)]
     if not access_log:
         cmd.append("--no-access-log")
     if cpu is not None and shutil.which("taskset"):
@@ -54,3 +58,37 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def _stat(pid: int) -> list[str]:
+    # /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces, so split after its ")".
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by a process and its live children (uvicorn's workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [pid]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int(_stat(int(entry.name))[1]) == pid:
+                    pids.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+    total = 0
+    for p in pids:
+        try:
+            fields = _stat(p)
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of the whole line)
+    return total / tick
+
+
+def machine_busy_seconds() -> float:
+    """CPU time all processes have used since boot, every core together (/proc/stat: all but idle and iowait)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields)
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")

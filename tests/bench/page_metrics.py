@@ -4,15 +4,20 @@
 
 Starts ``zero3-lab serve`` on a free port as tests/browser/conftest.py does, then prints:
 
-(a) a cold first load of ``/`` in a fresh browser context (empty cache): every request, its
-    status, bytes on the wire (CDP ``Network.loadingFinished.encodedDataLength``: headers plus
-    the body as encoded for transfer) and the decoded body size; then a warm reload for contrast;
+(a) a cold first load of ``/`` in a fresh browser context (empty cache; Chromium sends
+    ``Accept-Encoding: gzip, deflate, br, zstd``): every request, its status, bytes on the wire
+    (CDP ``Network.loadingFinished.encodedDataLength``: headers plus the body as encoded for
+    transfer) and the decoded body size, the total, and which transfer dominates; then a warm
+    reload for contrast (the versioned assets come from the cache);
 (b) edit-to-ledger latency: for each of N edits of the ``dp`` field (each to a different value),
     ``performance.now()`` in the page from dispatching the ``input`` event to the
     ``htmx:afterSettle`` event of the new ``#results``; the time includes the form's
     ``delay:300ms`` debounce and htmx's default 20 ms settle delay, and the value less the
     debounce is printed too. Every edit is checked: the stage-3 persistent total in the DOM must
     equal ⌈7e9 ÷ dp⌉ × 16 B.
+
+Goals (docs/performance.md): first load ≤ 60 KB (60,000 B) on the wire; edit → updated ledger
+median ≤ the debounce + 100 ms (400 ms). Prints PASS/FAIL for each; exits 1 if one fails.
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ from tests.bench import _server
 from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[2]
-DEBOUNCE_MS = 300  # app/web/html/form.py: hx-trigger="input delay:300ms, ..."
+DEBOUNCE_MS = 300  # templates/partials/_form.html: hx-trigger="input delay:300ms, ..."
+FIRST_LOAD_LIMIT = 60_000  # bytes on the wire (60 KB, SI)
+EDIT_LIMIT_MS = DEBOUNCE_MS + 100
 SEED_PARAMS = 7_000_000_000
 SEED_BYTES_PER_PARAM = 2 + 2 + 4 + 2 * 4
 
@@ -212,13 +219,28 @@ def summary(name: str, values: list[float]) -> str:
     )
 
 
-def run(browser: Browser, base: str, edits: int) -> None:
+@dataclass(frozen=True)
+class Figures:
+    first_load_bytes: int
+    edit_median_ms: float
+
+
+def dominant(log: NetworkLog) -> str:
+    """The transfers of a load, largest first, with their share of its bytes on the wire."""
+    rows = sorted(log.by_id.values(), key=lambda t: -t.wire)
+    total = sum(t.wire for t in rows) or 1
+    return ", ".join(f"{urlsplit(t.url).path} {t.wire:,} B ({t.wire / total:.0%})" for t in rows if t.wire)
+
+
+def run(browser: Browser, base: str, edits: int) -> Figures:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     try:
         page = context.new_page()
         cdp = context.new_cdp_session(page)
         cold, cold_ms = load(page, cdp, base + "/")
         print_load("(a) cold first load of /", cold, cold_ms)
+        first_load = sum(t.wire for t in cold.by_id.values())
+        print(f"    largest first: {dominant(cold)}")
         warm, warm_ms = load(page, cdp, base + "/", reload=True)
         print_load("    warm reload, same context", warm, warm_ms)
 
@@ -242,6 +264,7 @@ def run(browser: Browser, base: str, edits: int) -> None:
         print("    per edit (ms): " + ", ".join(f"dp={s['value']}: {float(s['total']):.0f}" for s in samples))
     finally:
         context.close()
+    return Figures(first_load, statistics.median(totals))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,10 +284,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(f"browser: Chromium {browser.version} (headless), server: {base} (zero3-lab serve, 1 worker)")
             print()
-            run(browser, base, args.edits)
+            figures = run(browser, base, args.edits)
         finally:
             browser.close()
-    return 0
+    goals = [
+        (figures.first_load_bytes <= FIRST_LOAD_LIMIT,
+         f"first load ≤ {FIRST_LOAD_LIMIT:,} B on the wire: {figures.first_load_bytes:,} B"),
+        (figures.edit_median_ms <= EDIT_LIMIT_MS,
+         f"edit → updated ledger median ≤ {EDIT_LIMIT_MS} ms (debounce + 100): {figures.edit_median_ms:.0f} ms"),
+    ]  # fmt: skip
+    print()
+    print("goals:")
+    for ok, text in goals:
+        print(f"  {'PASS' if ok else 'FAIL'}  {text}")
+    return 0 if all(ok for ok, _ in goals) else 1
 
 
 if __name__ == "__main__":

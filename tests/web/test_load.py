@@ -1,6 +1,6 @@
 """A short run of the load script: mixed concurrent load, zero errors, bounded memory growth.
 
-It asserts no timing: how fast is for tests/bench/throughput.py and docs/performance.md.
+It asserts no timing: how fast is for tests/bench/workshop.py and docs/performance.md.
 """
 
 from __future__ import annotations

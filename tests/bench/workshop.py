@@ -1,0 +1,198 @@
+"""The workshop benchmark: 200 attendees on one server, with locust (a benchmark, not a test).
+
+    .venv/bin/pip install -e '.[bench]'        # once: locust 2.47.0 (not needed by the tests)
+    .venv/bin/python tests/bench/workshop.py [--users 200] [--spawn-rate 50] [--seconds 60] [--workers 1]
+    .venv/bin/python tests/bench/workshop.py --url http://127.0.0.1:8000   # a lab you started yourself
+
+Starts ``zero3-lab serve --no-access-log`` (one uvicorn worker unless ``--workers``) on a free
+loopback port, warms it up, then:
+
+1. solo baseline: one client sending htmx fragment requests one after another for
+   ``--solo-seconds``; its median is the figure an attendee alone would see;
+2. the workshop: ``--users`` attendees spawned ``--spawn-rate`` a second, for ``--seconds`` in
+   all. Each loads the page once with an empty cache (``GET /`` and the versioned ``/static/…?v=``
+   assets it links, gzip accepted), then every 1–3 s changes one field of the scenario form (dp
+   as a power of two, a model preset, the recomputation policy, micro-batch, device capacity …,
+   see ``_scenarios.py``) and sends what htmx sends: ``GET /?<every field>`` with
+   ``HX-Request: true``. A fragment counts as failed unless it is a 200 holding ``#results`` and
+   no refused field.
+
+Prints requests, failures and p50/p95/p99/max per kind of request, the solo median, the ratio of
+the workshop's fragment p99 to it, the server's CPU use, and PASS/FAIL for each goal (0 failures;
+fragment p99 ≤ 150 ms; fragment p99 ≤ 10 × the solo median). Exits 1 if a goal fails, 2 if
+locust is missing. Load generator and server share the machine, as in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+T = TypeVar("T")
+P99_LIMIT_MS = 150.0
+SETTLE_S = 5  # after the last arrival, the steady state is reported apart from the whole run
+BUSY_OTHER = 0.15  # cores used by other processes beyond which a run is flagged
+SOLO_FACTOR = 10
+INSTALL = "locust is missing: install the bench extra with  .venv/bin/pip install -e '.[bench]'  (locust 2.47.0)"
+LABELS = {
+    "page": "page   GET /",
+    "asset": "assets GET /static/…?v=",
+    "fragment": "fragment GET /?… (HX-Request)",
+}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (the smallest value with at least q % of the values at or below it)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def machine() -> str:
+    model = platform.processor() or "unknown CPU"
+    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    cores = len(os.sched_getaffinity(0))
+    return f"machine: {cores} cores ({model}), Python {platform.python_version()}, {platform.system()}"
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """Where the machine's CPU went during a phase, in cores (1.0 = one core busy throughout)."""
+
+    server: float | None  # None: not known (--url), counted in other
+    generator: float
+    other: float
+
+    def line(self) -> str:
+        if self.server is None:
+            other = f"other processes (the server included) {self.other:.2f}"
+            return f"CPU: load generator {self.generator:.2f} cores, {other}"
+        text = f"CPU: server {self.server:.2f} cores, load generator {self.generator:.2f}, "
+        text += f"other processes {self.other:.2f}"
+        if self.other > BUSY_OTHER:
+            text += "  <- the machine was busy with other work: these figures are not reliable"
+        return text
+
+
+def measured(server_pid: int | None, run: Callable[[], T]) -> tuple[T, Cpu]:
+    """``run()``'s result and the CPU the server (when its pid is known), this process and everything
+    else used meanwhile."""
+    from tests.bench import _server
+
+    def server_cpu() -> float:
+        return _server.cpu_seconds(server_pid) if server_pid is not None else 0.0
+
+    wall, server, own, busy = time.monotonic(), server_cpu(), time.process_time(), _server.machine_busy_seconds()
+    result = run()
+    wall = time.monotonic() - wall
+    server = server_cpu() - server
+    own = time.process_time() - own
+    busy = _server.machine_busy_seconds() - busy
+    return result, Cpu(server / wall if server_pid else None, own / wall, max(0.0, busy - server - own) / wall)
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--users", type=int, default=200, help="attendees (default 200)")
+    ap.add_argument("--spawn-rate", type=float, default=50, help="attendees started per second (default 50)")
+    ap.add_argument("--seconds", type=float, default=60, help="the workshop's length, ramp included (default 60)")
+    ap.add_argument("--solo-seconds", type=float, default=10, help="the solo baseline's length (default 10)")
+    ap.add_argument("--workers", type=int, default=1, help="uvicorn workers: zero3-lab serve --workers (default 1)")
+    ap.add_argument("--url", help="run against a lab already serving at this base URL instead of starting one "
+                                  "(its CPU then counts as other processes)")  # fmt: skip
+    args = ap.parse_args(argv)
+    if importlib.util.find_spec("locust") is None:
+        print(INSTALL, file=sys.stderr)
+        return 2
+
+    from tests.bench import _attendees, _server  # locust first: it monkey-patches the process for gevent
+
+    print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
+    print(machine())
+    if args.url:
+        proc, base = None, args.url.rstrip("/")
+    else:
+        port = _server.free_port()
+        proc, base = _server.start(port, workers=args.workers), f"http://127.0.0.1:{port}"
+    pid = proc.pid if proc else None
+    try:
+        _attendees.run_users(_attendees.SoloClient, base, 1, 1, 3)  # warm-up: imports, templates, models
+        solo, solo_cpu = measured(pid, lambda: _attendees.run_users(_attendees.SoloClient, base, 1, 1,
+                                                                          args.solo_seconds))  # fmt: skip
+        room, room_cpu = measured(pid, lambda: _attendees.run_users(_attendees.Attendee, base, args.users,
+                                                                          args.spawn_rate, args.seconds))  # fmt: skip
+    finally:
+        if proc:
+            _server.stop(proc)
+
+    if proc:
+        served = "zero3-lab serve --no-access-log" + (f" --workers {args.workers}" if args.workers != 1 else "")
+        print(f"server: {served} (uvicorn, {args.workers} worker{'s' if args.workers != 1 else ''}), {base}")
+    else:
+        print(f"server: the lab already serving at {base}")
+    print()
+    solo_times = solo.times["fragment"]
+    if not solo_times:
+        print("the solo baseline made no fragment request", file=sys.stderr)
+        return 1
+    solo_median = statistics.median(solo_times)
+    print(f"solo: one client, {len(solo_times):,} sequential fragment requests in {args.solo_seconds:g} s: "
+          f"median {solo_median:.1f} ms, p99 {percentile(solo_times, 99):.1f} ms")  # fmt: skip
+    print("  " + solo_cpu.line())
+    print()
+    print(f"workshop: {args.users} attendees (spawned {args.spawn_rate:g}/s), {args.seconds:g} s, each loading the "
+          "page once then editing a field every 1–3 s")  # fmt: skip
+    print(f"  {'request kind':<32}{'requests':>9}{'failures':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}")
+    for kind, label in LABELS.items():
+        times = room.times.get(kind, [])
+        cells = "".join(f"{percentile(times, q):>9.1f}" if times else f"{'—':>9}" for q in (50, 95, 99, 100))
+        print(f"  {label:<32}{len(times):>9,}{room.failures.get(kind, 0):>9,}{cells}")
+    fragments = room.times["fragment"]
+    settled = args.users / args.spawn_rate + SETTLE_S
+    steady = room.since("fragment", settled)
+    if steady:
+        print(f"  {'fragment, from ' + format(settled, 'g') + ' s on':<32}{len(steady):>9,}{'':>9}"
+              + "".join(f"{percentile(steady, q):>9.1f}" for q in (50, 95, 99, 100))
+              + "   (after the arrivals: the steady state)")  # fmt: skip
+    rate = len(fragments) / args.seconds
+    print(f"  {rate:.0f} fragments/s; " + room_cpu.line())
+    for error, count in sorted(room.errors.items(), key=lambda kv: -kv[1])[:5]:
+        print(f"  failure ×{count}: {error}")
+    print()
+
+    failures = sum(room.failures.values()) + sum(solo.failures.values())
+    p99 = percentile(fragments, 99) if fragments else math.inf
+    ratio = p99 / solo_median
+    goals = [
+        (failures == 0 and bool(fragments), f"0 failures: {failures}"),
+        (p99 <= P99_LIMIT_MS, f"fragment p99 ≤ {P99_LIMIT_MS:.0f} ms: {p99:.1f} ms"),
+        (ratio <= SOLO_FACTOR, f"fragment p99 ≤ {SOLO_FACTOR}× the solo median: {p99:.1f} ms = {ratio:.1f}× "
+                               f"{solo_median:.1f} ms (limit {SOLO_FACTOR * solo_median:.0f} ms)"),
+    ]  # fmt: skip
+    print("goals:")
+    for ok, text in goals:
+        print(f"  {verdict(ok)}  {text}")
+    return 0 if all(ok for ok, _ in goals) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
