@@ -27,8 +27,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _estimate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
-    p = sub.add_parser("estimate", help="print the receipt for a scenario (the seed's example by default)")
+def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
+    """One flag per scenario field, ``--scenario`` and ``--model-config``: what every command that
+    takes a scenario (``estimate``, ``trace``) reads with :func:`scenario_from_args`."""
     for field in FIELDS:
         metavar = "{" + ",".join(field.options) + "}" if field.options else _METAVARS[field.kind]
         p.add_argument(
@@ -40,6 +41,11 @@ def _estimate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     p.add_argument(
         "--model-config", metavar="CONFIG.json", type=Path, help="a Hugging Face config.json; sets --model to it"
     )
+
+
+def _estimate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    p = sub.add_parser("estimate", help="print the receipt for a scenario (the seed's example by default)")
+    add_scenario_arguments(p)
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     p.add_argument("--link", action="store_true", help="print the scenario's canonical link instead")
     p.add_argument(
@@ -130,10 +136,9 @@ def _read_model_config(path: Path) -> str:
         _fail(f"--model-config: {exc}")
 
 
-def run_estimate(args: argparse.Namespace) -> int:
-    if args.bom is not None and args.format != "csv":
-        _fail(f"--{'' if args.bom else 'no-'}bom: only with --format csv (JSON and the table never carry a BOM)")
-    base_url = _base_url(args.base_url)
+def scenario_from_args(args: argparse.Namespace) -> Scenario | None:
+    """The scenario the flags name (a ``--scenario`` file, then ``--model-config``, then each field's
+    flag); a bad one goes to stderr, one line per field naming the flag or the file, and gives None."""
     raw: dict[str, object] = {}
     from_file: set[str] = set()
     if args.scenario is not None:
@@ -148,7 +153,7 @@ def run_estimate(args: argparse.Namespace) -> int:
             raw[field.name] = value
             from_file.discard(field.name)
     try:
-        scenario = parse_scenario(raw, allow_unknown=False)
+        return parse_scenario(raw, allow_unknown=False)
     except ScenarioError as exc:
         for err in exc.errors:
             where = (
@@ -157,6 +162,15 @@ def run_estimate(args: argparse.Namespace) -> int:
                 else "--" + err.field.replace("_", "-")
             )
             sys.stderr.write(f"zero3-lab: error: {where}: {err.message} (allowed: {err.allowed})\n")
+        return None
+
+
+def run_estimate(args: argparse.Namespace) -> int:
+    if args.bom is not None and args.format != "csv":
+        _fail(f"--{'' if args.bom else 'no-'}bom: only with --format csv (JSON and the table never carry a BOM)")
+    base_url = _base_url(args.base_url)
+    scenario = scenario_from_args(args)
+    if scenario is None:
         return 2
     text = _render(args, scenario, base_url)
     if args.output is None:

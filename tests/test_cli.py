@@ -14,20 +14,7 @@ from typing import Any
 import pytest
 
 from app.cli import main
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=60,
-        check=False,
-    )
+from tests.cli_run import ROOT, run_cli
 
 
 def estimate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +22,8 @@ from app.ledger.models.reference import compact
 from app.ledger.scenario import parse_scenario
 from app.trace import INSTALL_HINT, torch_installed
 from app.trace.setup import TraceSetupError, trace_setup
+from tests.cli_run import ROOT, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 needs_torch = pytest.mark.skipif(
     not torch_installed(), reason="the trace extra is not installed (pip install -e '.[trace]')"
 )
@@ -70,15 +69,7 @@ def _estimate_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, 
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=300,
-        check=False,
-    )
+    return run_cli(*args, timeout=300)  # a trace builds and runs a model
 
 
 # --------------------------------------------------------------------------- no torch needed

@@ -17,8 +17,6 @@ while activations (20,000,000,000 B, never divided by D) do not move.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,7 +26,7 @@ from app.ledger.estimate import estimate
 from app.ledger.fields import FIELDS
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario
-from app.receipts.csv_rows import BOM, neutralise
+from app.receipts.csv_rows import Row, csv_records
 from app.receipts.links import canonical_query, slug
 from app.receipts.receipt import SCHEMA_VERSION, receipt
 
@@ -223,8 +221,6 @@ def comparison_json(c: Comparison, base: str = "") -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- CSV
 
-Row = dict[str, int | str]
-
 
 def _fits(fits: bool) -> str:
     return "fits" if fits else "does not fit"
@@ -250,22 +246,8 @@ def csv_rows(c: Comparison) -> Iterator[Row]:
 
 
 def csv_lines(c: Comparison, *, bom: bool = False) -> Iterator[str]:
-    """The CSV text, one record at a time; text cells neutralised, integers left as numbers. With
-    ``bom``, the first record starts with the UTF-8 byte order mark (as the receipt's download)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\r\n")
-
-    def written() -> str:
-        text = buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-        return text
-
-    writer.writeheader()
-    yield (BOM if bom else "") + written()
-    for row in csv_rows(c):
-        writer.writerow({k: neutralise(v) if isinstance(v, str) else v for k, v in row.items()})
-        yield written()
+    """The comparison's CSV text, one record at a time (written as the receipt's is)."""
+    return csv_records(CSV_COLUMNS, csv_rows(c), bom=bom)
 
 
 def filename(c: Comparison, suffix: str) -> str:

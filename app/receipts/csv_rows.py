@@ -18,7 +18,7 @@ import csv
 import io
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Literal
 
 from app.ledger.arithmetic import n, share_bp
@@ -301,11 +301,11 @@ def _model_rows(e: Estimate) -> Iterator[Row]:
                "formula": f"{n(padded)} − {n(lower)} = {n(padding)} B", "detail": fsdp2["note"]}  # fmt: skip
 
 
-def csv_lines(e: Estimate, *, bom: bool = False) -> Iterator[str]:
-    """The CSV text, one record at a time (for streaming responses); with ``bom``, the first
-    record starts with :data:`BOM` (the download and a CSV file the CLI writes)."""
+def csv_records(columns: Sequence[str], records: Iterable[Row], *, bom: bool = False) -> Iterator[str]:
+    """CSV text one record at a time (for streaming): text cells neutralised, integers left as
+    numbers; with ``bom``, the first record starts with :data:`BOM` (a download, a CSV file)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\r\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\r\n")
 
     def written() -> str:
         """What the writer has just written, leaving the buffer empty for the next record."""
@@ -316,9 +316,14 @@ def csv_lines(e: Estimate, *, bom: bool = False) -> Iterator[str]:
 
     writer.writeheader()
     yield (BOM if bom else "") + written()
-    for row in rows(e):
+    for row in records:
         writer.writerow({k: neutralise(v) if isinstance(v, str) else v for k, v in row.items()})
         yield written()
+
+
+def csv_lines(e: Estimate, *, bom: bool = False) -> Iterator[str]:
+    """The receipt's CSV text, one record at a time."""
+    return csv_records(COLUMNS, rows(e), bom=bom)
 
 
 def csv_text(e: Estimate, *, bom: bool = False) -> str:

@@ -11,9 +11,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from app.cli import _METAVARS, _read_model_config, _read_scenario_file
-from app.ledger.fields import FIELD_BY_NAME, FIELDS, allowed_text
-from app.ledger.scenario import FIELD_NAMES, Scenario, ScenarioError, parse_scenario
+from app.cli import add_scenario_arguments, scenario_from_args
+from app.ledger.fields import FIELD_BY_NAME
 from app.trace import INSTALL_HINT, import_torch, torch_installed
 from app.trace.setup import REDUCE_WIDTHS, TraceSetupError, trace_setup
 
@@ -33,13 +32,7 @@ def add_trace_parser(sub: argparse._SubParsersAction[Any]) -> None:
         "timeline of named instants, and the steady state after the step, beside the lab's stage-3 model. "
         "FSDP2's layout: " + "--param-bytes 4 --master-bytes 0 --grad-bytes 4 --gather-bytes 2 --act-bytes 2.",
     )
-    for field in FIELDS:
-        metavar = "{" + ",".join(field.options) + "}" if field.options else _METAVARS[field.kind]
-        p.add_argument(
-            field.flag, dest=field.name, metavar=metavar, help=f"{field.help} Allowed: {allowed_text(field)}."
-        )
-    p.add_argument("--scenario", metavar="FILE.json", help="read inputs from a JSON object; flags override it")
-    p.add_argument("--model-config", metavar="CONFIG.json", help="a Hugging Face config.json; sets --model to it")
+    add_scenario_arguments(p)
     if "reshard_after_forward" not in FIELD_BY_NAME:
         p.add_argument(
             "--reshard-after-forward",
@@ -66,36 +59,6 @@ def add_trace_parser(sub: argparse._SubParsersAction[Any]) -> None:
         help="the optimizer's multi-tensor (foreach) step, CUDA's default; off: one tensor at a time (default)",
     )
     p.add_argument("--format", choices=("table", "json"), default="table")
-
-
-def _scenario(args: argparse.Namespace) -> Scenario | None:
-    """The scenario the flags name, as ``estimate`` reads them; errors go to stderr (then None)."""
-    from pathlib import Path
-
-    raw: dict[str, object] = {}
-    from_file: set[str] = set()
-    if args.scenario is not None:
-        raw.update(_read_scenario_file(Path(args.scenario)))
-        from_file = set(raw)
-    if args.model_config is not None:
-        raw["model"] = _read_model_config(Path(args.model_config))
-        from_file.discard("model")
-    for field in FIELDS:
-        value = getattr(args, field.name)
-        if value is not None:
-            raw[field.name] = value
-            from_file.discard(field.name)
-    try:
-        return parse_scenario(raw, allow_unknown=False)
-    except ScenarioError as exc:
-        for err in exc.errors:
-            where = (
-                f"{err.field} in {args.scenario}"
-                if err.field in from_file or err.field not in FIELD_NAMES
-                else "--" + err.field.replace("_", "-")
-            )
-            sys.stderr.write(f"zero3-lab: error: {where}: {err.message} (allowed: {err.allowed})\n")
-        return None
 
 
 class ProgressLine:
@@ -125,7 +88,7 @@ def run_trace_command(args: argparse.Namespace) -> int:
     if not torch_installed():
         sys.stderr.write(f"zero3-lab: error: trace: {INSTALL_HINT}\n")
         return 2
-    scenario = _scenario(args)
+    scenario = scenario_from_args(args)
     if scenario is None:
         return 2
     # The scenario's own fields win once they exist (issue 13, item 2); until then the trace's flags.
