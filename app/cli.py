@@ -91,6 +91,9 @@ def build_parser() -> _Parser:
     from app.trace.cli import add_trace_parser  # `zero3-lab trace` (the trace extra); imports no torch
 
     add_trace_parser(sub)
+    from app.observed.cli import add_observed_parsers  # `zero3-lab reconcile` and `zero3-lab probe`
+
+    add_observed_parsers(sub)
     return parser
 
 
@@ -231,6 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from app.trace.cli import run_trace_command
 
             return run_trace_command(args)
+        if args.command in ("reconcile", "probe"):
+            from app.observed.cli import run_observed_command
+
+            return run_observed_command(args)
         return run_serve(args)
     except BrokenPipeError:  # e.g. piped into `head`
         return 0

@@ -1,4 +1,4 @@
-"""The five named checks: production passes them, and each one fails on a deliberately wrong ledger."""
+"""The named checks: production passes them, and each one fails on a deliberately wrong ledger."""
 
 from __future__ import annotations
 
@@ -57,8 +57,9 @@ DEGENERATE: list[Scenario] = [
 
 
 def test_check_names_and_order() -> None:
-    assert SCENARIO_CHECKS == ("oracle-agreement", "monotonic-lower-bounds", "activation-invariance", "gather-presence")
-    assert list(ALL_CHECKS) == [*SCENARIO_CHECKS, "frozen-scenario"]
+    assert SCENARIO_CHECKS == ("oracle-agreement", "monotonic-lower-bounds", "activation-invariance", "gather-presence",
+                               "reduce-scatter-presence", "gradient-filling")  # fmt: skip
+    assert list(ALL_CHECKS) == [*SCENARIO_CHECKS[:4], "frozen-scenario", *SCENARIO_CHECKS[4:], "frozen-model-scenario"]
     assert set(TITLES) == set(ALL_CHECKS)
     for number, check in enumerate(ALL_CHECKS, start=1):
         assert TITLES[check].startswith(f"{number}. ")

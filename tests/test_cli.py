@@ -54,7 +54,7 @@ def test_json_format_subprocess() -> None:
     proc = run_cli("estimate", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert [s["persistent"]["total"] for s in data["stages"]] == [
         112_000_000_000,
         38_500_000_000,
@@ -114,7 +114,7 @@ def test_estimate_does_not_import_the_web_stack() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["schema_version"] == 1
+    assert json.loads(proc.stdout)["schema_version"] == 2
     assert "WEB=\n" in proc.stderr
 
 
@@ -210,7 +210,7 @@ def test_json_and_table_files_never_get_a_bom(tmp_path: Path, capsys: pytest.Cap
     path = tmp_path / "receipt.json"
     assert main(["estimate", "--format", "json", "--output", str(path)]) == 0
     assert capsys.readouterr().out == ""
-    assert json.loads(path.read_bytes())["schema_version"] == 1
+    assert json.loads(path.read_bytes())["schema_version"] == 2
     table = tmp_path / "receipt.txt"
     assert main(["estimate", "--output", str(table)]) == 0
     assert table.read_text(encoding="utf-8").startswith("zero3-lab — ")

@@ -116,7 +116,7 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
     if "x-default" in schema:
         assert STATIC_DEFAULTS[field.name] == schema["x-default"]
     else:
-        assert field.name in ("unit_params", "gather_bytes")  # their defaults follow other inputs
+        assert field.name in ("unit_params", "gather_bytes", "reduce_bytes")  # their defaults follow other inputs
 
 
 def test_the_static_defaults_are_the_core_scenarios_defaults() -> None:

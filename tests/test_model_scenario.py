@@ -124,7 +124,15 @@ def test_modelled_activations_do_not_depend_on_dp(model: str, dp: int, policy: s
     one = parse_scenario({"model": model, "dp": 1, "act_policy": policy})
     many = parse_scenario({"model": model, "dp": dp, "act_policy": policy})
     assert one.activation_bytes == many.activation_bytes
-    assert [st.peak.activations for st in compute_ledger(many).stages] == [many.activation_bytes] * 4
+    ledger = compute_ledger(many)
+    assert [st.peak.declared_peak.activations for st in ledger.stages] == [many.activation_bytes] * 4
+    # the schedule-aware peak: every instant's saved activations are the same at any D
+    at_one = compute_ledger(one)
+    for here, there in zip(ledger.stages, at_one.stages, strict=True):
+        assert here.peak.schedule is not None and there.peak.schedule is not None
+        saved_at_one = {i.key: i.bytes_of("activations") for i in there.peak.schedule.instants}
+        for instant in here.peak.schedule.instants:  # D = 1 has no all-gather copy-out moments
+            assert saved_at_one.get(instant.key, instant.bytes_of("activations")) == instant.bytes_of("activations")
 
 
 def _fits(s: Scenario, stage: int) -> bool:

@@ -247,6 +247,7 @@ def test_there_is_no_dp_input() -> None:
         "tp",
         "sequence_parallel",
         "logits_bytes",
+        "norms",
     }
     assert not any("dp" in name or "data" in name or "world" in name for name in names)
 

@@ -1,19 +1,20 @@
-"""The mutation kill lists: five one-rule mutants, each killed by a named check.
+"""The mutation kill lists: seven one-rule mutants, each killed by a named check.
 
-On the frozen scenario all five die, always. On a user's scenario a mutant may survive only
-where it is equivalent, and the kill list says why.
+On the frozen references (the seed's scenario and the model reference) all seven die, always. On a
+user's scenario a mutant may survive only where it is equivalent, and the kill list says why: the
+two that break the schedule-aware peak are equivalent on any scenario without a model.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from app.ledger.checks import ALL_CHECKS, FROZEN_SCENARIO, run_checks
+from app.ledger.checks import ALL_CHECKS, FROZEN_CHECKS, FROZEN_MODEL_SCENARIO, FROZEN_SCENARIO, run_checks
 from app.ledger.estimate import estimate
 from app.ledger.ledger import compute_ledger
 from app.ledger.mutants import MUTANTS, Mutant, MutationResult, kill_list, reference_kill_list, try_mutant
 from app.ledger.rules import PRODUCTION, Rules
-from app.ledger.scenario import DEFAULT_SCENARIO, Scenario
+from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
 
 SPEC_IDS = [
     "replicate-optimizer-stage1",
@@ -22,6 +23,11 @@ SPEC_IDS = [
     "divide-activations-by-dp",
     "erase-gather-peak",
 ]
+SCHEDULE_IDS = ["drop-reduce-scatter-buffer", "keep-all-grads-at-activation-peak"]
+ALL_IDS = [*SPEC_IDS, *SCHEDULE_IDS]
+NO_SCHEDULE = (
+    "the declared peak has no schedule to break (no model: without the layer structure there is no schedule to walk)"
+)
 
 # On the frozen scenario (7e9 params, D = 8, widths 2/2/4/2×4, U = 400M, 20e9 activations), by hand:
 # (killing check, stage, class, mutant's number, correct number)
@@ -36,7 +42,15 @@ FROZEN_KILLS: dict[str, tuple[str, str, str, str, str]] = {
     "divide-activations-by-dp": ("activation-invariance", "stage 0", "activations", "2,500,000,000", "20,000,000,000"),
     # gather erased: 0 instead of (400M − 50M) × 2 = 700e6 remote bytes
     "erase-gather-peak": ("gather-presence", "stage 3", "parameters", "0 B", "700,000,000"),
-}
+    # On the model reference (Llama-2-7B, FSDP2 layout, D = 8): the root (embedding 32,000 × 4,096 + final norm
+    # 4,096 + head 32,000 × 4,096 = 262,148,096 parameters) reduce-scattered from an FP32 buffer: 1,048,592,384 B,
+    # first held at stage 2's root post-backward
+    "drop-reduce-scatter-buffer": ("reduce-scatter-presence", "stage 2", "root post-backward", "0 B",
+                                   "1,048,592,384"),
+    # every gradient kept: stage 0 holds 6,738,415,616 × 4 B = 26,953,662,464 B at the loss backward, where 0 B
+    "keep-all-grads-at-activation-peak": ("gradient-filling", "stage 0", "loss backward", "26,953,662,464",
+                                          "expected 0 B"),
+}  # fmt: skip
 
 
 def by_id(results: tuple[MutationResult, ...]) -> dict[str, MutationResult]:
@@ -44,44 +58,66 @@ def by_id(results: tuple[MutationResult, ...]) -> dict[str, MutationResult]:
 
 
 def test_mutant_ids_are_the_spec_ids() -> None:
-    assert [m.id for m in MUTANTS] == SPEC_IDS
+    assert [m.id for m in MUTANTS] == ALL_IDS
     assert all(m.rules != PRODUCTION for m in MUTANTS)
-    assert len({m.rule for m in MUTANTS}) == 5
+    assert len({m.rule for m in MUTANTS}) == 7
 
 
-@pytest.mark.parametrize("mutant_id", SPEC_IDS)
+@pytest.mark.parametrize("mutant_id", ALL_IDS)
 def test_reference_kill_list_kills_every_mutant_by_a_named_check(mutant_id: str) -> None:
-    check, stage, tensor_class, got, want = FROZEN_KILLS[mutant_id]
+    check, stage, where, got, want = FROZEN_KILLS[mutant_id]
     result = by_id(reference_kill_list())[mutant_id]
     assert result.killed is True
     assert result.check == check
     assert result.check in ALL_CHECKS
-    for fragment in (stage, tensor_class, got, want):
+    for fragment in (stage, where, got, want):
         assert fragment in result.message
     assert result.failed_checks[0] == check
-    # check 5 (the frozen scenario's hand-computed values) kills every one of them as well
-    assert "frozen-scenario" in result.failed_checks
+    # a frozen check (5: the seed's hand-computed values; 8: the model reference's) kills each as well
+    frozen = "frozen-model-scenario" if mutant_id in SCHEDULE_IDS else "frozen-scenario"
+    assert frozen in result.failed_checks
+    if mutant_id in SCHEDULE_IDS:
+        assert result.message.startswith("on the model reference (Llama-2-7B, FSDP2 layout, D = 8")
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.id)
-def test_frozen_check_alone_kills_each_mutant(mutant: Mutant) -> None:
-    result = try_mutant(mutant, FROZEN_SCENARIO, ("frozen-scenario",))
+def test_frozen_checks_alone_kill_each_mutant(mutant: Mutant) -> None:
+    result = try_mutant(mutant, FROZEN_SCENARIO, FROZEN_CHECKS)
     assert result.killed
-    assert result.check == "frozen-scenario"
+    assert result.check == ("frozen-model-scenario" if mutant.id in SCHEDULE_IDS else "frozen-scenario")
     assert "hand-computed" in result.message
 
 
+@pytest.mark.parametrize("mutant_id", SCHEDULE_IDS)
+def test_schedule_mutants_die_on_the_model_reference_by_their_check(mutant_id: str) -> None:
+    check = FROZEN_KILLS[mutant_id][0]
+    result = by_id(kill_list(FROZEN_MODEL_SCENARIO))[mutant_id]
+    assert result.killed and result.check == check
+
+
+def test_schedule_mutants_are_equivalent_without_a_schedule() -> None:
+    """Typed params detach the model's layer structure: the declared peak again, nothing to break."""
+    s = parse_scenario({"model": "llama-2-7b", "params": "7B"})
+    for mutant_id in SCHEDULE_IDS:
+        result = by_id(kill_list(s))[mutant_id]
+        assert result.killed is False
+        assert "params or unit_params typed" in result.message
+
+
 def test_reference_kill_list_in_order_and_unchanged_by_the_users_scenario() -> None:
-    assert [m.id for m in reference_kill_list()] == SPEC_IDS
+    assert [m.id for m in reference_kill_list()] == ALL_IDS
     for s in (DEFAULT_SCENARIO.with_(dp=1), DEFAULT_SCENARIO.with_(activation_bytes=0, master_bytes=0)):
         assert estimate(s).reference_mutations == reference_kill_list()
         assert all(m.killed for m in estimate(s).reference_mutations)
 
 
-def test_seed_kill_list_kills_all_five_with_checks_1_to_4(seed: Scenario) -> None:
+def test_seed_kill_list_kills_the_spec_five_with_checks_1_to_4(seed: Scenario) -> None:
     results = kill_list(seed)
-    assert [m.id for m in results] == SPEC_IDS
+    assert [m.id for m in results] == ALL_IDS
     for m in results:
+        if m.id in SCHEDULE_IDS:  # the seed has no model: no schedule to break
+            assert (m.killed, m.message) == (False, f"survived: {NO_SCHEDULE}")
+            continue
         assert m.killed, m.message
         assert m.check == FROZEN_KILLS[m.id][0]
         assert m.failed_checks == (m.check,)  # on the user's scenario the checks stop at the killing one
@@ -124,6 +160,7 @@ def test_seed_kill_list_kills_all_five_with_checks_1_to_4(seed: Scenario) -> Non
 )
 def test_equivalent_mutants_survive_with_the_reason(changes: dict[str, int], survivors: dict[str, str]) -> None:
     s = DEFAULT_SCENARIO.with_(**changes)
+    survivors = {**survivors, **dict.fromkeys(SCHEDULE_IDS, NO_SCHEDULE)}  # no model on any of these
     results = by_id(kill_list(s))
     for mutant_id, result in results.items():
         if mutant_id in survivors:
@@ -164,7 +201,15 @@ def test_each_mutant_changes_exactly_one_rule() -> None:
     for mutant in MUTANTS:
         differing = [
             name
-            for name in ("sharded_from", "overrides", "master_copy", "activations_divided_by_dp", "gather_peak")
+            for name in (
+                "sharded_from",
+                "overrides",
+                "master_copy",
+                "activations_divided_by_dp",
+                "gather_peak",
+                "reduce_scatter_buffer",
+                "gradients_fill_during_backward",
+            )
             if getattr(mutant.rules, name) != getattr(production, name)
         ]
         assert len(differing) == 1, (mutant.id, differing)

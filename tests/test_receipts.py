@@ -37,6 +37,7 @@ from app.receipts.table import render_table
 from tests.json_data import as_json_data
 from tests.strategies import names, scenarios
 
+SCHEDULE_MUTANTS = ("drop-reduce-scatter-buffer", "keep-all-grads-at-activation-peak")
 DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -54,7 +55,7 @@ def scenario_from_csv(table: list[dict[str, str]]) -> Scenario:
 
 def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
     data = receipt(seed_estimate)
-    assert data["schema_version"] == SCHEMA_VERSION == 1
+    assert data["schema_version"] == SCHEMA_VERSION == 2
     assert {"schema_version", "scenario", "stages", "checkpoint", "mutations"} <= set(data)
     assert data["scenario"] == {
         "params": 7_000_000_000,
@@ -81,6 +82,9 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "tp": 1,
         "sequence_parallel": 0,
         "logits_bytes": 4,
+        "reduce_bytes": 2,
+        "reshard_after_forward": 1,
+        "norms": "unfused",
     }
 
 
@@ -109,19 +113,22 @@ def test_json_receipt_checkpoint_and_mutations(seed_estimate: Estimate) -> None:
         assert {"device_bytes", "host_bytes"} <= set(policy)
     assert data["checkpoint"]["full_state"]["host_bytes"] == 98 * 10**9
     assert data["checkpoint"]["full_state"]["flagged"] is True
-    assert len(data["mutations"]) == 5
+    assert len(data["mutations"]) == 7
     for m in data["mutations"]:
         assert {"id", "killed", "check", "message"} <= set(m)
         assert isinstance(m["killed"], bool)
-        assert m["killed"] is True
-        assert m["check"]
+        # the seed has no model: the two schedule mutants survive, equivalent there
+        assert m["killed"] is (m["id"] not in SCHEDULE_MUTANTS)
+        assert bool(m["check"]) is m["killed"]
     assert [m["id"] for m in data["mutations"]] == [
         "replicate-optimizer-stage1",
         "shard-params-stage2",
         "omit-master-copy",
         "divide-activations-by-dp",
         "erase-gather-peak",
+        *SCHEDULE_MUTANTS,
     ]
+    assert all(m["killed"] for m in data["reference_mutations"])
 
 
 def test_json_receipt_survivor(seed: Scenario) -> None:
@@ -159,6 +166,7 @@ def test_csv_readable_by_dictreader(seed_estimate: Estimate) -> None:
         "input",
         "persistent",
         "peak",
+        "declared_peak",
         "fit",
         "fit_finder",
         "communication",

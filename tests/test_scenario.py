@@ -77,7 +77,9 @@ def test_numeric_bound_exceeded_rejected(field: Field, delta: int) -> None:
         ("opt_states", "0 … 4"),
         ("opt_bytes", "one of 1, 2, 4, 8"),
         ("gather_bytes", "one of 1, 2, 4"),
+        ("reduce_bytes", "one of 2, 4"),
         ("prefetch", "0 … 8"),
+        ("reshard_after_forward", "one of 0, 1"),
         ("bucket_bytes", "0 … 1,099,511,627,776 (1 TiB)"),
         ("activation_bytes", "0 … 70,368,744,177,664 (64 TiB)"),
         ("overhead_bytes", "0 … 70,368,744,177,664 (64 TiB)"),
@@ -118,6 +120,9 @@ def test_every_spec_field_is_in_the_table() -> None:
         "tp",
         "sequence_parallel",
         "logits_bytes",
+        "reduce_bytes",
+        "reshard_after_forward",
+        "norms",
     }
 
 

@@ -188,9 +188,8 @@ def _trace(cache: dict[tuple[str, ...], Any], model: str, dp: int, **extra: Any)
 
     key = (model, str(dp), *(f"{k}={v}" for k, v in sorted(extra.items())))
     if key not in cache:
-        own = {k: extra.pop(k) for k in ("reduce_bytes", "reshard_after_forward") if k in extra}
         s = parse_scenario({"model": model, "dp": dp, "seq_len": 16, "micro_batch": 1, **FSDP2, **extra})
-        cache[key] = run_trace(trace_setup(s, **own))
+        cache[key] = run_trace(trace_setup(s))
     return cache[key]
 
 
@@ -265,7 +264,7 @@ def test_the_small_config_traces_and_peaks_in_backward(traces: dict[tuple[str, .
 def test_recompute_and_resharding_move_the_peak(traces: dict[tuple[str, ...], Any]) -> None:
     base = _trace(traces, SMALL_REF, 4)
     full = _trace(traces, SMALL_REF, 4, act_policy="full")
-    kept = _trace(traces, SMALL_REF, 4, reshard_after_forward=False)
+    kept = _trace(traces, SMALL_REF, 4, reshard_after_forward=0)
     bf16_reduce = _trace(traces, SMALL_REF, 4, reduce_bytes=2)
     assert full.steady == base.steady == kept.steady == bf16_reduce.steady
     # without resharding after forward, every layer's unsharded bf16 parameters stay until its backward
@@ -304,3 +303,44 @@ def test_trace_json_from_the_command_line() -> None:
     assert table.returncode == 0, table.stderr
     assert f"Peak of iteration 2: {peak['total']:,} B" in table.stdout
     assert "(equal)" in table.stdout
+
+
+# --------------------------------------------------------------------------- the schedule-aware peak against traces
+
+
+def test_the_trace_reads_the_scenarios_reduce_width_and_resharding() -> None:
+    """``--reduce-bytes`` and ``--reshard-after-forward`` are scenario fields; the trace takes them from there."""
+    s = parse_scenario({"model": "llama-2-7b", **FSDP2, "reduce_bytes": 2, "reshard_after_forward": 0})
+    setup = trace_setup(s)
+    assert (setup.reduce_bytes, setup.reshard_after_forward) == (2, False)
+    default = trace_setup(parse_scenario({"model": "llama-2-7b", **FSDP2}))
+    assert (default.reduce_bytes, default.reshard_after_forward) == (4, True)  # the gradient width; resharded
+
+
+@needs_torch
+@pytest.mark.parametrize(
+    ("config", "dp", "extra"),
+    [
+        ("llama", 4, {}),
+        ("qwen2-tied", 4, {"micro_batch": 2, "seq_len": 32}),
+        ("mixtral", 4, {"micro_batch": 2, "seq_len": 32, "act_policy": "full"}),
+    ],
+    ids=["llama", "qwen2-tied-b2", "mixtral-b2-full"],
+)
+def test_the_schedule_aware_peak_is_within_5_percent_of_the_trace(
+    traces: dict[tuple[str, ...], Any], config: str, dp: int, extra: dict[str, Any]
+) -> None:
+    """The lab's stage-3 peak (RMSNorm unfused, as the trace runs it) against FSDPMemTracker's, and the
+    optimizer step's instant (model state, gradients and AdamW's temporaries) just under the trace's."""
+    from app.ledger.estimate import estimate
+    from app.trace.report import instants
+
+    model = compact(CONFIGS[config])
+    result = _trace(traces, model, dp, norms="unfused", **extra)
+    peak = estimate(result.setup.scenario).ledger.stages[3].peak
+    traced = result.peak["total"]
+    assert peak.schedule is not None
+    assert abs(peak.total - traced) * 20 <= traced, (peak.total, traced, peak.instant)
+    # the optimizer step: every gradient, AdamW's temporaries; the trace adds its inputs, buffers and counters
+    step = next(i for i in instants(result) if i["key"] == "optimizer-step")
+    assert 0 <= step["traced"] - step["modelled"] <= step["traced"] // 20

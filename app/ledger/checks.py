@@ -1,7 +1,11 @@
-"""The five named checks that run on every scenario (spec "The independent oracle").
+"""The named checks that run on every scenario (spec "The independent oracle"), and two frozen references.
 
 Each check receives a ledger computed under some rules (the production rules, or a mutant's)
-and returns a named pass/fail whose message names the stage, the class and both numbers.
+and returns a named pass/fail whose message names the stage, the class (or the instant) and both
+numbers. Checks 1–5 are the spec's; 6–8 hold the schedule-aware peak (``app/ledger/schedule.py``)
+to how FSDP2 schedules memory: a reduce-scatter input is resident after a unit's backward,
+gradients appear during backward, and the frozen model reference reproduces its hand-computed
+instants. Without a model (no schedule) checks 6 and 7 do not apply.
 """
 
 from __future__ import annotations
@@ -10,28 +14,37 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.ledger.arithmetic import n
-from app.ledger.ledger import Ledger
+from app.ledger.ledger import Ledger, StageLedger, compute_ledger
+from app.ledger.models.reference import resolve
 from app.ledger.oracle import stage_table
 from app.ledger.peak import activation_bytes
 from app.ledger.rules import CLASSES
-from app.ledger.scenario import DEFAULT_SCENARIO, Scenario
+from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
+from app.ledger.schedule import saved_activations
 
 Evaluate = Callable[[Scenario], Ledger]
 
 TITLES: dict[str, str] = {
     "oracle-agreement": "1. oracle agreement, per stage and class, exact",
     "monotonic-lower-bounds": "2. persistent(3) ≤ persistent(2) ≤ persistent(1) ≤ persistent(0)",
-    "activation-invariance": "3. activation bytes in the peak do not change with D",
+    "activation-invariance": "3. activation bytes in the peak do not change with D (with a model: at every instant)",
     "gather-presence": "4. stage 3 with D > 1 and U > 0 holds the remote shards of one unit",
     "frozen-scenario": "5. the frozen scenario reproduces its hand-computed values",
+    "reduce-scatter-presence": "6. with a model, stages 2–3: the root's post-backward holds its reduce-scatter input",
+    "gradient-filling": "7. with a model: no gradient before backward (set_to_none), every one at the optimizer step",
+    "frozen-model-scenario": "8. the frozen model reference reproduces its hand-computed instants",
 }
 SCENARIO_CHECKS: tuple[str, ...] = (
     "oracle-agreement",
     "monotonic-lower-bounds",
     "activation-invariance",
     "gather-presence",
+    "reduce-scatter-presence",
+    "gradient-filling",
 )
-ALL_CHECKS: tuple[str, ...] = (*SCENARIO_CHECKS, "frozen-scenario")
+FROZEN_CHECKS: tuple[str, ...] = ("frozen-scenario", "frozen-model-scenario")
+LINE_CHECKS: tuple[str, ...] = ("oracle-agreement", "monotonic-lower-bounds")  # they read the persistent lines only
+ALL_CHECKS: tuple[str, ...] = tuple(TITLES)  # in their numbered order
 
 FROZEN_SCENARIO = DEFAULT_SCENARIO
 
@@ -68,6 +81,57 @@ FROZEN_PEAK: dict[int, dict[str, int]] = {
     1: {"gather": 0, "activations": 20_000_000_000, "total": 58_500_000_000},
     2: {"gather": 0, "activations": 20_000_000_000, "total": 46_250_000_000},
     3: {"gather": 700_000_000, "activations": 20_000_000_000, "total": 34_700_000_000},
+}
+
+
+# The frozen model reference: Llama-2-7B in FSDP2's layout (FP32 shards, gradients and AdamW states, no
+# master copy, BF16 all-gather and activations, FP32 reduce-scatter and logits), D = 8, s = 4,096, b = 1,
+# full recomputation. Its stage-3 peak is late in backward, where gradients, the reduce-scatter input,
+# the prefetch and one layer's recomputed activations all count. Hand-computed in tests/test_schedule.py;
+# traced with `zero3-lab trace` in docs/fidelity.md.
+FROZEN_MODEL_INPUTS: dict[str, int | str] = {
+    "model": "llama-2-7b",
+    "dp": 8,
+    "param_bytes": 4,
+    "master_bytes": 0,
+    "grad_bytes": 4,
+    "gather_bytes": 2,
+    "reduce_bytes": 4,
+    "seq_len": 4096,
+    "act_policy": "full",
+    "norms": "fused",  # as hand-computed (the default, unfused, adds 4·s·b·h per norm of the recomputed layer)
+}
+FROZEN_MODEL_SCENARIO = parse_scenario(FROZEN_MODEL_INPUTS)
+FROZEN_MODEL_TITLE = "the model reference (Llama-2-7B, FSDP2 layout, D = 8, full recomputation)"
+# Per stage: the worst instant and its total; for stage 3 every instant's total.
+FROZEN_MODEL_PEAK: dict[int, tuple[str, int]] = {
+    0: ("optimizer-step", 108_863_225_856),
+    1: ("optimizer-step", 60_776_812_544),
+    2: ("root-post-backward", 39_027_396_608),
+    3: ("backward-layer-1", 16_549_787_648),
+}
+FROZEN_MODEL_INSTANTS: dict[str, int] = {
+    "forward-layer-0": 11_999_303_680,
+    "forward-layer-1": 11_913_328_640,
+    "forward-layer-31": 12_919_961_600,
+    "end-of-forward": 12_034_930_688,
+    "loss-backward": 13_345_650_688,
+    "head-backward": 12_735_404_032,
+    "backward-layer-31-unshard": 12_810_901_504,
+    "backward-layer-31": 13_711_136_768,
+    "backward-layer-31-done": 13_182_113_792,
+    "backward-layer-30-unshard": 13_688_072_192,
+    "backward-layer-30": 14_588_307_456,
+    "backward-layer-30-done": 14_059_284_480,
+    "backward-layer-1-unshard": 15_649_552_384,
+    "backward-layer-1": 16_549_787_648,
+    "backward-layer-1-done": 16_020_764_672,
+    "backward-layer-0-unshard": 15_717_189_632,
+    "backward-layer-0": 16_212_658_176,
+    "backward-layer-0-done": 15_683_635_200,
+    "root-gradients": 15_203_883_008,
+    "root-post-backward": 14_918_645_760,
+    "optimizer-step": 13_607_903_232,
 }
 
 
@@ -117,8 +181,11 @@ def monotonic_lower_bounds(ledger: Ledger) -> CheckResult:
 
 
 def activation_invariance(ledger: Ledger) -> CheckResult:
-    """Each stage's activation term equals the one the same rules give the scenario at dp = 1."""
+    """Each stage's activation term equals the one the same rules give the scenario at dp = 1; with a
+    schedule, every instant's saved activations equal the same instant's at dp = 1."""
     s = ledger.scenario
+    if any(st.peak.schedule is not None for st in ledger.stages):
+        return _activations_per_instant(ledger)
     at_one = activation_bytes(s, ledger.rules, dp=1)
     for stage in ledger.stages:
         if stage.peak.activations != at_one:
@@ -130,12 +197,45 @@ def activation_invariance(ledger: Ledger) -> CheckResult:
     return _ok("activation-invariance", f"{n(s.activation_bytes)} B at dp = {n(s.dp)} and at dp = 1")
 
 
+def _activations_per_instant(ledger: Ledger) -> CheckResult:
+    s = ledger.scenario
+    saved_at_one = saved_activations(s.with_(dp=1), ledger.rules)
+    checked = 0
+    for stage in ledger.stages:
+        if stage.peak.schedule is None:
+            continue
+        for instant in stage.peak.schedule.instants:
+            if instant.key not in saved_at_one:  # a moment D = 1 does not have (an all-gather copy-out)
+                continue
+            here, there = instant.bytes_of("activations"), saved_at_one[instant.key]
+            checked += 1
+            if here != there:
+                return _fail(
+                    "activation-invariance",
+                    f"stage {stage.stage} {instant.name} activations: {n(here)} B at dp = {n(s.dp)} but "
+                    f"{n(there)} B at dp = 1",
+                )
+    return _ok("activation-invariance", f"the saved activations of all {checked} instants are the same at "
+               f"dp = {n(s.dp)} and at dp = 1")  # fmt: skip
+
+
 def gather_presence(ledger: Ledger) -> CheckResult:
     s = ledger.scenario
     if s.dp == 1 or s.unit_params == 0:
         return _ok("gather-presence", "not applicable: dp = 1 or unit_params = 0")
     peak = ledger.stages[3].peak
     remote = (s.unit_params - (s.unit_params + s.dp - 1) // s.dp) * s.gather_bytes
+    if peak.schedule is not None:
+        # the instant that gathers most (backward at a layer: the root, the layer, the one prefetched)
+        most = max(peak.schedule.instants, key=lambda i: i.part("gather"))
+        gathered = most.part("gather")
+        if gathered < remote:
+            return _fail(
+                "gather-presence",
+                f"stage 3 parameters: the {most.name} holds {n(gathered)} B of unsharded parameters, fewer than "
+                f"the {n(remote)} B of remote shards of one {n(s.unit_params)}-parameter unit",
+            )
+        return _ok("gather-presence", f"stage 3 {most.name} holds {n(gathered)} B ≥ {n(remote)} B of remote shards")
     gathered = peak.subtotal - peak.persistent - peak.buckets - peak.activations - peak.overhead
     if gathered < remote:
         return _fail(
@@ -166,23 +266,125 @@ def frozen_scenario(evaluate: Evaluate) -> CheckResult:
     return _ok("frozen-scenario", "the seed's example reproduces 112 / 38.5 / 26.25 / 14 GB and a 0.7 GB gather")
 
 
-# The checks that read only the ledger (check 5 computes a ledger of its own).
+def _scheduled(ledger: Ledger, check: str) -> tuple[list[StageLedger], CheckResult | None]:
+    stages = [st for st in ledger.stages if st.peak.schedule is not None]
+    if not stages:
+        why = ledger.stages[3].peak.why_declared or "no model"
+        return stages, _ok(check, f"not applicable: the declared peak has no schedule ({why})")
+    return stages, None
+
+
+def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
+    """Stages 2–3 with a schedule: after the root's backward its gradients are reduce-scattered from one
+    buffer holding the whole root (embedding, final norm, head) in the reduce width."""
+    stages, skip = _scheduled(ledger, "reduce-scatter-presence")
+    if skip is not None:
+        return skip
+    s = ledger.scenario
+    inv = resolve(s.model).inventory
+    root = inv.embed.params + inv.final.params
+    need = root * s.reduce_bytes
+    for st in stages:
+        if st.stage < 2:
+            continue
+        assert st.peak.schedule is not None
+        post = next(i for i in st.peak.schedule.instants if i.key == "root-post-backward")
+        held = post.bytes_of("reduce_scatter")
+        if held < need:
+            return _fail(
+                "reduce-scatter-presence",
+                f"stage {st.stage} {post.name}: {n(held)} B of reduce-scatter input, fewer than the root's "
+                f"{n(root)} elements × {s.reduce_bytes} B = {n(need)} B",
+            )
+    return _ok("reduce-scatter-presence", f"stages 2–3 root post-backward hold ≥ {n(need)} B of reduce-scatter input")
+
+
+def gradient_filling(ledger: Ledger) -> CheckResult:
+    """With a schedule: ``zero_grad(set_to_none=True)`` leaves no gradient at the loss backward (where
+    every activation is saved); the optimizer step holds at least the stage's persistent gradients."""
+    stages, skip = _scheduled(ledger, "gradient-filling")
+    if skip is not None:
+        return skip
+    for st in stages:
+        assert st.peak.schedule is not None
+        by_key = {i.key: i for i in st.peak.schedule.instants}
+        loss, step = by_key["loss-backward"], by_key["optimizer-step"]
+        early = loss.bytes_of("gradients")
+        if early:
+            return _fail(
+                "gradient-filling",
+                f"stage {st.stage} {loss.name} gradients: {n(early)} B resident, expected 0 B "
+                "(zero_grad(set_to_none=True): gradients appear during backward)",
+            )
+        line = st.bytes_of("gradients")
+        late = step.bytes_of("gradients")
+        if late < line:
+            return _fail(
+                "gradient-filling",
+                f"stage {st.stage} {step.name} gradients: {n(late)} B, fewer than the persistent {n(line)} B",
+            )
+    return _ok("gradient-filling", "no gradient at the loss backward, every one at the optimizer step")
+
+
+def frozen_model_scenario(evaluate: Evaluate) -> CheckResult:
+    """The model reference's instants, hand-computed: each stage's worst instant and total, and every
+    stage-3 instant's total."""
+    ledger = evaluate(FROZEN_MODEL_SCENARIO)
+    for st in ledger.stages:
+        key, want = FROZEN_MODEL_PEAK[st.stage]
+        peak = st.peak
+        got_key = "declared" if peak.instant is None else peak.instant.key
+        if got_key != key or peak.total != want:
+            return _fail(
+                "frozen-model-scenario",
+                f"{FROZEN_MODEL_TITLE}, stage {st.stage} peak: {got_key} {n(peak.total)} B, hand-computed "
+                f"{key} {n(want)} B",
+            )
+    schedule = ledger.stages[3].peak.schedule
+    got = {} if schedule is None else {i.key: i.total for i in schedule.instants}
+    for key, want in FROZEN_MODEL_INSTANTS.items():
+        if got.get(key) != want:
+            return _fail(
+                "frozen-model-scenario",
+                f"{FROZEN_MODEL_TITLE}, stage 3 {key}: got {n(got.get(key, 0))} B, hand-computed {n(want)} B",
+            )
+    return _ok("frozen-model-scenario", f"{FROZEN_MODEL_TITLE} reproduces its {len(FROZEN_MODEL_INSTANTS)} stage-3 "
+               "instants and every stage's peak")  # fmt: skip
+
+
+# The checks that read only the ledger (checks 5 and 8 compute a ledger of their own).
 _LEDGER_CHECKS: dict[str, Callable[[Ledger], CheckResult]] = {
     "oracle-agreement": oracle_agreement,
     "monotonic-lower-bounds": monotonic_lower_bounds,
     "activation-invariance": activation_invariance,
     "gather-presence": gather_presence,
+    "reduce-scatter-presence": reduce_scatter_presence,
+    "gradient-filling": gradient_filling,
 }
+_FROZEN: dict[str, Callable[[Evaluate], CheckResult]] = {
+    "frozen-scenario": frozen_scenario,
+    "frozen-model-scenario": frozen_model_scenario,
+}
+# The frozen checks under the production rules are constants: computed once.
+_PRODUCTION_FROZEN: dict[str, CheckResult] = {}
+
+
+def _frozen(check: str, evaluate: Evaluate) -> CheckResult:
+    if evaluate is not compute_ledger:
+        return _FROZEN[check](evaluate)
+    if check not in _PRODUCTION_FROZEN:
+        _PRODUCTION_FROZEN[check] = _FROZEN[check](evaluate)
+    return _PRODUCTION_FROZEN[check]
 
 
 def run_checks(
     ledger: Ledger, evaluate: Evaluate, checks: tuple[str, ...], *, stop_at_failure: bool = False
 ) -> tuple[CheckResult, ...]:
-    """Run the named checks in order on ``ledger``; ``evaluate`` computes the frozen scenario's
-    ledger under the same rules (check 5). With ``stop_at_failure`` the first failure ends the run."""
+    """Run the named checks in order on ``ledger``; ``evaluate`` computes the frozen scenarios'
+    ledgers under the same rules (checks 5 and 8). With ``stop_at_failure`` the first failure ends the run."""
     results = []
     for check in checks:
-        result = frozen_scenario(evaluate) if check == "frozen-scenario" else _LEDGER_CHECKS[check](ledger)
+        result = _frozen(check, evaluate) if check in _FROZEN else _LEDGER_CHECKS[check](ledger)
         results.append(result)
         if stop_at_failure and not result.passed:
             break

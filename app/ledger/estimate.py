@@ -37,7 +37,7 @@ def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
     if source != "modelled":
         return None
     return lambda b: modelled_activation_total(
-        s.model, s.seq_len, b, s.act_bytes, s.act_policy, s.tp, s.sequence_parallel, s.logits_bytes
+        s.model, s.seq_len, b, s.act_bytes, s.act_policy, s.tp, s.sequence_parallel, s.logits_bytes, s.norms
     )
 
 

@@ -2,21 +2,28 @@
 largest micro batch that fits at the current degree (when activations are modelled), and the
 curve of per-rank peak against D for the chart.
 
-The peak here is the ledger's own rules (ownership table, gather term, contingency) written as a
-closed form in D, so that the smallest D can be solved for rather than searched; property tests
-hold it equal to the full ledger at every answer, one step before it and at every point of the curve.
+Without a model the peak here is the ledger's own rules (ownership table, gather term,
+contingency) written as a closed form in D, so that the smallest D can be solved for rather than
+searched. With a model it is the schedule-aware peak (:mod:`app.ledger.schedule`), whose instants
+are each a closed form in D (a handful of instants, each a sum over the model's few kinds of
+tensor): stages 0–2 never grow with D, so a bisection finds the smallest D in 17 evaluations;
+stage 3's padded units can, so a bound without padding (which never grows) is bisected first
+and the answer searched up from it. Property tests hold both equal to the full ledger at every
+answer, one step before it and at every point of the curve.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.ledger.arithmetic import ceil_div
 from app.ledger.fields import FIELD_BY_NAME
-from app.ledger.persistent import width_and_copies
+from app.ledger.persistent import ledger_line, width_and_copies
 from app.ledger.rules import CLASSES, PRODUCTION, STAGES
 from app.ledger.scenario import Scenario
+from app.ledger.schedule import _sums, not_schedulable, worst_total
 
 DP_MAX = FIELD_BY_NAME["dp"].maximum
 MICRO_BATCH_MAX = FIELD_BY_NAME["micro_batch"].maximum
@@ -72,13 +79,7 @@ class _PeakModel:
 
     def _max_subtotal(self) -> int:
         """The largest subtotal whose peak (with contingency) still fits the capacity."""
-        cap, pct = self.s.capacity_bytes, self.s.contingency_pct
-        guess = cap * 100 // (100 + pct)  # at most one off: sub + ⌈sub × pct ÷ 100⌉ ≤ cap
-        while guess + ceil_div(guess * pct, 100) > cap:
-            guess -= 1
-        while (guess + 1) + ceil_div((guess + 1) * pct, 100) <= cap:
-            guess += 1
-        return guess
+        return max_subtotal(self.s.capacity_bytes, self.s.contingency_pct)
 
     def smallest_dp_without_gather(self, stage: int, activations: int) -> int | None:
         """Stages 0–2 in closed form: ⌈N ÷ D⌉ × sharded ≤ room  ⟺  D ≥ ⌈N ÷ ⌊room ÷ sharded⌋⌉."""
@@ -163,6 +164,123 @@ def _largest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
     return first_miss - 1 if first_miss > low else None
 
 
+class _SchedulePeak:
+    """peak(stage, D, b) for a scenario with a model: the schedule-aware peak, every other input fixed.
+
+    ``activations_at`` (modelled activations) lets the micro batch vary: the scenario at micro
+    batch b carries the model's activation total at b, so the schedule reads it as modelled."""
+
+    def __init__(self, s: Scenario, activations_at: Callable[[int], int] | None) -> None:
+        self.s = s
+        self.activations_at = activations_at
+        # The scenario at (D, b), made once: the curve and the searches ask for each of the four stages.
+        self._at: dict[tuple[int, int], Scenario] = {}
+
+    def scenario(self, dp: int, micro_batch: int | None = None) -> Scenario:
+        s, at = self.s, self.activations_at
+        b = s.micro_batch if micro_batch is None or at is None else micro_batch
+        found = self._at.get((dp, b))
+        if found is None:
+            if at is None or b == s.micro_batch:
+                found = s.with_(dp=dp)
+            else:
+                found = s.with_(dp=dp, micro_batch=b, activation_bytes=at(b))
+            self._at[(dp, b)] = found
+        return found
+
+    def peak(self, stage: int, dp: int, micro_batch: int | None = None, *, padded: bool = True) -> int:
+        s = self.scenario(dp, micro_batch)
+        lines = tuple(ledger_line(s, stage, c, PRODUCTION) for c in CLASSES)
+        subtotal = worst_total(s, stage, lines, PRODUCTION, padded=padded)
+        return subtotal + ceil_div(subtotal * s.contingency_pct, 100)
+
+    def fits(self, stage: int, dp: int, micro_batch: int | None = None) -> bool:
+        return self.peak(stage, dp, micro_batch) <= self.s.capacity_bytes
+
+    def curve(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """Every stage's peak at each D of ``CURVE_DPS``. Stage 0 replicates everything, so nothing in
+        its step depends on D: it is evaluated once (the curve's property tests hold every point
+        equal to the full ledger at that D)."""
+        replicated = self.peak(0, CURVE_DPS[0])
+        return tuple((dp, (replicated, *(self.peak(stage, dp) for stage in STAGES[1:]))) for dp in CURVE_DPS)
+
+    def smallest_dp(self, stage: int, curve: tuple[tuple[int, tuple[int, ...]], ...]) -> int | None:
+        """Stages 0–2: the peak never grows with D (only ⌈x ÷ D⌉ terms depend on it), so bisect, between
+        the last point of ``curve`` (the peaks at powers of two) that does not fit and the first that does.
+        Stage 3: D = 1 apart (no all-gather output there), the peak without FSDP2's dim-0 padding
+        never grows with D and is at most the peak: bisect it for a lower bound (no larger than the first
+        point of the curve that fits), then search up from there; past ``_SCAN`` steps, bisect the peak
+        itself (a D that fits where D − 1 does not)."""
+        cap = self.s.capacity_bytes
+        first_fit = next((dp for dp, peaks in curve if peaks[stage] <= cap), DP_MAX)
+        if stage < 3:
+            below = max((dp for dp, peaks in curve if dp < first_fit), default=1)
+            return _smallest(lambda d: self.fits(stage, d), below, first_fit)
+        if curve[0][1][3] <= cap:
+            return 1
+        low = _smallest(lambda d: self.peak(3, d, padded=False) <= cap, 2, max(2, first_fit))
+        if low is None:
+            return None
+        for dp in range(low, min(low + _SCAN, DP_MAX + 1)):
+            if self.fits(3, dp):
+                return dp
+        return _smallest(lambda d: self.fits(3, d), min(low + _SCAN, DP_MAX), DP_MAX)
+
+    def totals(self, stage: int, micro_batch: int) -> list[int]:
+        """Every instant's total (before contingency) at ``micro_batch``, the scenario's own D."""
+        s = self.scenario(self.s.dp, micro_batch)
+        lines = tuple(ledger_line(s, stage, c, PRODUCTION) for c in CLASSES)
+        return [sum(sums) for _, _, _, sums in _sums(s, stage, lines, PRODUCTION, True)]
+
+    def largest_micro_batch(self, stage: int) -> int | None:
+        """The peak never falls as b grows, and every instant's total is linear in b up to rounding (each
+        activation, logits and temporary term is a multiple of b): the totals at b = 1 and 2 give each
+        instant's line, the lines give a guess, and a few exact evaluations around it settle the answer
+        (a bisection over 1 … 4,096 when they do not)."""
+
+        def fits(b: int) -> bool:
+            return self.fits(stage, self.s.dp, b)
+
+        room = max_subtotal(self.s.capacity_bytes, self.s.contingency_pct)
+        at_ones = self.totals(stage, 1)
+        if max(at_ones) > room:  # not even one sequence fits
+            return None
+        guess = MICRO_BATCH_MAX
+        for at_one, at_two in zip(at_ones, self.totals(stage, 2), strict=True):
+            if at_two > at_one:
+                guess = min(guess, 1 + (room - at_one) // (at_two - at_one))
+        guess = max(1, min(guess, MICRO_BATCH_MAX))
+        if fits(guess) and (guess == MICRO_BATCH_MAX or not fits(guess + 1)):
+            return guess  # the usual case: the lines are exact
+        low, high = max(1, guess - _NEAR), min(MICRO_BATCH_MAX, guess + _NEAR)
+        if fits(low) and (not fits(high) or high == MICRO_BATCH_MAX):
+            return _largest(fits, low, high)
+        return _largest(fits, 1, MICRO_BATCH_MAX)
+
+
+_SCAN = 256  # stage 3 with a model: degrees searched up from the unpadded bound before bisecting
+_NEAR = 4  # micro batches either side of the linear guess searched exactly
+
+
+def max_subtotal(capacity: int, pct: int) -> int:
+    """The largest subtotal whose peak (with its contingency rounded up) still fits ``capacity``."""
+    guess = capacity * 100 // (100 + pct)  # at most one off: sub + ⌈sub × pct ÷ 100⌉ ≤ cap
+    while guess + ceil_div(guess * pct, 100) > capacity:
+        guess -= 1
+    while (guess + 1) + ceil_div((guess + 1) * pct, 100) <= capacity:
+        guess += 1
+    return guess
+
+
+@lru_cache(maxsize=256)
+def _over_d(s: Scenario) -> tuple[tuple[int | None, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+    """With a model: each stage's smallest D and the curve over D, which do not depend on the scenario's
+    own D (``s`` comes with dp = 1 and no name), cached: editing D on the page reuses them."""
+    sched = _SchedulePeak(s, None)
+    curve = sched.curve()
+    return tuple(sched.smallest_dp(stage, curve) for stage in STAGES), curve
+
+
 def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) -> FitFinder:
     """Fit figures for ``s``. ``activations_at(b)`` gives the modelled activation peak for micro
     batch ``b`` (with a model and no measured value); without it the micro batch is not searched.
@@ -173,6 +291,14 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
     peak can rise with D. A scenario that does not settle in ``_TIGHTEN`` steps is bisected as
     before: a D that fits where D − 1 does not; the page shows the whole curve.
     """
+    if not_schedulable(s) is None:
+        sched = _SchedulePeak(s, activations_at)
+        smallest, curve = _over_d(s.with_(dp=1, name=""))
+        fits = tuple(
+            StageFit(stage, smallest[stage], None if activations_at is None else sched.largest_micro_batch(stage))
+            for stage in STAGES
+        )
+        return FitFinder(fits, curve, activations_at is not None)
     model = _PeakModel(s)
     act = s.activation_bytes
     stages = []

@@ -10,7 +10,8 @@ absent field takes when no other input decides it; absent where one always does)
 page's form and the receipts' input rows; FastAPI reads it as a query or body model.
 
 Every field is optional: absent or ``None`` means "use the default", and some defaults follow
-other inputs (``gather_bytes`` is ``param_bytes``; a model fills ``params``, ``unit_params``,
+other inputs (``gather_bytes`` is ``param_bytes``, ``reduce_bytes`` is ``grad_bytes``; a model
+fills ``params``, ``unit_params``,
 ``activation_bytes`` and, for a model with a short learned context, ``seq_len``).
 ``app.ledger.scenario.to_scenario`` turns a validated ``ScenarioIn`` into the core's frozen
 ``Scenario`` with every default filled in.
@@ -71,6 +72,7 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("device", "Device"),
 )
 ActPolicy = Literal["none", "selective", "full"]
+NormsImpl = Literal["fused", "unfused"]
 
 # A validation context key (see ScenarioIn._across_fields): inputs that were given but invalid,
 # so the rules across fields neither read them nor fall back to their defaults.
@@ -153,6 +155,7 @@ W048 = Annotated[Literal[0, 4, 8] | None, BeforeValidator(read_plain), _kind("in
 W1248 = Annotated[Literal[1, 2, 4, 8] | None, BeforeValidator(read_plain), _kind("int")]
 Flag = Annotated[Literal[0, 1] | None, BeforeValidator(read_plain), _kind("int")]
 Policy = Annotated[ActPolicy | None, BeforeValidator(_read_choice), _kind("choice")]
+Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 
 
 def _form(group: str, unit: str, default: int | str | None) -> dict[str, Any]:
@@ -249,6 +252,14 @@ class ScenarioIn(BaseModel):
         examples=[2],
         json_schema_extra=_form("precision", "bytes/element", None),
     )
+    reduce_bytes: W24 = Field(
+        default=None,
+        title="Reduce-scatter width",
+        description="Width in which gradients are reduce-scattered (FSDP2 reduce_dtype); the reduce-scatter "
+        "input holds one whole unit in it. Default: the gradient width.",
+        examples=[4],
+        json_schema_extra=_form("precision", "bytes/element", None),
+    )
     dp: Plain = Field(
         default=None,
         ge=1,
@@ -266,6 +277,15 @@ class ScenarioIn(BaseModel):
         description="Extra units all-gathered ahead while one executes (declared cap: 8).",
         examples=[1],
         json_schema_extra=_form("schedule", "units", 0),
+    )
+    reshard_after_forward: Flag = Field(
+        default=None,
+        title="Reshard after forward",
+        description="FSDP2's reshard_after_forward for the decoder layers: 1 frees each layer's gathered "
+        "parameters after its forward and gathers them again in backward; 0 keeps every layer unsharded from "
+        "its forward to its backward. With a model, the schedule-aware peak reads it.",
+        examples=[1],
+        json_schema_extra=_form("schedule", "0 or 1", 1),
     )
     bucket_bytes: Bytes = Field(
         default=None,
@@ -359,6 +379,16 @@ class ScenarioIn(BaseModel):
         examples=[4],
         json_schema_extra=_form("activation", "bytes/element", 4),
     )
+    norms: Norms = Field(
+        default=None,
+        title="RMSNorm kernel",
+        description="What an RMSNorm keeps for backward (Llama-style models): unfused, the default (transformers' "
+        "LlamaRMSNorm in eager PyTorch keeps an FP32 upcast and the normalised input besides its input: what a "
+        "trace of a transformers-style model allocates) or fused (a fused kernel such as Liger's or Apex's keeps "
+        "its input and the FP32 1/rms: 4·s·b·h B less per norm). LayerNorm models: no effect.",
+        examples=["unfused"],
+        json_schema_extra=_form("activation", "kernel", "unfused"),
+    )
     capacity_bytes: Bytes = Field(
         default=None,
         ge=1,
@@ -406,13 +436,15 @@ def form_metadata(info: FieldInfo) -> dict[str, Any]:
 
 
 # The defaults that hold without other inputs deciding them (the seed's example); U and the
-# all-gather width have none (min(400M, N) and the parameter width), and a model overrides some.
+# all-gather and reduce-scatter widths have none (min(400M, N), the parameter width and the
+# gradient width), and a model overrides some.
 STATIC_DEFAULTS: dict[str, int | str] = {
     name: meta["x-default"]
     for name, info in ScenarioIn.model_fields.items()
     if "x-default" in (meta := form_metadata(info))
 }
 ACT_POLICIES: tuple[str, ...] = get_args(ActPolicy)
+NORMS: tuple[str, ...] = get_args(NormsImpl)
 
 
 # --------------------------------------------------------------------------- across fields
@@ -435,7 +467,7 @@ def default_seq_len(model: str) -> int:
 
 # The inputs a model's defaults depend on, in model_defaults()'s argument order.
 MODEL_INPUTS: tuple[str, ...] = ("model", "seq_len", "micro_batch", "act_bytes", "act_policy", "tp",
-                                 "sequence_parallel", "logits_bytes")  # fmt: skip
+                                 "sequence_parallel", "logits_bytes", "norms")  # fmt: skip
 MODEL_ALLOWED = "a known model id or a compact config (cfg:…)"
 
 
@@ -495,7 +527,7 @@ def _model_fill(inp: ScenarioIn) -> ModelFill | Problem:
         seq_len = inp.seq_len if inp.seq_len is not None else default_seq_len(model)
         md = model_defaults(model, seq_len, _int(inp, "micro_batch"), _int(inp, "act_bytes"),
                             str(_value(inp, "act_policy")), _int(inp, "tp"), _int(inp, "sequence_parallel"),
-                            _int(inp, "logits_bytes"))  # fmt: skip
+                            _int(inp, "logits_bytes"), str(_value(inp, "norms")))  # fmt: skip
     except ModelConfigError as exc:
         return Problem("model", "model_config", str(exc), MODEL_ALLOWED)
     except ActivationInputError as exc:

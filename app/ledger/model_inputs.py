@@ -38,6 +38,7 @@ def model_defaults(
     tp: int,
     sequence_parallel: int,
     logits_bytes: int,
+    norms: str = "fused",
 ) -> ModelDefaults:
     """Raises ``ModelConfigError`` (the model) or ``ActivationInputError`` (naming its field)."""
     ref = resolve(model)
@@ -51,6 +52,7 @@ def model_defaults(
         tp=tp,
         sequence_parallel=bool(sequence_parallel),
         logits_bytes=logits_bytes,
+        norms=norms,
     )
     return ModelDefaults(ref, inv.params, inv.largest_unit.params, inv.largest_unit.name, ledger)
 
@@ -64,7 +66,9 @@ def modelled_activation_total(
     tp: int,
     sequence_parallel: int,
     logits_bytes: int,
+    norms: str = "fused",
 ) -> int:
     """The modelled activation peak for these inputs (the fit finder probes micro batches with it)."""
-    md = model_defaults(model, seq_len, micro_batch, act_bytes, act_policy, tp, sequence_parallel, logits_bytes)
+    md = model_defaults(model, seq_len, micro_batch, act_bytes, act_policy, tp, sequence_parallel, logits_bytes,
+                        norms)  # fmt: skip
     return md.activations.total_bytes

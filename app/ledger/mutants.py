@@ -1,8 +1,13 @@
-"""The five mutants and the kill list.
+"""The mutants and the kill lists.
 
 Each mutant is the production :class:`Rules` with exactly one rule changed; its ledger is
 computed by the real ledger code, then the named checks run on it. A mutant that no check
 tells apart is reported as surviving, with the reason it is equivalent on that scenario.
+
+The spec's five break the persistent ledger or the declared peak; two more break the
+schedule-aware peak (a model's): ``drop-reduce-scatter-buffer`` and
+``keep-all-grads-at-activation-peak``. Those two are equivalent on any scenario without a
+schedule, so the reference kill list runs the scenario checks on the frozen model reference too.
 """
 
 from __future__ import annotations
@@ -12,10 +17,20 @@ from dataclasses import dataclass
 from functools import cache
 
 from app.ledger.arithmetic import ceil_div
-from app.ledger.checks import ALL_CHECKS, FROZEN_SCENARIO, SCENARIO_CHECKS, run_checks
+from app.ledger.checks import (
+    FROZEN_CHECKS,
+    FROZEN_MODEL_SCENARIO,
+    FROZEN_MODEL_TITLE,
+    FROZEN_SCENARIO,
+    LINE_CHECKS,
+    SCENARIO_CHECKS,
+    CheckResult,
+    run_checks,
+)
 from app.ledger.ledger import Ledger, compute_ledger
 from app.ledger.rules import SHARDED_FROM, Rules
 from app.ledger.scenario import Scenario
+from app.ledger.schedule import not_schedulable
 
 
 def _unsplittable(s: Scenario) -> str | None:
@@ -60,6 +75,11 @@ def _why_erase_gather(s: Scenario) -> str | None:
     return None
 
 
+def _why_no_schedule(s: Scenario) -> str | None:
+    why = not_schedulable(s)
+    return None if why is None else f"the declared peak has no schedule to break ({why})"
+
+
 @dataclass(frozen=True, slots=True)
 class Mutant:
     id: str
@@ -98,6 +118,18 @@ MUTANTS: tuple[Mutant, ...] = (
         Rules(gather_peak=False),
         _why_erase_gather,
     ),
+    Mutant(
+        "drop-reduce-scatter-buffer",
+        "the reduce-scatter input of the unit just finished is not counted",
+        Rules(reduce_scatter_buffer=False),
+        _why_no_schedule,
+    ),
+    Mutant(
+        "keep-all-grads-at-activation-peak",
+        "every gradient stays resident through the step, at the activation peak too (no set_to_none)",
+        Rules(gradients_fill_during_backward=False),
+        _why_no_schedule,
+    ),
 )
 
 
@@ -117,7 +149,13 @@ def try_mutant(mutant: Mutant, s: Scenario, checks: tuple[str, ...], *, first_fa
     ``failed_checks`` lists every check that fails, or with ``first_failure`` only the one that
     killed it (the checks stop there).
     """
-    results = run_checks(mutant.evaluate(s), mutant.evaluate, checks, stop_at_failure=first_failure)
+    results: tuple[CheckResult, ...] = ()
+    lines_first = first_failure and checks[: len(LINE_CHECKS)] == LINE_CHECKS
+    if lines_first:  # checks 1 and 2 read only the persistent lines: skip the schedules when they kill
+        results = run_checks(compute_ledger(s, mutant.rules, schedule=False), mutant.evaluate, LINE_CHECKS,
+                             stop_at_failure=True)  # fmt: skip
+        checks = checks[len(LINE_CHECKS) :] if all(r.passed for r in results) else ()
+    results += run_checks(mutant.evaluate(s), mutant.evaluate, checks, stop_at_failure=first_failure) if checks else ()
     failed = [r for r in results if not r.passed]
     if failed:
         names = tuple(r.check for r in failed)
@@ -132,7 +170,29 @@ def kill_list(s: Scenario) -> tuple[MutationResult, ...]:
     return tuple(try_mutant(m, s, SCENARIO_CHECKS, first_failure=True) for m in MUTANTS)
 
 
-@cache  # a constant: the frozen scenario never changes, so neither does its kill list
+def _on_the_model_reference(r: CheckResult) -> CheckResult:
+    return r if r.passed else CheckResult(r.check, False, f"on {FROZEN_MODEL_TITLE}: {r.message}")
+
+
+def try_mutant_on_references(mutant: Mutant) -> MutationResult:
+    """The scenario checks on the frozen scenario, then on the frozen model reference, then the two
+    frozen checks: the first failure kills (the seed's checks come first, so the spec's five are
+    named as before), and ``failed_checks`` lists every failure."""
+    results = [
+        *run_checks(mutant.evaluate(FROZEN_SCENARIO), mutant.evaluate, SCENARIO_CHECKS),
+        *map(_on_the_model_reference,
+             run_checks(mutant.evaluate(FROZEN_MODEL_SCENARIO), mutant.evaluate, SCENARIO_CHECKS)),
+        *run_checks(mutant.evaluate(FROZEN_SCENARIO), mutant.evaluate, FROZEN_CHECKS),
+    ]  # fmt: skip
+    failed = [r for r in results if not r.passed]
+    if not failed:
+        return MutationResult(mutant.id, mutant.rule, False, "", "survived: no check tells it apart", ())
+    names = tuple(dict.fromkeys(r.check for r in failed))
+    return MutationResult(mutant.id, mutant.rule, True, failed[0].check, failed[0].message, names)
+
+
+@cache  # a constant: the frozen scenarios never change, so neither does their kill list
 def reference_kill_list() -> tuple[MutationResult, ...]:
-    """The kill list on the frozen scenario, checks 1–5: all five are always killed."""
-    return tuple(try_mutant(m, FROZEN_SCENARIO, ALL_CHECKS) for m in MUTANTS)
+    """The kill list on the frozen references (the seed's scenario and the model reference), checks 1–8:
+    every mutant is always killed."""
+    return tuple(try_mutant_on_references(m) for m in MUTANTS)

@@ -45,6 +45,10 @@ class Rules:
     master_copy: bool = True
     activations_divided_by_dp: bool = False
     gather_peak: bool = True
+    # The schedule-aware peak (app/ledger/schedule.py): the reduce-scatter input of the unit just
+    # finished is resident, and gradients appear unit by unit during backward (set_to_none=True).
+    reduce_scatter_buffer: bool = True
+    gradients_fill_during_backward: bool = True
 
     def sharded(self, tensor_class: str, stage: int) -> bool:
         """Whether ``stage`` splits ``tensor_class`` across the D ranks."""

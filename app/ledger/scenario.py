@@ -64,6 +64,9 @@ class Scenario:
     tp: int = 1
     sequence_parallel: int = 0
     logits_bytes: int = 4
+    reduce_bytes: int = 2  # the gradient width unless typed
+    reshard_after_forward: int = 1
+    norms: str = "unfused"  # eager transformers-style RMSNorm: the larger, traced figure
 
     def with_(self, **changes: int | str) -> Scenario:
         """A copy with some inputs changed (no re-validation: callers pass in-bound values)."""
@@ -77,13 +80,15 @@ class Scenario:
         if not self.model:
             return None
         return model_defaults(self.model, self.seq_len, self.micro_batch, self.act_bytes, self.act_policy,
-                              self.tp, self.sequence_parallel, self.logits_bytes)  # fmt: skip
+                              self.tp, self.sequence_parallel, self.logits_bytes, self.norms)  # fmt: skip
 
     def default_for(self, name: str) -> int | str:
         """The default of ``name`` given the other inputs: U and the gather width depend on them,
-        and a model supplies params, U and the activation peak."""
+        the reduce-scatter width the gradient width, and a model supplies params, U and the activation peak."""
         if name == "gather_bytes":
             return self.param_bytes
+        if name == "reduce_bytes":
+            return self.grad_bytes
         if name == "seq_len" and self.model:
             return default_seq_len(self.model)
         if name in MODEL_FILLED:
@@ -154,7 +159,8 @@ def to_scenario(inp: ScenarioIn) -> Scenario:
 
     Absent inputs take their defaults: the seed's example, or the named model's params, U, activation
     peak and (GPT-2's short context) sequence length; U defaults to min(400M, N) without a model and
-    to min(the model's unit, N) with one; the all-gather width to the parameter width. Raises
+    to min(the model's unit, N) with one; the all-gather width to the parameter width, the
+    reduce-scatter width to the gradient width. Raises
     :class:`ScenarioError` when a rule across fields fails (only possible for an input that was
     built without validation, e.g. ``model_construct``).
     """
@@ -174,6 +180,8 @@ def to_scenario(inp: ScenarioIn) -> Scenario:
         values["unit_params"] = min(fill.unit_params, params) if fill else default_unit_params(params)
     if inp.gather_bytes is None:
         values["gather_bytes"] = values["param_bytes"]
+    if inp.reduce_bytes is None:
+        values["reduce_bytes"] = values["grad_bytes"]
     return Scenario(**values)  # type: ignore[arg-type]
 
 

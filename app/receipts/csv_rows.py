@@ -24,6 +24,7 @@ from typing import Literal
 from app.ledger.arithmetic import n, share_bp
 from app.ledger.estimate import Estimate
 from app.ledger.fields import FIELDS
+from app.ledger.peak import Peak
 from app.receipts.receipt import activations_section, fsdp2_section, model_section
 
 COLUMNS: tuple[str, ...] = (
@@ -183,43 +184,11 @@ def rows(e: Estimate) -> Iterator[Row]:
             }
         yield {"stage": st.stage, "ledger": "persistent", "category": "total", "bytes": st.persistent}
         p = st.peak
-        yield {"stage": st.stage, "ledger": "peak", "category": "persistent", "bytes": p.persistent}
-        yield {
-            "stage": st.stage,
-            "ledger": "peak",
-            "category": "gather",
-            "bytes": p.gather,
-            **_explained(p.gather_formula),
-        }
-        yield {
-            "stage": st.stage,
-            "ledger": "peak",
-            "category": "buckets",
-            "bytes": p.buckets,
-            "detail": "declared",
-        }
-        yield {
-            "stage": st.stage,
-            "ledger": "peak",
-            "category": "activations",
-            "bytes": p.activations,
-            **_explained(p.activations_formula, e.activation_source),
-        }
-        yield {
-            "stage": st.stage,
-            "ledger": "peak",
-            "category": "overhead",
-            "bytes": p.overhead,
-            "detail": "declared",
-        }
-        yield {
-            "stage": st.stage,
-            "ledger": "peak",
-            "category": "contingency",
-            "bytes": p.contingency,
-            **_explained(p.contingency_formula),
-        }
-        yield {"stage": st.stage, "ledger": "peak", "category": "total", "bytes": p.total}
+        if p.schedule is None:
+            yield from _declared_rows(st.stage, "peak", p, e.activation_source)
+        else:
+            yield from _schedule_rows(st.stage, p)
+        yield from _declared_rows(st.stage, "declared_peak", p.declared_peak, e.activation_source)
         yield {
             "stage": st.stage,
             "ledger": "fit",
@@ -264,6 +233,45 @@ def rows(e: Estimate) -> Iterator[Row]:
                 # the check that killed it is not arithmetic: it leads the detail, as in the table
                 "detail": f"killed by {m.check}: {m.message}" if m.killed else m.message,
             }
+
+
+def _declared_rows(stage: int, ledger: str, p: Peak, source: str) -> Iterator[Row]:
+    """The seed's declared peak, part by part (ledger ``peak`` without a model, ``declared_peak`` always)."""
+    yield {"stage": stage, "ledger": ledger, "category": "persistent", "bytes": p.persistent}
+    yield {"stage": stage, "ledger": ledger, "category": "gather", "bytes": p.gather, **_explained(p.gather_formula)}
+    yield {"stage": stage, "ledger": ledger, "category": "buckets", "bytes": p.buckets, "detail": "declared"}
+    yield {"stage": stage, "ledger": ledger, "category": "activations", "bytes": p.activations,
+           **_explained(p.activations_formula, source)}  # fmt: skip
+    yield {"stage": stage, "ledger": ledger, "category": "overhead", "bytes": p.overhead, "detail": "declared"}
+    yield {"stage": stage, "ledger": ledger, "category": "contingency", "bytes": p.contingency,
+           **_explained(p.contingency_formula)}  # fmt: skip
+    yield {"stage": stage, "ledger": ledger, "category": "total", "bytes": p.total}
+
+
+def _sum_formula(values: list[int], total: int) -> str:
+    return "" if len(values) < 2 else " + ".join(n(v) for v in values) + f" = {n(total)} B"
+
+
+def _schedule_rows(stage: int, p: Peak) -> Iterator[Row]:
+    """The schedule-aware peak: its parts at the worst instant (what each holds in ``detail``), the
+    contingency and total, then every instant walked with its total."""
+    worst = p.instant
+    assert worst is not None and p.schedule is not None
+    yield {"stage": stage, "ledger": "peak", "category": "instant", "value": worst.name, "detail": p.schedule.note}
+    for part in ("persistent", "gather", "buckets", "activations", "overhead"):
+        entries = [e for e in worst.entries if e.part == part]
+        values = [e.bytes for e in entries]
+        yield {"stage": stage, "ledger": "peak", "category": part, "bytes": sum(values),
+               "formula": _sum_formula(values, sum(values)),
+               "detail": "; ".join(f"{e.what} = {e.bytes:,} B" for e in entries)}  # fmt: skip
+    yield {"stage": stage, "ledger": "peak", "category": "contingency", "bytes": p.contingency,
+           **_explained(p.contingency_formula)}  # fmt: skip
+    yield {"stage": stage, "ledger": "peak", "category": "total", "bytes": p.total}
+    for i in p.schedule.instants:
+        values = [e.bytes for e in i.entries]
+        yield {"stage": stage, "ledger": "instant", "category": i.key, "bytes": i.total, "value": i.name,
+               "formula": _sum_formula(values, i.total),
+               "detail": "; ".join(f"{e.what}: {e.formula}" for e in i.entries)}  # fmt: skip
 
 
 _RECOMPUTE = "forward FLOPs recomputed ÷ the FLOPs of one step (forward + backward ≈ 3 × forward)"

@@ -10,14 +10,19 @@ from app.ledger.arithmetic import share_bp
 from app.ledger.checks import TITLES
 from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
+from app.ledger.peak import Peak
 from app.ledger.scenario import Scenario
+from app.ledger.schedule import Instant
 from app.receipts.links import canonical_query, link
 
-SCHEMA_VERSION = 1
+# 2: with a model, `peak` is the schedule-aware peak (the worst named instant of a step) and names its
+# `instant`; the seed's declared sum moved to `declared_peak` (spec "Two peaks"; issue 13).
+SCHEMA_VERSION = 2
 # Where ``zero3-lab serve`` listens by default: the base of ``url`` when no other is given.
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 DISCLAIMER = (
-    "Declared lower bounds and one declared peak. The lab does not predict allocator fragmentation, "
+    "Exact persistent state, the seed's declared peak and, with a model, a schedule-aware peak checked "
+    "against PyTorch's own accounting (FSDPMemTracker). The lab does not predict allocator fragmentation, "
     "kernel workspaces, throughput, or whether a particular framework version fits."
 )
 
@@ -149,6 +154,59 @@ def fit_section(e: Estimate) -> dict[str, Any]:
     }
 
 
+def _parts(p: Peak) -> dict[str, Any]:
+    return {
+        "persistent": p.persistent,
+        "gather": p.gather,
+        "buckets": p.buckets,
+        "activations": p.activations,
+        "overhead": p.overhead,
+        "contingency": p.contingency,
+        "total": p.total,
+        "subtotal": p.subtotal,
+        "formulas": {
+            "gather": p.gather_formula,
+            "activations": p.activations_formula,
+            "contingency": p.contingency_formula,
+        },
+    }
+
+
+def instant_json(i: Instant) -> dict[str, Any]:
+    return {
+        "key": i.key,
+        "name": i.name,
+        "phase": i.phase,
+        "total": i.total,
+        "parts": {part: i.part(part) for part in ("persistent", "gather", "buckets", "activations", "overhead")},
+        "entries": [
+            {"category": e.category, "what": e.what, "bytes": e.bytes, "formula": e.formula} for e in i.entries
+        ],
+    }
+
+
+def peak_json(p: Peak, parts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stage's ``peak``: the schedule-aware one with its instants (a model), else the declared one."""
+    instant = p.instant
+    return {
+        **(parts or _parts(p)),
+        "kind": p.kind,
+        "instant": None if instant is None else instant.name,
+        "instant_key": None if instant is None else instant.key,
+        "note": p.why_declared if p.schedule is None else p.schedule.note,
+        "instants": [] if p.schedule is None else [instant_json(i) for i in p.schedule.instants],
+    }
+
+
+def declared_peak_json(p: Peak, parts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The seed's declared peak (the same parts as schema 1's ``peak``), its verdict, and how far the
+    peak in use lies from it (0 without a model, where it is the peak). ``parts``: the peak's own,
+    when it is the declared one (spelled once)."""
+    d = p.declared_peak
+    shown = parts if parts is not None and d is p else _parts(d)
+    return {**shown, "fits": d.fits, "headroom_bytes": d.headroom, "peak_minus_declared": p.total - d.total}
+
+
 def mutation_json(m: MutationResult) -> dict[str, Any]:
     return {
         "id": m.id,
@@ -176,21 +234,8 @@ def receipt(e: Estimate, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
             {
                 "stage": st.stage,
                 "persistent": persistent,
-                "peak": {
-                    "persistent": p.persistent,
-                    "gather": p.gather,
-                    "buckets": p.buckets,
-                    "activations": p.activations,
-                    "overhead": p.overhead,
-                    "contingency": p.contingency,
-                    "total": p.total,
-                    "subtotal": p.subtotal,
-                    "formulas": {
-                        "gather": p.gather_formula,
-                        "activations": p.activations_formula,
-                        "contingency": p.contingency_formula,
-                    },
-                },
+                "peak": peak_json(p, parts := _parts(p)),
+                "declared_peak": declared_peak_json(p, parts),
                 "fits": p.fits,
                 "headroom_bytes": p.headroom,
                 "communication_bytes": st.communication.bytes,

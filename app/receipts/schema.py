@@ -55,6 +55,9 @@ class ScenarioOut(_Strict):
     tp: Count
     sequence_parallel: Count
     logits_bytes: Count
+    reduce_bytes: Count
+    reshard_after_forward: Count
+    norms: Literal["fused", "unfused"]
 
 
 class ByClass(_Strict):
@@ -73,18 +76,86 @@ class PeakFormulas(_Strict):
     contingency: str
 
 
-class Peak(_Strict):
-    """The training peak: persistent state plus the declared transients and the contingency."""
+class DeclaredPeak(_Strict):
+    """The seed's declared peak: persistent state plus the declared transients and the contingency
+    (schema 1's ``peak``), with its own verdict."""
 
-    persistent: Bytes
+    persistent: Bytes = Field(description="the stage's persistent total")
     gather: Bytes = Field(description="the stage-3 all-gather of the largest unit(s) beyond the own shard")
     buckets: Bytes
     activations: Bytes = Field(description="never divided by D")
     overhead: Bytes
     contingency: Bytes
+    total: Bytes = Field(description="subtotal + contingency")
+    subtotal: Bytes
+    formulas: PeakFormulas
+    fits: bool
+    headroom_bytes: SignedBytes = Field(description="capacity − the declared peak")
+    peak_minus_declared: Annotated[int, Field(description="the stage's peak − the declared peak, bytes")]
+
+
+class InstantEntry(_Strict):
+    """One thing resident at an instant."""
+
+    category: Literal[
+        "state",
+        "gradients",
+        "unsharded_params",
+        "all_gather",
+        "unsharded_grads",
+        "reduce_scatter",
+        "buckets",
+        "activations",
+        "temporaries",
+        "overhead",
+    ]
+    what: str
+    bytes: Bytes
+    formula: str
+
+
+class InstantParts(_Strict):
+    persistent: Bytes
+    gather: Bytes
+    buckets: Bytes
+    activations: Bytes
+    overhead: Bytes
+
+
+class InstantOut(_Strict):
+    """A named instant of one training step and what is resident then."""
+
+    key: str = Field(
+        description="end-of-forward, loss-backward, backward-layer-<k>, root-post-backward or optimizer-step"
+    )
+    name: str
+    phase: Literal["forward", "loss", "backward", "optimizer"]
+    total: Bytes = Field(description="the sum of the entries (before contingency)")
+    parts: InstantParts
+    entries: list[InstantEntry]
+
+
+class Peak(_Strict):
+    """The training peak the verdict, headroom, fit finder and charts use.
+
+    With a model (``kind`` schedule) it is the schedule-aware peak: the worst of the named instants
+    of one step, its parts the categories resident at that ``instant``. Without one (``kind``
+    declared) it is the seed's declared peak, and ``declared_peak`` holds the same figures."""
+
+    persistent: Bytes = Field(description="declared: the persistent total; schedule: model state held then")
+    gather: Bytes = Field(description="declared: the largest unit's remote shards; schedule: unsharded parameters")
+    buckets: Bytes = Field(description="schedule: reduce-scatter input, unsharded gradients and declared buckets")
+    activations: Bytes = Field(description="never divided by D; schedule: saved activations and temporaries")
+    overhead: Bytes
+    contingency: Bytes
     total: Bytes = Field(description="subtotal + contingency: what the fit verdict compares with capacity")
     subtotal: Bytes
     formulas: PeakFormulas
+    kind: Literal["schedule", "declared"]
+    instant: str | None = Field(description="the worst instant's name (schedule); null for the declared peak")
+    instant_key: str | None
+    note: str = Field(description="what the schedule assumes and where it approximates, or why none applies")
+    instants: list[InstantOut] = Field(description="every instant walked (empty for the declared peak)")
 
 
 class Communication(_Strict):
@@ -113,6 +184,7 @@ class Stage(_Strict):
     stage: Literal[0, 1, 2, 3]
     persistent: ByClass
     peak: Peak
+    declared_peak: DeclaredPeak
     fits: bool
     headroom_bytes: SignedBytes = Field(description="capacity − peak")
     communication_bytes: Bytes = Field(description="sent per rank per optimizer step")
@@ -257,7 +329,7 @@ class FitSection(_Strict):
 class Receipt(_Strict):
     """The whole answer for one scenario (spec "Receipt contract"): raw integer bytes per busiest rank."""
 
-    schema_version: Literal[1]
+    schema_version: Literal[2] = Field(description="2: with a model, peak is the schedule-aware peak")
     scenario: ScenarioOut
     link: str = Field(description="the canonical query string (sorted, defaults omitted)")
     # Added by issue 14 (item 10) without a schema_version bump: the contract names what a receipt
@@ -413,7 +485,7 @@ class ComparisonDiff(_Strict):
 class ComparisonOut(_Strict):
     """Two scenarios side by side: both receipts' stage figures and their differences (B − A)."""
 
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     units: Literal["bytes"]
     link: str = Field(description="the comparison's shareable address, /compare?a=…&b=…, absolute")
     a: ComparedSide

@@ -58,6 +58,25 @@ def _model_lines(e: Estimate) -> Iterator[str]:
                f"padding vs {integer(f.lower_bound_elements)} = ⌈N ÷ D⌉ (+{extra})")  # fmt: skip
 
 
+def _schedule_lines(e: Estimate) -> Iterator[str]:
+    """With a model: each stage's worst instant, the seed's declared peak beside it, and stage 3's instants."""
+    yield "  schedule-aware peak (the worst named instant of one step) against the seed's declared peak:"
+    for st in e.ledger.stages:
+        p = st.peak
+        d = p.declared_peak
+        where = p.instant.name if p.instant else "declared"
+        yield (
+            f"    stage {st.stage}: {gb(p.total)} at the {where}; declared {gb(d.total)} "
+            f"({'+' if p.total >= d.total else '−'}{gb(abs(p.total - d.total))})"
+        )
+    schedule = e.ledger.stages[3].peak.schedule
+    assert schedule is not None
+    yield "  stage-3 instants:"
+    for i in schedule.instants:
+        yield f"    {i.name:<34} {integer(i.total):>22} B  {gb(i.total)}"
+    yield f"  {schedule.note}"
+
+
 def render_table(e: Estimate) -> str:
     return "\n".join(_lines(e)) + "\n"
 
@@ -116,7 +135,11 @@ def _lines(e: Estimate) -> Iterator[str]:
         body,
     )
     yield f"  activations: {e.activation_source}; buckets and overhead: declared"
-    yield f"  stage-3 gather: {e.ledger.stages[3].peak.gather_formula}"
+    stage3 = e.ledger.stages[3].peak
+    if stage3.schedule is None:
+        yield f"  stage-3 gather: {stage3.gather_formula}"
+    else:
+        yield from _schedule_lines(e)
     yield from _model_lines(e)
     yield ""
     yield f"Fit finder against {gb(s.capacity_bytes)} / {gib(s.capacity_bytes)}"

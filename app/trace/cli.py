@@ -12,13 +12,8 @@ import sys
 from typing import Any, TextIO
 
 from app.cli import add_scenario_arguments, scenario_from_args
-from app.ledger.fields import FIELD_BY_NAME
 from app.trace import INSTALL_HINT, import_torch, torch_installed
-from app.trace.setup import REDUCE_WIDTHS, TraceSetupError, trace_setup
-
-# Trace-only inputs, until the scenario has fields of these names (issue 13, item 2): then the
-# scenario's flag is the one, and the trace reads the scenario.
-_OWN_FLAGS = ("reshard_after_forward", "reduce_bytes")
+from app.trace.setup import TraceSetupError, trace_setup
 
 
 def add_trace_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -33,25 +28,6 @@ def add_trace_parser(sub: argparse._SubParsersAction[Any]) -> None:
         "FSDP2's layout: " + "--param-bytes 4 --master-bytes 0 --grad-bytes 4 --gather-bytes 2 --act-bytes 2.",
     )
     add_scenario_arguments(p)
-    if "reshard_after_forward" not in FIELD_BY_NAME:
-        p.add_argument(
-            "--reshard-after-forward",
-            dest="reshard_after_forward",
-            type=int,
-            choices=(0, 1),
-            default=1,
-            help="fully_shard's reshard_after_forward for the decoder layers (default 1; the root is never resharded "
-            "after forward)",
-        )
-    if "reduce_bytes" not in FIELD_BY_NAME:
-        p.add_argument(
-            "--reduce-bytes",
-            dest="reduce_bytes",
-            type=int,
-            choices=REDUCE_WIDTHS,
-            default=None,
-            help="MixedPrecisionPolicy.reduce_dtype width: 2 (bfloat16) or 4 (float32); default the gradient width",
-        )
     p.add_argument(
         "--foreach",
         action=argparse.BooleanOptionalAction,
@@ -91,11 +67,8 @@ def run_trace_command(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
     if scenario is None:
         return 2
-    # The scenario's own fields win once they exist (issue 13, item 2); until then the trace's flags.
-    reshard = getattr(scenario, "reshard_after_forward", getattr(args, "reshard_after_forward", 1))
-    reduce = getattr(scenario, "reduce_bytes", getattr(args, "reduce_bytes", None))
     try:
-        setup = trace_setup(scenario, reduce_bytes=reduce, reshard_after_forward=bool(reshard), foreach=args.foreach)
+        setup = trace_setup(scenario, foreach=args.foreach)
     except TraceSetupError as exc:
         for problem in exc.problems:
             sys.stderr.write(f"zero3-lab: error: trace: {problem}\n")

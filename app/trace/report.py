@@ -3,8 +3,9 @@
 The JSON keeps the receipt's conventions: every byte count an exact integer, ``peak.total`` beside
 the peak's parts (the tracker's categories), names that say what they hold. The ``modelled`` block
 is the lab's own stage-3 figures for the same scenario (``zero3-lab estimate``): the persistent
-state (⌈N ÷ D⌉ per class), the same with FSDP2's dim-0 padding, and the seed's declared peak.
-Pure Python: nothing here imports torch.
+state (⌈N ÷ D⌉ per class), the same with FSDP2's dim-0 padding, the schedule-aware peak with its
+instant, and the seed's declared peak; ``instants`` sets each modelled instant beside the highest
+total the trace saw over the same stretch of the step. Pure Python: nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -34,17 +35,70 @@ assert set(_LABELS) == set(CATEGORY_NAMES)
 TIMELINE_LAYERS_SHOWN = 2  # the table shows the first and last layers' instants, and the peak's
 
 
-def modelled(result: TraceResult) -> dict[str, int]:
+def modelled(result: TraceResult) -> dict[str, Any]:
     """The lab's stage-3 figures for the traced scenario."""
     e = estimate(result.setup.scenario)
     stage3 = e.ledger.stages[3]
     fsdp2 = fsdp2_section(e)
+    instant = stage3.peak.instant
     return {
         "stage3_persistent": stage3.persistent,
         "stage3_persistent_fsdp2_padded": int(fsdp2["stage3_padded_bytes"]["total"]) if fsdp2 else stage3.persistent,
-        "stage3_declared_peak": stage3.peak.total,
+        "stage3_peak": stage3.peak.total,
+        "stage3_peak_instant": None if instant is None else instant.name,
+        "stage3_declared_peak": stage3.peak.declared_peak.total,
         "activation_bytes": e.scenario.activation_bytes,
     }
+
+
+# Where each modelled instant lies in the trace's timeline: the highest total between two named instants.
+def _traced_stretch(key: str, layers: list[str]) -> tuple[str, str] | None:
+    """(the trace's instant that opens the stretch, the one that closes it) for a modelled instant's key;
+    ``layers`` are the trace's decoder units in order (``layers.0`` …, GPT-2's ``h.0`` …). The highest
+    total of a stretch includes the instant that opens it."""
+    if key == "end-of-forward":
+        return ("forward root: done", "end of forward (logits)")
+    if key == "loss-backward":
+        return ("loss computed", "backward root: unsharded")
+    if key == "root-gradients":
+        return (f"backward {layers[0]}: reduce-scattered", "backward root: gradients computed")
+    if key == "root-post-backward":
+        return ("backward root: gradients computed", "backward root: reduce-scattered")
+    if key == "optimizer-step":
+        return ("end of backward", "after the optimizer step (steady state)")
+    if key.startswith("forward-layer-"):
+        k = int(key.removeprefix("forward-layer-"))
+        opens = f"forward {layers[k - 1]}: done" if k else "forward root: unsharded"
+        return (opens, f"forward {layers[k]}: unsharded")
+    if key.startswith("backward-layer-"):
+        number, _, moment = key.removeprefix("backward-layer-").partition("-")
+        k = int(number)
+        unsharded = f"backward {layers[k]}: unsharded"
+        if moment == "unshard":  # the pre-backward's copy-out
+            opens = f"backward {layers[k + 1]}: reduce-scattered" if k + 1 < len(layers) else "backward root: unsharded"
+            return (opens, unsharded)
+        return (unsharded, f"backward {layers[k]}: gradients computed")  # early and late: the layer's backward
+    return None  # the head's backward has no instant of its own in the trace: it lies in the last layer's stretch
+
+
+def instants(result: TraceResult) -> list[dict[str, Any]]:
+    """Each modelled stage-3 instant beside the highest traced total over its stretch of the step."""
+    e = estimate(result.setup.scenario)
+    walk = e.ledger.stages[3].peak.schedule
+    if walk is None:
+        return []
+    labels = [i.label for i in result.timeline]
+    layers = [u for u in result.units if u != "root"]
+    out = []
+    for i in walk.instants:
+        stretch = _traced_stretch(i.key, layers)
+        traced = None
+        if stretch is not None and stretch[0] in labels and stretch[1] in labels:
+            start, end = labels.index(stretch[0]), labels.index(stretch[1])
+            traced = max(x.peak_since_previous for x in result.timeline[start + 1 : end + 1])
+        out.append({"key": i.key, "instant": i.name, "modelled": i.total, "traced": traced,
+                    "modelled_vs_traced": None if not traced else _pct(i.total - traced, traced)})  # fmt: skip
+    return out
 
 
 def _pct(part: int, whole: int) -> str:
@@ -60,6 +114,7 @@ def comparison(result: TraceResult, lab: dict[str, int]) -> dict[str, Any]:
     padded = lab["stage3_persistent_fsdp2_padded"]
     traced_peak = result.peak["total"]
     declared = lab["stage3_declared_peak"]
+    peak = lab["stage3_peak"]
     return {
         "steady_model_state": steady_state,
         "steady_model_state_minus_padded": steady_state - padded,
@@ -67,6 +122,9 @@ def comparison(result: TraceResult, lab: dict[str, int]) -> dict[str, Any]:
         "declared_peak_minus_traced": declared - traced_peak,
         "declared_peak_vs_traced": _pct(declared - traced_peak, traced_peak),
         "declared_peak_under_estimates": declared < traced_peak,
+        "peak_minus_traced": peak - traced_peak,
+        "peak_vs_traced": _pct(peak - traced_peak, traced_peak),
+        "peak_within_5_percent": abs(peak - traced_peak) * 20 <= traced_peak,
     }
 
 
@@ -94,6 +152,7 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
             "dtypes": setup.dtypes(),
             "reduce_bytes": setup.reduce_bytes,
             "reshard_after_forward": setup.reshard_after_forward,
+            "norms": "unfused" if setup.architecture.norm == "rmsnorm" else "layernorm (no choice)",
             "act_policy": setup.act_policy,
             "optimizer": setup.optimizer,
             "foreach": setup.foreach,
@@ -119,6 +178,7 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
         "first_iteration_peak": result.first_iteration_peak,
         "modelled": lab,
         "comparison": comparison(result, lab),
+        "instants": instants(result),
         "timeline": [_instant_json(i) for i in result.timeline],
     }
 
@@ -159,7 +219,8 @@ def render_table(result: TraceResult) -> str:
         f"  b = {setup.micro_batch}, s = {setup.seq_len}; parameters {dtypes['parameters']}, all-gather "
         f"{dtypes['param_dtype']}, reduce-scatter {dtypes['reduce_dtype']}, logits {dtypes['logits']}; "
         f"reshard_after_forward={setup.reshard_after_forward}; recompute {setup.act_policy}; "
-        f"{setup.optimizer}{' (foreach)' if setup.foreach else ''}",
+        + ("RMSNorm unfused (compare with --norms unfused); " if setup.architecture.norm == "rmsnorm" else "")
+        + f"{setup.optimizer}{' (foreach)' if setup.foreach else ''}",
         "",
         f"Peak of iteration 2: {_b(result.peak['total'])}",
         f"  at {result.peak_at.phase}, after “{result.peak_at.after}”, in {result.peak_at.module} "
@@ -185,11 +246,27 @@ def render_table(result: TraceResult) -> str:
         _row("persistent with FSDP2 dim-0 padding", lab["stage3_persistent_fsdp2_padded"], same),
         _row("persistent, ⌈N ÷ D⌉", lab["stage3_persistent"]),
         _row(
+            f"the schedule-aware peak (at the {lab['stage3_peak_instant']})"
+            if lab["stage3_peak_instant"]
+            else "the peak (declared: no schedule)",
+            lab["stage3_peak"],
+            f"{cmp['peak_vs_traced']} against the traced peak",
+        ),
+        _row(
             "the seed's declared peak",
             lab["stage3_declared_peak"],
             f"{cmp['declared_peak_vs_traced']} against the traced peak",
         ),
         "",
+    ]
+    modelled_instants = instants(result)
+    if modelled_instants:
+        lines.append("The lab's stage-3 instants against the highest traced total over the same stretch of the step:")
+        for i in modelled_instants:
+            traced = "—" if i["traced"] is None else f"{i['traced']:,} B ({i['modelled_vs_traced']})"
+            lines.append(f"    {i['instant']:<40}  modelled {i['modelled']:>18,} B   traced {traced}")
+        lines.append("")
+    lines += [
         "Timeline of iteration 2 (bytes resident at each instant; the highest since the instant before):",
     ]
     label_width = max((len(i.label) for i in result.timeline), default=10)

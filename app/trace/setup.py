@@ -63,13 +63,12 @@ class TraceSetup:
         }
 
 
-def trace_setup(
-    s: Scenario, *, reduce_bytes: int | None = None, reshard_after_forward: bool = True, foreach: bool = False
-) -> TraceSetup:
+def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
     """The trace ``s`` asks for, or a :class:`TraceSetupError` listing every reason it cannot be built.
 
-    ``reduce_bytes`` defaults to the gradient width. Inputs the trace measures instead of reading
-    (params, U, the activation peak, buckets, overhead, prefetch) are not consulted.
+    The reduce-scatter width and ``reshard_after_forward`` are the scenario's own fields (the
+    reduce width defaults to the gradient width there). Inputs the trace measures instead of
+    reading (params, U, the activation peak, buckets, overhead, prefetch) are not consulted.
     """
     problems: list[str] = []
     arch: Architecture | None = None
@@ -117,8 +116,8 @@ def trace_setup(
         problems.append(f"--act-policy {s.act_policy}: not yet traceable (traceable: none, full)")
     if s.tp != 1 or s.sequence_parallel:
         problems.append("--tp / --sequence-parallel: the trace shards over one data-parallel mesh only (tp = 1)")
-    reduce = s.grad_bytes if reduce_bytes is None else reduce_bytes
-    if reduce not in REDUCE_WIDTHS:
+    reduce = s.reduce_bytes
+    if reduce not in REDUCE_WIDTHS:  # the scenario's field allows exactly these; kept for direct callers
         problems.append(f"--reduce-bytes {reduce}: one of 2 (bfloat16), 4 (float32)")
     if problems or arch is None:
         raise TraceSetupError(problems)
@@ -135,6 +134,6 @@ def trace_setup(
         logits_bytes=s.logits_bytes,
         opt_states=s.opt_states,
         act_policy=s.act_policy,
-        reshard_after_forward=reshard_after_forward,
+        reshard_after_forward=bool(s.reshard_after_forward),
         foreach=foreach,
     )

@@ -14,14 +14,14 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Match
 
 from app import __version__
-from app.web import api, compare, downloads, pages
+from app.web import api, compare, downloads, pages, reconcile, trace_jobs
 from app.web.errors import validation_error_response
 from app.web.limits import RequestLimits
 from app.web.security import SecurityHeaders
 from app.web.settings import Settings
 from app.web.static import VersionedStaticFiles
 
-ROUTERS = (pages.router, api.router, downloads.router, compare.router)
+ROUTERS = (pages.router, api.router, downloads.router, compare.router, reconcile.router, trace_jobs.router)
 
 
 def allowed_methods(request: Request) -> list[str]:
@@ -61,8 +61,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", VersionedStaticFiles(directory=settings.static_dir), name="static")
     # Middleware added last runs first: security headers outermost (every answer carries them, the
     # limits' 413/414 included), then the request limits, then compression of what the app wrote.
-    # Level 6: the same size as the default 9 on our pages, and cheaper on every fragment.
-    app.add_middleware(GZipMiddleware, minimum_size=500, compresslevel=6)
+    # Level 3: a 53 KB fragment compresses to 12.7 KB in 0.22 ms, against 11.2 KB in 0.79 ms at level 6
+    # (9, Starlette's default: 1.07 ms). The CPU is what a busy worker runs short of; 1.5 KB is not.
+    app.add_middleware(GZipMiddleware, minimum_size=500, compresslevel=3)
     app.add_middleware(
         RequestLimits,
         max_query_chars=settings.max_query_chars,

@@ -30,7 +30,7 @@ GAP = 14
 TOP = 26  # above the bars, for the capacity line's label
 LABEL_ROOM = 130  # right of the longest bar, for its total (at presenter size)
 TEXT_BASELINE = 17  # a bar's labels sit this far below its top
-CAPACITY_LABEL_ROOM = 190  # the widest capacity label ("capacity 10,000.00 GB") at presenter size
+CAPACITY_LABEL_ROOM = 206  # the widest capacity label ("capacity 70,368.74 GB", 2^46 B) at presenter size
 
 
 @dataclass(frozen=True, slots=True)

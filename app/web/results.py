@@ -122,6 +122,38 @@ class Activations:
 
 
 @dataclass(frozen=True, slots=True)
+class PeakShift:
+    """One part of the peak: the seed's declared figure, the schedule's at its worst instant, and why they differ."""
+
+    label: str
+    declared: int
+    scheduled: int
+    why: str
+
+    @property
+    def difference(self) -> int:
+        return self.scheduled - self.declared
+
+
+@dataclass(frozen=True, slots=True)
+class Teaching:
+    """With a model: the seed's declared peak beside the schedule-aware one (stage 3), part by part,
+    and stage 3's instants."""
+
+    declared: int
+    scheduled: int
+    instant: str
+    shifts: tuple[PeakShift, ...]
+    instants: tuple[tuple[str, int, bool], ...]  # (name, bytes, the worst)
+    note: str
+    declared_by_stage: tuple[tuple[int, int, int], ...]  # (stage, declared, schedule-aware)
+
+    @property
+    def difference(self) -> int:
+        return self.scheduled - self.declared
+
+
+@dataclass(frozen=True, slots=True)
 class PeakSection:
     """``_peak.html``: the training peak's parts per stage, its chart and where each part comes from."""
 
@@ -135,6 +167,8 @@ class PeakSection:
     contingency_pct: int
     contingency_formula: str
     disclaimer: str
+    teaching: Teaching | None = None  # with a model: the seed's declared peak, as a teaching line
+    why_declared: str = ""  # without a schedule: why the peak is the declared one
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +324,7 @@ def _activations(e: Estimate) -> Activations:
     act = e.model.activations if e.model else None
     return Activations(
         source=e.activation_source,
-        formula=e.ledger.stages[0].peak.activations_formula,
+        formula=e.ledger.stages[0].peak.declared_peak.activations_formula,
         scenario=e.scenario,
         model=act,
         recompute_fraction=act.recompute_fraction_text(3) if act else "",
@@ -316,6 +350,51 @@ def peak_section(e: Estimate) -> PeakSection:
         contingency_pct=s.contingency_pct,
         contingency_formula=stages[3].peak.contingency_formula,
         disclaimer=DISCLAIMER,
+        teaching=teaching(e),
+        why_declared=stages[3].peak.why_declared if s.model else "",
+    )
+
+
+# Why the schedule-aware peak's parts differ from the declared sum's (stage 3, FSDP2).
+_SHIFT_WHY: dict[str, str] = {
+    "persistent": "the declared sum counts every gradient; at the instant only those computed so far exist "
+    "(zero_grad(set_to_none=True)), plus FSDP2's dim-0 padding",
+    "gather": "the declared sum counts the largest unit's remote shards; FSDP2 holds whole padded units, own "
+    "shard included: the root from forward to its post-backward, the layer at hand and the one prefetched",
+    "buckets": "the declared sum has no reduce-scatter input nor unsharded gradients (a whole layer in the "
+    "reduce width, the head's gradients until the root's post-backward)",
+    "activations": "the declared sum counts every saved activation; at the instant some are freed, and the "
+    "op's temporaries (the loss backward's logits-sized gradients, a layer's backward) are added",
+}
+_SHIFT_LABEL = {
+    "persistent": "model state",
+    "gather": "unsharded parameters",
+    "buckets": "reduce-scatter and gradient buffers",
+    "activations": "activations and temporaries",
+}
+
+
+def teaching(e: Estimate) -> Teaching | None:
+    """The teaching line: stage 3's schedule-aware peak against the seed's declared one, part by part."""
+    stages = e.ledger.stages
+    p = stages[3].peak
+    if p.schedule is None or p.instant is None:
+        return None
+    d = p.declared_peak
+    shifts = tuple(
+        PeakShift(_SHIFT_LABEL[part], getattr(d, part), getattr(p, part), _SHIFT_WHY[part])
+        for part in ("persistent", "gather", "buckets", "activations")
+        if getattr(d, part) != getattr(p, part)
+    )
+    worst = p.instant
+    return Teaching(
+        declared=d.total,
+        scheduled=p.total,
+        instant=worst.name,
+        shifts=shifts,
+        instants=tuple((i.name, i.total, i is worst) for i in p.schedule.instants),
+        note=p.schedule.note,
+        declared_by_stage=tuple((st.stage, st.peak.declared_peak.total, st.peak.total) for st in stages),
     )
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.requests import Request
@@ -11,6 +12,18 @@ from starlette.requests import Request
 from app.receipts.receipt import DEFAULT_BASE_URL, check_base_url
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def default_trace_cache() -> Path:
+    """``$XDG_CACHE_HOME/zero3-lab/traces.sqlite3`` (``~/.cache`` by default): outside the checkout,
+    which a container's user may not be able to write, and kept across restarts."""
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory to be found
+            base = tempfile.gettempdir()
+    return Path(base) / "zero3-lab" / "traces.sqlite3"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +37,11 @@ class Settings:
     # Where users reach the lab (``https://lab.example.org`` or ``…/prefix``), checked and without a
     # trailing "/": the base of the receipts' absolute ``url``. None: each request's own base URL.
     public_url: str | None = None
+    # The page's trace jobs (app/web/trace_jobs.py, docs/trace-jobs.md): the SQLite file the workers
+    # share (created on the first trace), each trace's time limit, and the traces one worker queues.
+    trace_cache: Path = field(default_factory=default_trace_cache)
+    trace_timeout_s: float = 300.0
+    trace_queue: int = 8
 
     def __post_init__(self) -> None:
         if self.public_url is not None:
@@ -32,11 +50,14 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         """``ZERO3_LAB_STATIC`` overrides the static assets folder; ``ZERO3_LAB_PUBLIC_URL`` sets
-        :attr:`public_url` (a value that is not a plain http(s) base URL stops the app at start)."""
+        :attr:`public_url` (a value that is not a plain http(s) base URL stops the app at start);
+        ``ZERO3_LAB_TRACE_CACHE`` moves the traces' SQLite file."""
         static_dir = Path(os.environ.get("ZERO3_LAB_STATIC", cls().static_dir))
         public = os.environ.get("ZERO3_LAB_PUBLIC_URL", "").strip()
+        cache = os.environ.get("ZERO3_LAB_TRACE_CACHE", "").strip()
+        trace_cache = Path(cache) if cache else default_trace_cache()
         try:
-            return cls(static_dir=static_dir, public_url=public or None)
+            return cls(static_dir=static_dir, public_url=public or None, trace_cache=trace_cache)
         except ValueError as exc:
             raise ValueError(f"ZERO3_LAB_PUBLIC_URL: {exc}") from None
 

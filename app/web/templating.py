@@ -56,6 +56,9 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,  # a block tag on its own line leaves no blank line behind
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        # The templates ship with the app and change only with it (``--reload`` restarts the process):
+        # no stat() of every included file on every render.
+        auto_reload=False,
     )
     filters: dict[str, Any] = {
         "gb": gb,

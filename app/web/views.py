@@ -82,6 +82,8 @@ def derived_hint(s: Scenario | None, name: str) -> str:
     assert isinstance(default, int)
     if name == "gather_bytes":
         return f"empty = the parameter width ({default} B)"
+    if name == "reduce_bytes":
+        return f"empty = the gradient width ({default} B)"
     if s.model and name in ("params", "unit_params"):
         label = "from config"
     elif name == "activation_bytes":

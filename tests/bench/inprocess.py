@@ -112,6 +112,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", choices=sorted(ROUTES), help="print a cProfile of this route instead")
+    ap.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"), help="the profile's order")
     args = ap.parse_args()
     app = create_app()
     queries = workshop_queries(app, args.requests)
@@ -125,7 +126,7 @@ def main() -> int:
         prof.enable()
         loop.run_until_complete(run(app, args.profile, queries))
         prof.disable()
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+        pstats.Stats(prof).sort_stats(args.sort).print_stats(40)
         return 0
     rounds: dict[str, list[list[float]]] = {route: [] for route in ROUTES}
     for r in range(args.rounds):  # interleaved rounds in a shuffled order

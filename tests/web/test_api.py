@@ -26,7 +26,7 @@ def test_get_estimate_reads_human_sizes(client: TestClient) -> None:
     r = client.get("/api/estimate?params=7B&dp=8&activation_bytes=20GB")
     assert r.status_code == 200
     body = r.json()
-    assert body["schema_version"] == 1
+    assert body["schema_version"] == 2
     assert [st["persistent"]["total"] for st in body["stages"]] == [
         112_000_000_000, 38_500_000_000, 26_250_000_000, 14_000_000_000,
     ]  # fmt: skip

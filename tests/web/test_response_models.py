@@ -74,6 +74,27 @@ def test_openapi_documents_the_query_bounds_and_the_receipt(client: TestClient) 
     assert {"id", "killed", "check", "message"} <= set(mutation["required"])
 
 
+def test_openapi_documents_schema_2_the_two_peaks(client: TestClient) -> None:
+    """Schema 2 (issue 13): the peak in use names its instant and lists every instant; the seed's declared
+    peak stays beside it with its own verdict; reduce_bytes, reshard_after_forward and norms are inputs."""
+    spec = _schema(client)
+    schemas = spec["components"]["schemas"]
+    assert schemas["Receipt"]["properties"]["schema_version"]["const"] == 2
+    assert {"declared_peak", "peak"} <= set(schemas["Stage"]["required"])
+    assert {"kind", "instant", "instant_key", "instants", "note"} <= set(schemas["Peak"]["required"])
+    assert {"fits", "headroom_bytes", "peak_minus_declared"} <= set(schemas["DeclaredPeak"]["required"])
+    assert {"key", "name", "phase", "total", "parts", "entries"} <= set(schemas["InstantOut"]["required"])
+    params = {p["name"] for p in spec["paths"]["/api/estimate"]["get"]["parameters"]}
+    assert {"reduce_bytes", "reshard_after_forward", "norms"} <= params
+    body = client.get("/api/estimate", params={"model": "llama-2-7b", "dp": 8}).json()
+    stage3 = body["stages"][3]
+    assert stage3["peak"]["kind"] == "schedule" and stage3["peak"]["instant"]
+    assert stage3["declared_peak"]["total"] == stage3["peak"]["total"] - stage3["declared_peak"]["peak_minus_declared"]
+    seed = client.get("/api/estimate").json()["stages"][3]
+    assert seed["peak"]["kind"] == "declared" and seed["peak"]["instants"] == []
+    assert seed["declared_peak"]["total"] == seed["peak"]["total"] == 34_700_000_000
+
+
 def test_openapi_documents_the_absolute_url_beside_the_link(client: TestClient) -> None:
     receipt_schema = _schema(client)["components"]["schemas"]["Receipt"]
     assert {"link", "url"} <= set(receipt_schema["required"])

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from app.ledger.arithmetic import ceil_div, n
-from app.ledger.fields import ACT_POLICIES, FIELD_BY_NAME
+from app.ledger.fields import ACT_POLICIES, FIELD_BY_NAME, NORMS
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 POLICIES: tuple[str, ...] = ACT_POLICIES
@@ -136,12 +136,26 @@ def _gpt_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
     )
 
 
-def _swiglu_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
-    """SwiGLU + GQA with a FlashAttention-style kernel; see the module docstring and ASSUMPTIONS."""
+def _swiglu_layer(arch: Architecture, s: int, b: int, w: int, unfused: bool = False) -> tuple[Saved, ...]:
+    """SwiGLU + GQA with a FlashAttention-style kernel; see the module docstring and ASSUMPTIONS.
+
+    ``unfused``: RMSNorm as transformers' ``LlamaRMSNorm`` (Python ops): each norm keeps an FP32 upcast of its
+    input (for ``pow`` and the scaling ``mul``) and the normalised input (for the weight's ``mul``) instead of
+    the input itself: 4·s·b·h bytes more per norm at any activation width."""
     h, i, a, d, kv = arch.hidden, arch.intermediate, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
+    norm_inputs = (
+        [
+            Saved("RMSNorm FP32 upcasts of the inputs (unfused: kept by pow and mul)", "2·s·b·h", 2 * sb * h, FP32,
+                  False),
+            Saved("RMSNorm normalised inputs before the weight (unfused: kept by the weight's mul)", "2·s·b·h",
+                  2 * sb * h, w, False),
+        ]
+        if unfused
+        else [Saved("RMSNorm inputs (layer input, post-attention residual)", "2·s·b·h", 2 * sb * h, w, False)]
+    )  # fmt: skip
     out = [
-        Saved("RMSNorm inputs (layer input, post-attention residual)", "2·s·b·h", 2 * sb * h, w, False),
+        *norm_inputs,
         Saved("RMSNorm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, False),
         Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
@@ -170,11 +184,14 @@ def _swiglu_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ..
     return tuple(out)
 
 
-def layer_saved(arch: Architecture, seq_len: int, micro_batch: int, act_bytes: int = 2) -> tuple[Saved, ...]:
-    """Every tensor one decoder layer of ``arch`` keeps for backward with no recomputation."""
+def layer_saved(
+    arch: Architecture, seq_len: int, micro_batch: int, act_bytes: int = 2, norms: str = "fused"
+) -> tuple[Saved, ...]:
+    """Every tensor one decoder layer of ``arch`` keeps for backward with no recomputation (``norms``:
+    what an RMSNorm keeps, fused or unfused; LayerNorm models are the same either way)."""
     if arch.family in GPT_FAMILIES:
         return _gpt_layer(arch, seq_len, micro_batch, act_bytes)
-    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes)
+    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms == "unfused")
 
 
 def _per_rank(saved: tuple[Saved, ...], tp: int, sp: bool) -> int:
@@ -302,8 +319,13 @@ def activation_ledger(
     tp: int = 1,
     sequence_parallel: bool = False,
     logits_bytes: int = 4,
+    norms: str = "fused",
 ) -> ActivationLedger:
     """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
+
+    ``norms``: ``fused`` (an RMSNorm keeps its input and FP32 1/rms) or ``unfused`` (transformers'
+    ``LlamaRMSNorm``: also an FP32 upcast and the normalised input, 4·s·b·h bytes more per norm; what a
+    trace on CPU fake tensors reproduces). No effect on LayerNorm models.
 
     ``act_bytes``: activation element width (BF16 = 2); ``logits_bytes``: the loss dtype's width
     (FP32 loss = 4); ``tp``: tensor-parallel degree (must divide the heads);
@@ -318,6 +340,8 @@ def activation_ledger(
         raise ActivationInputError("act_bytes", f"must be one of {', '.join(map(str, ACT_WIDTHS))}")
     if logits_bytes not in LOGITS_WIDTHS or type(logits_bytes) is not int:
         raise ActivationInputError("logits_bytes", f"must be one of {', '.join(map(str, LOGITS_WIDTHS))}")
+    if norms not in NORMS:
+        raise ActivationInputError("norms", f"must be one of {', '.join(NORMS)}")
     if policy not in POLICIES:
         raise ActivationInputError("act_policy", f"must be one of {', '.join(POLICIES)}")
     if type(sequence_parallel) is not bool:
@@ -329,7 +353,8 @@ def activation_ledger(
     sp = sequence_parallel and t > 1
     w, h = act_bytes, arch.hidden
 
-    full_set = layer_saved(arch, s, b, w)
+    unfused = norms == "unfused" and arch.norm == "rmsnorm"
+    full_set = layer_saved(arch, s, b, w, "unfused" if unfused else "fused")
     working = _per_rank(full_set, t, sp)
     if policy == "none":
         kept, per_layer, working_set = full_set, working, 0
@@ -347,6 +372,8 @@ def activation_ledger(
     head_saved = [Saved("final norm output (LM head input)", "s·b·h", s * b * h, w, False)]
     if not gpt:
         head_saved.append(Saved("final RMSNorm 1/rms (FP32)", "s·b", s * b, FP32, False))
+    if unfused:  # the final norm's FP32 upcast; its normalised input stands where the fused model has its input
+        head_saved.append(Saved("final RMSNorm FP32 upcast (unfused)", "s·b·h", s * b * h, FP32, False))
     embedding = _per_rank(tuple(embed_saved), t, sp)
     head = _per_rank(tuple(head_saved), t, sp)
     logits = s * b * ceil_div(arch.vocab, t) * logits_bytes
@@ -395,6 +422,12 @@ def activation_ledger(
         assumptions += (
             " Selective recomputation of the attention core saves only the log-sum-exp here: a "
             "FlashAttention-style kernel already keeps no s×s scores, which is what the policy removes."
+        )
+    if unfused:
+        assumptions += (
+            " RMSNorm unfused (transformers' LlamaRMSNorm in Python, as a CPU trace runs it): each norm keeps an "
+            "FP32 upcast of its input and the normalised input before the weight instead of the input, 4·s·b·h "
+            "bytes more per norm (2 per layer and the final one)."
         )
     assumptions += " " + POLICY_DESCRIPTIONS[policy][0].upper() + POLICY_DESCRIPTIONS[policy][1:] + "." + _COMMON
 

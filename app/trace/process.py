@@ -1,0 +1,172 @@
+"""One trace as a child process: ``zero3-lab trace --format json`` run with a time limit, its progress
+lines heard as they come, its report read from standard output.
+
+A child process, not a thread: torch stays out of the server (a trace imports it and builds a model
+on fake tensors for seconds to minutes), the server keeps answering, and a trace that overruns its
+limit is killed outright, with everything it started (it runs in a session of its own).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+# app/trace/cli.py's ProgressLine: off a terminal, one line per finished step ("… building layers 32/32").
+PROGRESS = re.compile(r"^zero3-lab trace: (?P<what>.+) (?P<done>\d+)/(?P<of>\d+)$")
+ERROR_PREFIX = "zero3-lab: error: "
+# The steps ProgressLine reports, in order (app/trace/tracer.py): building and sharding the layers,
+# then forward, backward and optimizer step of each of the two iterations.
+STEPS = 8
+MAX_REPORT_BYTES = 32 * 1024 * 1024  # the largest report read (in characters, all ASCII); an 80-layer model's is < 1 MB
+WAIT_SLICE_S = 0.2  # how often a running trace looks at its stop event
+STDERR_LINES = 40  # the last lines of stderr kept, for an error message
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the child ended: its exit status (None when killed at the time limit), its standard output,
+    the last lines of its standard error."""
+
+    returncode: int | None
+    stdout: str
+    stderr: tuple[str, ...]
+    timed_out: bool
+    too_long: bool = False  # the report was over MAX_REPORT_BYTES
+
+
+def progress_step(line: str) -> str | None:
+    """The step a progress line says is finished (``iteration 1/2: forward``), else None."""
+    match = PROGRESS.match(line)
+    if match is None or match["done"] != match["of"]:
+        return None
+    return match["what"]
+
+
+def error_message(outcome: Outcome, timeout_s: float) -> str:
+    """Why a trace failed, in the trace's own words where it gave some."""
+    if outcome.timed_out:
+        return f"the trace took longer than {timeout_s:g} s, the lab's limit for one trace, and was stopped"
+    if outcome.too_long:
+        return f"the trace's report was larger than {MAX_REPORT_BYTES:,} bytes"
+    said = [
+        line.removeprefix(ERROR_PREFIX).removeprefix("trace: ")
+        for line in outcome.stderr
+        if line.startswith(ERROR_PREFIX)
+    ]
+    if said:
+        return "; ".join(said)
+    other = [line for line in outcome.stderr if line.strip() and PROGRESS.match(line) is None]
+    tail = " ".join(other[-5:])
+    return f"the trace exited with status {outcome.returncode}" + (f": {tail}" if tail else "")
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)  # the child and anything it started
+        else:  # pragma: no cover - not POSIX
+            proc.kill()
+    except ProcessLookupError:
+        pass
+
+
+def _wait(
+    proc: subprocess.Popen[str],
+    timeout_s: float,
+    on_tick: Callable[[], None],
+    tick_s: float,
+    stop: threading.Event | None,
+) -> bool:
+    """Wait for ``proc``, ticking; kill it at the time limit or once ``stop`` is set. True: killed."""
+    start = time.monotonic()
+    deadline, next_tick = start + timeout_s, start + tick_s
+    while True:
+        now = time.monotonic()
+        if now >= deadline or (stop is not None and stop.is_set()):
+            _kill(proc)
+            proc.wait()
+            return True
+        if now >= next_tick:
+            on_tick()
+            next_tick = now + tick_s
+        try:
+            proc.wait(timeout=max(0.0, min(WAIT_SLICE_S, next_tick - now, deadline - now)))
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    on_line: Callable[[str], None],
+    on_tick: Callable[[], None],
+    tick_s: float,
+    cwd: Path | None = None,
+    stop: threading.Event | None = None,
+) -> Outcome:
+    """Run ``argv``; ``on_line`` hears each line of its stderr as it comes, ``on_tick`` is called every
+    ``tick_s`` while it runs (the job's heartbeat). Killed after ``timeout_s``, or once ``stop`` is set
+    (the queue closing), which counts as a timeout."""
+    proc = subprocess.Popen(  # noqa: S603 - argv is built from a validated scenario, no shell
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # each progress line as it is written
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout, stderr = proc.stdout, proc.stderr
+    out: list[str] = []
+    too_long = threading.Event()
+    err: deque[str] = deque(maxlen=STDERR_LINES)
+
+    def read_stdout() -> None:
+        text = stdout.read(MAX_REPORT_BYTES + 1)
+        if len(text) > MAX_REPORT_BYTES:
+            too_long.set()
+            while stdout.read(1 << 16):  # drain, so that the child is not blocked writing
+                pass
+        else:
+            out.append(text)
+
+    def read_stderr() -> None:
+        for raw in stderr:
+            line = raw.rstrip("\r\n")
+            err.append(line)
+            on_line(line)
+
+    readers = [threading.Thread(target=read_stdout, daemon=True), threading.Thread(target=read_stderr, daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        timed_out = _wait(proc, timeout_s, on_tick, tick_s, stop)
+    except BaseException:  # whatever stops the wait, no trace is left running unwatched
+        _kill(proc)
+        proc.wait()
+        raise
+    for reader in readers:
+        reader.join()
+    stdout.close()
+    stderr.close()
+    return Outcome(
+        returncode=None if timed_out else proc.returncode,
+        stdout="" if too_long.is_set() else "".join(out),
+        stderr=tuple(err),
+        timed_out=timed_out,
+        too_long=too_long.is_set(),
+    )
