@@ -272,7 +272,10 @@ def max_subtotal(capacity: int, pct: int) -> int:
     return guess
 
 
-@lru_cache(maxsize=256)
+# Sized for a workshop: 200 attendees each edit D (the most common edit) a few seconds after their last
+# change, when that scenario's entry must still be here (~80 new scenarios a second: 1,024 entries last
+# ~12 s). An entry is ~7 KiB with its key (measured with tracemalloc), so ~7 MiB in all.
+@lru_cache(maxsize=1024)
 def _over_d(s: Scenario) -> tuple[tuple[int | None, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
     """With a model: each stage's smallest D and the curve over D, which do not depend on the scenario's
     own D (``s`` comes with dp = 1 and no name), cached: editing D on the page reuses them."""

@@ -12,10 +12,12 @@ What each family computes (the choices a trace reproduces, stated once):
   backward), rotary embeddings computed once per forward in FP32 and cast to the activation dtype,
   ``scaled_dot_product_attention`` with ``is_causal`` and ``enable_gqa`` (no repeated K/V heads,
   as transformers' SDPA path on CUDA), a SwiGLU MLP ``down(silu(gate(x)) * up(x))``.
-- gpt2: LayerNorm, learned positions, ``Conv1D`` as ``addmm``, SDPA, ``gelu_new`` (tanh), the config
-  defaults' dropout of 0.1 on embeddings, attention probabilities and both residual branches.
+- gpt2: LayerNorm, learned positions, ``Conv1D`` as ``addmm``, eager attention (the s × s scores
+  materialised, as transformers' ``eager`` path and the lab's GPT-family ledger: see
+  ``_eager_attention``), ``gelu_new`` (tanh), the config defaults' dropout of 0.1 on embeddings,
+  attention probabilities and both residual branches.
 - gpt_neox: LayerNorm, fused ``query_key_value``, rotary on the first quarter of each head
-  (``rotary_pct`` = 0.25, the config default), SDPA, exact GELU, attention and MLP in parallel when
+  (``rotary_pct`` = 0.25, the config default), eager attention, exact GELU, attention and MLP in parallel when
   ``use_parallel_residual``, no dropout (the config defaults are 0).
 - mixtral: as llama, with ``MixtralSparseMoeBlock``'s router (``gate``), softmax in FP32, top-k,
   renormalised weights, and per expert ``w2(silu(w1(x)) * w3(x))`` on the tokens routed to it,
@@ -97,6 +99,32 @@ def _rotate_half(x: Tensor) -> Tensor:
 
 def _apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + _rotate_half(x) * sin
+
+
+def _dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """Dropout as CUDA runs it: ``F.dropout`` on a CUDA tensor dispatches to the fused ``native_dropout``,
+    which saves a 1-byte ``bool`` mask for backward. On CPU, ``F.dropout`` multiplies by a noise tensor in
+    the input's dtype and saves that (2 B per element in BF16), so a CPU trace calling it would not be
+    the run the lab budgets; ``native_dropout`` has a CPU kernel with the CUDA path's saved tensors."""
+    if not training or p == 0:
+        return x
+    out, _mask = torch.native_dropout(x, p, True)
+    return out
+
+
+def _eager_attention(q: Tensor, k: Tensor, v: Tensor, dropout: float = 0.0) -> Tensor:
+    """[b, heads, s, d] in, [b, s, heads × d] out, causal: transformers' ``eager`` attention for GPT-2
+    and GPT-NeoX, the kernel the lab's GPT-family activation ledger counts (Korthikanti et al. 2022).
+    The s × s scores are materialised: the softmax output is saved, and with dropout its mask (1 B per
+    element, :func:`_dropout`) and its output (saved by ``× V``); an additive causal mask saves nothing."""
+    b, heads, s, d = q.shape
+    scores = torch.matmul(q * d**-0.5, k.transpose(-1, -2))
+    causal = torch.full((s, s), float("-inf"), dtype=scores.dtype).triu(1)  # a temporary, not saved by add
+    probs = torch.softmax(scores + causal, dim=-1)
+    if dropout > 0:
+        probs = _dropout(probs, dropout, training=True)
+    out = torch.matmul(probs, v)
+    return out.transpose(1, 2).contiguous().reshape(b, s, heads * d)
 
 
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, dropout: float = 0.0) -> Tensor:
@@ -282,7 +310,7 @@ class GPT2Attention(nn.Module):
         b, s, h = x.shape
         q, k, v = (t.view(b, s, self.heads, self.head_dim).transpose(1, 2) for t in self.c_attn(x).split(h, dim=2))
         dropout = GPT2_DROPOUT if self.training else 0.0
-        return F.dropout(self.c_proj(_sdpa(q, k, v, dropout)), GPT2_DROPOUT, self.training)
+        return _dropout(self.c_proj(_eager_attention(q, k, v, dropout)), GPT2_DROPOUT, self.training)
 
 
 class GPT2Mlp(nn.Module):
@@ -292,7 +320,7 @@ class GPT2Mlp(nn.Module):
         self.c_proj = Conv1D(arch.intermediate, arch.hidden)
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(self.c_proj(_gelu_new(self.c_fc(x))), GPT2_DROPOUT, self.training)
+        return _dropout(self.c_proj(_gelu_new(self.c_fc(x))), GPT2_DROPOUT, self.training)
 
 
 class GPT2Block(nn.Module):
@@ -319,7 +347,7 @@ class GPT2Body(nn.Module):
 
     def forward(self, tokens: Tensor) -> Tensor:
         positions = torch.arange(tokens.shape[1]).unsqueeze(0)
-        x = F.dropout(self.wte(tokens) + self.wpe(positions), GPT2_DROPOUT, self.training)
+        x = _dropout(self.wte(tokens) + self.wpe(positions), GPT2_DROPOUT, self.training)
         for block in self.h:
             x = block(x)
         out: Tensor = self.ln_f(x)
@@ -366,7 +394,7 @@ class NeoXAttention(nn.Module):
         q, k, v = qkv.chunk(3, dim=-1)
         if self.rotary_dims > 0:
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
-        out: Tensor = self.dense(_sdpa(q, k, v))
+        out: Tensor = self.dense(_eager_attention(q, k, v))
         return out
 
 
