@@ -324,8 +324,10 @@ def test_the_trace_reads_the_scenarios_reduce_width_and_resharding() -> None:
         ("llama", 4, {}),
         ("qwen2-tied", 4, {"micro_batch": 2, "seq_len": 32}),
         ("mixtral", 4, {"micro_batch": 2, "seq_len": 32, "act_policy": "full"}),
+        ("gpt2", 4, {"micro_batch": 2, "seq_len": 32}),  # eager attention, dropout masks of 1 byte
+        ("gpt_neox", 4, {"micro_batch": 2, "seq_len": 32}),  # no dropout, one LayerNorm input per layer
     ],
-    ids=["llama", "qwen2-tied-b2", "mixtral-b2-full"],
+    ids=["llama", "qwen2-tied-b2", "mixtral-b2-full", "gpt2-b2", "gpt_neox-b2"],
 )
 def test_the_schedule_aware_peak_is_within_5_percent_of_the_trace(
     traces: dict[tuple[str, ...], Any], config: str, dp: int, extra: dict[str, Any]

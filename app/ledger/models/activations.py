@@ -114,25 +114,48 @@ class ActivationLedger:
 # ---------------------------------------------------------------------------------------------
 
 
+def has_dropout(arch: Architecture) -> bool:
+    """Whether the family trains with dropout, as its config defaults say: GPT-2 0.1 (``attn_pdrop``,
+    ``resid_pdrop``, ``embd_pdrop``); GPT-NeoX 0 (``attention_dropout``, ``hidden_dropout``: GPT-NeoX-20B and
+    Pythia train without). With p = 0 PyTorch keeps neither a mask nor a second copy of the scores."""
+    return arch.family == "gpt2"
+
+
 def _gpt_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
     """Korthikanti et al. 2022, §4.1, per element: attention 11·s·b·h + 5·a·s²·b, MLP 19·s·b·h,
-    two LayerNorms 4·s·b·h bytes at 2-byte activations and i = 4h (dropout masks 1 B/element)."""
+    two LayerNorms 4·s·b·h bytes at 2-byte activations and i = 4h (dropout masks 1 B/element).
+
+    GPT-NeoX as it trains: no dropout (no masks; the softmax output is the one tensor ``× V`` saves), and
+    with its parallel residual both LayerNorms read the layer input, one saved tensor."""
     h, i, a = arch.hidden, arch.intermediate, arch.heads
     sbh, sbi, ass = s * b * h, s * b * i, a * s * s * b
+    dropout = has_dropout(arch)
+    if arch.parallel_residual:
+        norm_inputs = Saved("LayerNorm input (the layer input, read by both: parallel residual)", "s·b·h", sbh, w,
+                            False)  # fmt: skip
+    else:
+        norm_inputs = Saved("LayerNorm inputs (2 per layer)", "2·s·b·h", 2 * sbh, w, False)
+    scores = (
+        (
+            Saved("softmax output", "a·s²·b", ass, w, True, core=True),
+            Saved("softmax dropout mask", "a·s²·b", ass, MASK, True, core=True),
+            Saved("attention dropout output (for ×V)", "a·s²·b", ass, w, True, core=True),
+        )
+        if dropout
+        else (Saved("softmax output (for its backward and ×V)", "a·s²·b", ass, w, True, core=True),)
+    )
     return (
-        Saved("LayerNorm inputs (2 per layer)", "2·s·b·h", 2 * sbh, w, False),
+        norm_inputs,
         Saved("QKV projection input", "s·b·h", sbh, w, False),
         Saved("Q and K (for QKᵀ)", "2·s·b·h", 2 * sbh, w, True),
-        Saved("softmax output", "a·s²·b", ass, w, True, core=True),
-        Saved("softmax dropout mask", "a·s²·b", ass, MASK, True, core=True),
-        Saved("attention dropout output (for ×V)", "a·s²·b", ass, w, True, core=True),
+        *scores,
         Saved("V", "s·b·h", sbh, w, True),
         Saved("attention output projection input", "s·b·h", sbh, w, True),
-        Saved("attention dropout mask", "s·b·h", sbh, MASK, False),
+        *((Saved("attention dropout mask", "s·b·h", sbh, MASK, False),) if dropout else ()),
         Saved("MLP first linear input", "s·b·h", sbh, w, False),
         Saved("GeLU input", "s·b·i", sbi, w, True),
         Saved("GeLU output (second linear input)", "s·b·i", sbi, w, True),
-        Saved("MLP dropout mask", "s·b·h", sbh, MASK, False),
+        *((Saved("MLP dropout mask", "s·b·h", sbh, MASK, False),) if dropout else ()),
     )
 
 
@@ -253,14 +276,16 @@ _GPT_ASSUMPTIONS = (
     "materialised (softmax output, its dropout mask and the dropout output, 5·a·s²·b bytes at 2-byte "
     "activations), dropout masks at 1 byte per element, everything else at act_bytes; restated per "
     "element, it equals the paper's s·b·h·(34 + 5·a·s/h) at act_bytes = 2 and i = 4h, with the MLP "
-    "terms scaling with i otherwise. LayerNorm statistics are not counted (as in the paper)."
+    "terms scaling with i otherwise. LayerNorm statistics are not counted (as in the paper). The scores are "
+    "what eager attention keeps (transformers' `eager` path, the math path of SDPA); a fused kernel "
+    "(FlashAttention, SDPA's flash or memory-efficient backends) keeps none, and this count is then high."
 )
 _NEOX_NOTE = (
-    " GPT-NeoX runs attention and MLP in parallel from one input, which both LayerNorms save, and "
-    "GPT-NeoX-20B trains with dropout 0 (PyTorch then keeps no masks): the paper's count is kept "
-    "as the stated model; for that case it over-counts (2 + act_bytes)·s·b·h + (1 + act_bytes)·a·s²·b "
-    "bytes per layer (two h-wide masks and a duplicate LayerNorm input; the score mask and dropout output), "
-    "and s·b·h for the embedding dropout mask."
+    " GPT-NeoX trains with dropout 0 (its config defaults; GPT-NeoX-20B and Pythia): PyTorch then keeps no "
+    "masks and no second copy of the scores, so a layer keeps 7·act_bytes·s·b·h + 2·act_bytes·s·b·i + "
+    "act_bytes·a·s²·b, (2 + act_bytes)·s·b·h + (1 + act_bytes)·a·s²·b bytes less than the paper's GPT block: "
+    "its parallel residual has both LayerNorms read the layer input, one saved tensor, and the embedding "
+    "keeps no dropout mask."
 )
 _SWIGLU_ASSUMPTIONS = (
     "SwiGLU / GQA block, unfused projections, no dropout; attention by a FlashAttention-style "
@@ -367,7 +392,7 @@ def activation_ledger(
 
     gpt = arch.family in GPT_FAMILIES
     embed_saved = [Saved("embedding output", "s·b·h", s * b * h, w, False)]
-    if gpt:
+    if has_dropout(arch):
         embed_saved.append(Saved("embedding dropout mask", "s·b·h", s * b * h, MASK, False))
     head_saved = [Saved("final norm output (LM head input)", "s·b·h", s * b * h, w, False)]
     if not gpt:
@@ -387,7 +412,14 @@ def activation_ledger(
     if t > 1:
         variables += f", t={t}" + (" with sequence parallelism" if sp else "")
     closed = ""
-    if gpt and policy == "none" and t == 1 and w == 2 and arch.intermediate == 4 * h:
+    if (
+        has_dropout(arch)
+        and not arch.parallel_residual
+        and policy == "none"
+        and t == 1
+        and w == 2
+        and arch.intermediate == 4 * h
+    ):
         closed = (
             f" = 34·s·b·h + 5·a·s²·b = 34·{n(s)}·{b}·{n(h)} + 5·{arch.heads}·{n(s)}²·{b}"
             " (Korthikanti et al. 2022, Table 2)"
