@@ -83,7 +83,8 @@
     var results = document.getElementById("results");
     if (!reopen || !results) return;
     var keys = reopen;
-    reopen = null;
+    // A deferred section (the kill lists, [data-pending]) reopens its own <details> when it arrives.
+    reopen = results.querySelector("[data-pending]") ? keys : null;
     (switchedOn || []).forEach(function (id) {
       var input = document.getElementById(id);
       if (input) input.checked = true;

@@ -22,7 +22,7 @@ class Estimate:
     ledger: Ledger
     checks: tuple[CheckResult, ...]
     checkpoint: tuple[CheckpointPolicy, ...]
-    mutations: tuple[MutationResult, ...]
+    mutations: tuple[MutationResult, ...]  # the kill list on this scenario; () when not asked for
     reference_mutations: tuple[MutationResult, ...]
     fit: FitFinder
     # scenario.source_of("activation_bytes"): ``modelled`` (from the model), ``measured`` (typed by
@@ -41,7 +41,11 @@ def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
     )
 
 
-def estimate(s: Scenario) -> Estimate:
+def estimate(s: Scenario, *, with_kill_list: bool = True) -> Estimate:
+    """The whole answer for ``s``. ``with_kill_list=False`` leaves the kill list on this scenario out
+    (``mutations`` is then empty): the page's live update defers it, as the most expensive part of an
+    answer with a model (each mutant's ledger walks every stage's schedule), to a request of its own
+    made when the list comes into view."""
     ledger = compute_ledger(s)
     source = s.source_of("activation_bytes")
     md = s.model_defaults()
@@ -50,7 +54,7 @@ def estimate(s: Scenario) -> Estimate:
         ledger=ledger,
         checks=run_checks(ledger, compute_ledger, ALL_CHECKS),
         checkpoint=checkpoint_policies(s, tuple(stage.persistent for stage in ledger.stages)),
-        mutations=kill_list(s),
+        mutations=kill_list(s) if with_kill_list else (),
         reference_mutations=reference_kill_list(),
         fit=find_fit(s, _activations_at(s, source)),
         activation_source=source,

@@ -24,6 +24,7 @@ from app.ledger.presets import PRESET_BY_ID
 from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario
 from app.receipts.links import canonical_query, link
 from app.web.query import DERIVED, form_fields, query_dict, read_scenario
+from app.web.results import kills
 from app.web.templating import templates
 from app.web.views import (
     address_of,
@@ -91,8 +92,12 @@ def page(request: Request) -> Response:
             return Response(status_code=204, headers={"HX-Redirect": target})
         return RedirectResponse(target, status_code=303)
     scenario, error = read_scenario(raw, strict=False)
-    v = replace(view(raw, scenario, error, preset), present=presenting(query))
-    if wants_fragment(request):
+    fragment, present = wants_fragment(request), presenting(query)
+    # A live update defers the kill lists to /kills, loaded as they come into view: checking seven mutants
+    # against the scenario is most of an answer's work, and most edits happen with the list off screen.
+    # Presenter mode keeps them inline: the stepper shows them, and the room is looking at them.
+    v = replace(view(raw, scenario, error, preset, with_kills=not fragment or present), present=present)
+    if fragment:
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
         headers = {**FRAGMENT_VARY, history_header(request, v.page_address): v.page_address}
         return templates.TemplateResponse(
@@ -170,6 +175,16 @@ def fit_table(request: Request) -> Response:
     # The curve needs the fit finder only: no checks, kill lists or micro-batch search.
     return _detail_table(
         request, "Peak per stage at each D", "partials/_fit_table.html", lambda s: fit_table_context(find_fit(s))
+    )
+
+
+@router.api_route("/kills", methods=PAGE_METHODS)
+def kill_lists(request: Request) -> Response:
+    """The kill lists: what a live update's results load when the section comes into view (htmx), or,
+    followed as a link without JavaScript, the kill lists as a page of their own."""
+    # present: False, since presenter mode never defers its kill lists (page(), above)
+    return _detail_table(
+        request, "Mutation kill list", "partials/_kills.html", lambda s: {"kills": kills(s), "present": False}
     )
 
 

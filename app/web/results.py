@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 from app.ledger.arithmetic import share_bp
 from app.ledger.checkpoint import CheckpointPolicy
-from app.ledger.checks import CheckResult
+from app.ledger.checks import ALL_CHECKS, CheckResult, run_checks
 from app.ledger.estimate import Estimate, estimate
+from app.ledger.ledger import compute_ledger
 from app.ledger.models.activations import ActivationLedger
 from app.ledger.models.inventory import Unit
-from app.ledger.mutants import MutationResult
+from app.ledger.mutants import MutationResult, kill_list, reference_kill_list
 from app.ledger.presets import DEVICES
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario
@@ -218,11 +219,17 @@ class Results:
     communication: tuple[CommunicationRow, ...]
     communication_evidence: str
     checkpoint: tuple[CheckpointPolicy, ...]
-    kills: Kills
+    kills: Kills | None  # None: deferred, loaded when the section comes into view (partials/_kills_pending.html)
 
 
-def results(s: Scenario) -> Results:
-    e = estimate(s)
+def kills(s: Scenario) -> Kills:
+    """``_kills.html`` on its own (``/kills``): what :func:`results` shows when it is not deferred."""
+    return Kills(kill_list(s), reference_kill_list(), run_checks(compute_ledger(s), compute_ledger, ALL_CHECKS))
+
+
+def results(s: Scenario, *, with_kills: bool = True) -> Results:
+    """Everything the results show for ``s``; ``with_kills=False`` defers the kill lists (a live update)."""
+    e = estimate(s, with_kill_list=with_kills)
     stages = e.ledger.stages
     return Results(
         capacity=s.capacity_bytes,
@@ -237,7 +244,7 @@ def results(s: Scenario) -> Results:
         ),
         communication_evidence=stages[0].communication.evidence,
         checkpoint=e.checkpoint,
-        kills=Kills(e.mutations, e.reference_mutations, e.checks),
+        kills=Kills(e.mutations, e.reference_mutations, e.checks) if with_kills else None,
     )
 
 

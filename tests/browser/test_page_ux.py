@@ -353,8 +353,22 @@ def test_open_details_stay_open_across_updates(page: Page, live_server: str) -> 
     expect(page).to_have_url(live_server + "/?dp=16")
     expect(page.locator("details.lines")).to_have_attribute("open", "")
     expect(page.locator("details.lines")).to_contain_text("⌈7,000,000,000 ÷ 16⌉")  # loaded again, for D = 16
-    expect(page.locator("#h-kill ~ details")).to_have_attribute("open", "")
+    page.locator("#kills").scroll_into_view_if_needed()  # a live update's kill lists load as they come into view
+    expect(page.locator("#h-kill ~ details")).to_have_attribute("open", "")  # and reopen their <details>
     expect(page.locator("details.fit-numbers")).not_to_have_attribute("open", "")  # closed ones stay closed
+
+
+def test_a_live_update_loads_the_kill_lists_as_they_come_into_view(page: Page, live_server: str) -> None:
+    """A live update defers the kill lists (seven mutants checked against the scenario, most of the work of
+    an answer with a model) until they scroll into view; then they are the new scenario's."""
+    page.goto(live_server + "/")
+    expect(page.locator("#kills table.kills")).to_have_count(2)  # the page itself has them
+    page.locator("#f-dp").fill("1")
+    expect(page).to_have_url(live_server + "/?dp=1")
+    expect(page.locator("#kills[data-pending]")).to_have_count(1)  # off screen: not asked for yet
+    page.locator("#kills").scroll_into_view_if_needed()
+    expect(page.locator("#kills[data-pending]")).to_have_count(0)
+    expect(page.locator("#kills table.kills").first).to_contain_text("survived: dp = 1")
 
 
 def test_only_the_verdict_is_announced(page: Page, live_server: str) -> None:

@@ -12,12 +12,12 @@ import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, expect
 
 from app.ledger.scenario import Scenario
-from app.web.results import results
+from app.web.results import kills
 
 pytestmark = pytest.mark.browser
 
 PROJECTOR: ViewportSize = {"width": 853, "height": 480}  # 1280 × 720 at 150 % zoom
-MUTANTS = results(Scenario(dp=16)).kills.scenario
+MUTANTS = kills(Scenario(dp=16)).scenario
 
 
 @pytest.fixture

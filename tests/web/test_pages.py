@@ -6,6 +6,7 @@ import csv
 import html
 import io
 import json
+import re
 from typing import Any
 from urllib.parse import urlencode
 
@@ -236,14 +237,62 @@ def test_pages_are_utf8_and_show_the_lab_s_symbols_as_text(client: TestClient) -
     assert "⌈7,000,000,000 ÷ 16⌉ = 437,500,000" in lines.text
 
 
+PENDING_KILLS = re.compile(r'<section aria-labelledby="h-kill"[^>]*\bdata-pending\b.*?</section>\n', re.DOTALL)
+
+
+def _with_deferred_kills_loaded(client: TestClient, section: str) -> str:
+    """``section`` with its deferred kill lists replaced by what ``/kills`` answers, as htmx swaps them."""
+    pending = PENDING_KILLS.search(section)
+    if pending is None:
+        return section
+    found = re.search(r'hx-get="([^"]+)"', pending.group())
+    assert found is not None
+    answer = client.get(html.unescape(found.group(1)), headers=HX)
+    assert answer.status_code == 200
+    return section.replace(pending.group(), answer.text)
+
+
 @pytest.mark.parametrize("query", [*SCENARIOS, "model=llama-2-7b&act_policy=full", "dp=0&params=x", "name=%3Cb%3E"])
 def test_the_fragment_is_the_very_results_section_the_page_includes(client: TestClient, query: str) -> None:
     """One file, partials/_results.html, is both included by the page and returned for htmx: the
-    fragment's section appears verbatim in the page, so the two cannot drift."""
+    fragment's section appears verbatim in the page, so the two cannot drift. A live update defers
+    the kill lists to ``/kills`` (loaded when they come into view): with that answer swapped in, as
+    htmx does, the fragment is the page's section byte for byte."""
     fragment = client.get(f"/?{query}", headers=HX).text
     start = fragment.index('<section id="results"')
     section = fragment[start : fragment.index('</section>\n<div class="field-error"') + len("</section>\n")]
-    assert section in client.get(f"/?{query}").text
+    page = client.get(f"/?{query}").text
+    assert ('class="summary' in section) == (PENDING_KILLS.search(section) is not None)  # results: deferred
+    assert _with_deferred_kills_loaded(client, section) in page
+
+
+@pytest.mark.parametrize("query", ["", "model=llama-2-7b&dp=64", "dp=1&activation_bytes=0"])
+def test_a_live_update_defers_the_kill_lists_unless_presenting(client: TestClient, query: str) -> None:
+    """The fragment asks /kills (for its own scenario's address) for its kill lists once they come into view;
+    the page (no JavaScript, a first load, a history restore) and presenter mode's live update (the stepper
+    shows them) have them."""
+    r = client.get(f"/?{query}", headers=HX)
+    address = r.headers.get("hx-push-url") or r.headers["hx-replace-url"]
+    assert "data-pending" in r.text and '<table class="kills"' not in r.text
+    assert f'hx-get="/kills{html.escape(address[1:])}" hx-trigger="revealed"' in r.text
+    restore = {"HX-History-Restore-Request": "true", **HX}
+    for headers, path in (({}, f"/?{query}"), (HX, f"/?{query}&present=1"), (restore, f"/?{query}")):
+        got = client.get(path, headers=headers).text
+        assert got.count('<table class="kills"') == 2 and "data-pending" not in got, (path, headers)
+
+
+def test_the_kill_lists_on_their_own(client: TestClient) -> None:
+    """/kills: the section for htmx, a page of its own without JavaScript, a 422 naming a bad field."""
+    section = client.get("/kills?dp=16", headers=HX)
+    assert section.status_code == 200 and section.text.startswith('<section aria-labelledby="h-kill"')
+    assert "survived: dp = 1" not in section.text and section.text.count('<tr data-mutant="') == 14  # 7 mutants, twice
+    page = client.get("/kills?dp=16")
+    assert page.text.startswith("<!doctype html>") and section.text in page.text
+    assert "Mutation kill list: " in page.text and 'href="/?dp=16"' in page.text  # the way back
+    survived = client.get("/kills?dp=1", headers=HX).text
+    assert "survived: dp = 1" in survived  # the list is the scenario's own, not the page's last one
+    bad = client.get("/kills?dp=0", headers=HX)
+    assert bad.status_code == 422 and "dp" in bad.text
 
 
 @pytest.mark.parametrize("name", ["/lines", "/fit-table"])
@@ -255,7 +304,9 @@ def test_a_detail_table_is_the_same_partial_inline_and_on_its_own_page(client: T
     assert table in page
 
 
-@pytest.mark.parametrize("path", ["/", "/?dp=16", "/?dp=0", "/lines?dp=16", "/fit-table", "/docs", "/?preset=nope"])
+@pytest.mark.parametrize(
+    "path", ["/", "/?dp=16", "/?dp=0", "/lines?dp=16", "/fit-table", "/kills?dp=16", "/docs", "/?preset=nope"]
+)
 def test_head_answers_like_get(client: TestClient, path: str) -> None:
     for headers in ({}, HX):
         got = client.get(path, headers=headers, follow_redirects=False)

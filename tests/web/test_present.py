@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from app.ledger.presets import PRESETS
 from app.ledger.scenario import Scenario
 from app.receipts.links import canonical_query, link
-from app.web.results import results
+from app.web.results import kills as kill_lists
 from app.web.views import presenting, with_present
 
 HX = {"HX-Request": "true"}
@@ -139,7 +139,7 @@ def test_loading_a_preset_keeps_presenter_mode(client: TestClient) -> None:
 
 def test_the_stepper_holds_one_card_per_mutant_of_the_scenario_s_list(client: TestClient) -> None:
     r = client.get("/?dp=16&present=1")
-    kills = results(Scenario(dp=16)).kills.scenario
+    kills = kill_lists(Scenario(dp=16)).scenario
     found = tags(r.text)
     stepper = [a for tag, a in found if "data-stepper" in a]
     assert len(stepper) == 1 and "hidden" in stepper[0]  # shown by present.js; without JS, the tables
