@@ -2,12 +2,15 @@
 
     .venv/bin/python tests/bench/inprocess.py [--requests 1500] [--rounds 3]
     .venv/bin/python tests/bench/inprocess.py --profile fragment
+    .venv/bin/python tests/bench/inprocess.py --breakdown
 
 Drives the ASGI app directly, gzip accepted as a browser does, with the workshop's scenarios
 (``_scenarios.edit``: the form as the page serves it, one field changed per request, as htmx sends
 it): the htmx fragment (``GET /?…`` with ``HX-Request``), the full page (``GET /?…``) and the
 JSON receipt (``GET /api/estimate?…``). Prints each route's median and p99 per request (the best
-of ``--rounds`` interleaved rounds), or with ``--profile`` a cProfile of one route (its sync
+of ``--rounds`` interleaved rounds), with ``--breakdown`` a live update's two halves (building the
+answer, ``app.web.views.view``; rendering ``partials/_results.html``) outside the app, or with
+``--profile`` a cProfile of one route (its sync
 handler then runs in the event loop's thread, so that the profile sees it). This is the
 floor under the workshop benchmark's solo median (which adds HTTP, uvicorn and the client). It
 is a benchmark, not a test.
@@ -107,14 +110,43 @@ def workshop_queries(app: Any, count: int) -> list[str]:
     return queries
 
 
+def breakdown(app: Any, count: int) -> None:
+    """Mean and median of building a live update's answer and of rendering it, over workshop queries
+    (the first 200 warm the caches, as a room that has been editing for a while has)."""
+    from app.web.query import form_fields, read_scenario
+    from app.web.templating import templates
+    from app.web.views import results_context, view
+
+    template = templates.get_template("partials/_results.html")
+    build, render = [], []
+    for i, q in enumerate(workshop_queries(app, count + 200)):
+        raw = form_fields(dict(parse_qsl(q, keep_blank_values=True)))
+        scenario, error = read_scenario(raw, strict=False)
+        t0 = time.perf_counter()
+        v = view(raw, scenario, error, None, with_kills=False)  # as a live update builds it
+        t1 = time.perf_counter()
+        template.render(results_context(v, oob=True))
+        t2 = time.perf_counter()
+        if i >= 200:
+            build.append(t1 - t0)
+            render.append(t2 - t1)
+    for name, samples in (("answer (view)", build), ("render", render)):
+        mean, median = statistics.mean(samples) * 1e3, statistics.median(samples) * 1e3
+        print(f"{name:14s} mean {mean:6.2f} ms   median {median:6.2f} ms   ({len(samples)} live updates)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", choices=sorted(ROUTES), help="print a cProfile of this route instead")
     ap.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"), help="the profile's order")
+    ap.add_argument("--breakdown", action="store_true", help="time building and rendering a live update apart")
     args = ap.parse_args()
     app = create_app()
+    if args.breakdown:
+        breakdown(app, args.requests)
+        return 0
     queries = workshop_queries(app, args.requests)
     loop = asyncio.new_event_loop()
     for route in ROUTES:
