@@ -257,7 +257,7 @@ def run(browser: Browser, base: str, edits: int) -> Figures:
         if parts:
             print("    " + summary("  input → request sent", [float(s["sent"]) for s in parts]))
             print("    " + summary("  request (send → last byte)", [float(s["request"]) for s in parts]))
-            print("    " + summary("  last byte → settled (swap+20ms)", [float(s["swap"]) for s in parts]))
+            print("    " + summary("  last byte → settled (swap, settle)", [float(s["swap"]) for s in parts]))
         extra = [s["value"] for s in samples if s["requests"] != 1]
         if extra:
             print(f"    note: edits {extra} made other than one request")

@@ -274,7 +274,7 @@ def test_a_live_update_defers_the_kill_lists_unless_presenting(client: TestClien
     r = client.get(f"/?{query}", headers=HX)
     address = r.headers.get("hx-push-url") or r.headers["hx-replace-url"]
     assert "data-pending" in r.text and '<table class="kills"' not in r.text
-    assert f'hx-get="/kills{html.escape(address[1:])}" hx-trigger="revealed"' in r.text
+    assert f'hx-get="/kills{html.escape(address[1:])}" hx-trigger="intersect once"' in r.text
     restore = {"HX-History-Restore-Request": "true", **HX}
     for headers, path in (({}, f"/?{query}"), (HX, f"/?{query}&present=1"), (restore, f"/?{query}")):
         got = client.get(path, headers=headers).text
