@@ -617,7 +617,9 @@ class _Walk:
     def _kept_after_forward(self) -> int:
         return self.u.layers if self.fsdp2 and not self.s.reshard_after_forward else 0
 
-    def end_of_forward(self) -> Instant:
+    def _forward_done(self) -> _Builder:
+        """What the end of forward and the loss backward share: the sharded state, no gradients yet, the
+        root (and with ``reshard_after_forward = 0`` every layer) unsharded, every saved activation."""
         out = self.new()
         self.state(out)
         self.gradients_so_far(out, 0, False, "gradients (none yet: zero_grad(set_to_none=True))")
@@ -626,6 +628,10 @@ class _Walk:
         self.activations(
             out, "activations saved by every layer, the final norm and the residual stream", value, formula
         )
+        return out
+
+    def end_of_forward(self) -> Instant:
+        out = self._forward_done()
         a, s = self.a, self.s
         self.activations(
             out,
@@ -639,14 +645,7 @@ class _Walk:
         return self.instant("end-of-forward", "end of forward", "forward", out)
 
     def loss_backward(self) -> Instant:
-        out = self.new()
-        self.state(out)
-        self.gradients_so_far(out, 0, False, "gradients (none yet: zero_grad(set_to_none=True))")
-        self._root_and_kept_layers(out, self._kept_after_forward())
-        value, formula = self._saved_through_forward()
-        self.activations(
-            out, "activations saved by every layer, the final norm and the residual stream", value, formula
-        )
+        out = self._forward_done()
         a, s = self.a, self.s
         self.activations(
             out,
