@@ -153,6 +153,10 @@ def test_the_start_record_needs_the_devices_memory() -> None:
     assert problems(jsonl({**START, "device_used": 10_001})) == [
         "line 1: device_used: 10,001 is above device_total 10,000"
     ]
+    # below what the allocator reserved, the CUDA context (device_used − reserved) would be negative
+    assert problems(jsonl({**START, "device_used": 2_047})) == [
+        "line 1: device_used: 2,047 is below reserved 2,048: the device holds at least what the allocator reserved"
+    ]
 
 
 def test_lines_that_are_not_records() -> None:

@@ -112,7 +112,7 @@ def read_lines(data: bytes, source: str = "", *, max_bytes: int = MAX_FILE_BYTES
     text = data.removeprefix(b"\xef\xbb\xbf")  # a BOM from a Windows editor is no error
     samples: list[Sample] = []
     problems: list[Problem] = []
-    for number, raw in enumerate(text.split(b"\n"), start=1):
+    for number, raw in enumerate(text.split(b"\n", MAX_LINES), start=1):  # the rest unsplit: at most one line more
         where = Where(source, number)
         if number > MAX_LINES:
             problems.append(Problem(where, "", f"more than {MAX_LINES:,} lines"))
@@ -173,6 +173,9 @@ def _inconsistent(r: Record) -> list[tuple[str, str]]:
                 bad.append((name, "the start record needs it (torch.cuda.mem_get_info)"))
         if r.device_total is not None and r.device_used is not None and r.device_used > r.device_total:
             bad.append(("device_used", f"{r.device_used:,} is above device_total {r.device_total:,}"))
+        if r.device_used is not None and r.device_used < r.reserved:  # the CUDA context would be negative
+            bad.append(("device_used", f"{r.device_used:,} is below reserved {r.reserved:,}: the device holds at "
+                        "least what the allocator reserved"))  # fmt: skip
     else:
         for name in ("device_total", "device_used"):
             if getattr(r, name) is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sys
 import threading
 import uuid
@@ -30,6 +31,8 @@ from app.ledger.fields import FIELD_BY_NAME
 from app.ledger.scenario import Scenario, parse_scenario
 from app.trace.process import STEPS, error_message, progress_step, run_process
 from app.trace.store import HEARTBEAT_S, JobStatus, StoreError, TraceStore, summarise
+
+log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 # The code a report's modelled figures come from (the ledger, the receipts' FSDP2 section, the trace's
@@ -166,8 +169,10 @@ class TraceQueue:
                 self.store.start(query, self.owner, STEPS, STARTING, waiting)
                 self._run(query)
             except Exception as exc:  # a job's failure is the job's, never the thread's
+                log.exception("the trace of %s could not be run", query)  # the details (paths) stay in the log
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
                 with suppress(Exception):  # the store itself may be what failed
-                    self.store.fail(query, self.owner, f"the trace could not be run: {exc}")
+                    self.store.fail(query, self.owner, f"the trace could not be run ({why})")
             finally:
                 with self._lock:
                     self._running = None

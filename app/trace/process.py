@@ -8,6 +8,7 @@ limit is killed outright, with everything it started (it runs in a session of it
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -28,6 +29,7 @@ STEPS = 8
 MAX_REPORT_BYTES = 32 * 1024 * 1024  # the largest report read (in characters, all ASCII); an 80-layer model's is < 1 MB
 WAIT_SLICE_S = 0.2  # how often a running trace looks at its stop event
 STDERR_LINES = 40  # the last lines of stderr kept, for an error message
+READER_JOIN_S = 5.0  # how long the output readers may take to finish once the trace and its group are gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,9 @@ class Outcome:
     stderr: tuple[str, ...]
     timed_out: bool
     too_long: bool = False  # the report was over MAX_REPORT_BYTES
+
+
+log = logging.getLogger(__name__)
 
 
 def progress_step(line: str) -> str | None:
@@ -63,9 +68,13 @@ def error_message(outcome: Outcome, timeout_s: float) -> str:
     ]
     if said:
         return "; ".join(said)
+    # Anything else on stderr is a crash (a traceback, server paths): it goes to the server's log, and the
+    # page says only that the trace failed.
     other = [line for line in outcome.stderr if line.strip() and PROGRESS.match(line) is None]
-    tail = " ".join(other[-5:])
-    return f"the trace exited with status {outcome.returncode}" + (f": {tail}" if tail else "")
+    if not other:
+        return f"the trace exited with status {outcome.returncode}"
+    log.warning("a trace exited with status %s; its last stderr lines:\n%s", outcome.returncode, "\n".join(other))
+    return f"the trace exited with status {outcome.returncode} (its output is in the server's log)"
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -159,8 +168,11 @@ def run_process(
         _kill(proc)
         proc.wait()
         raise
+    # Nothing a trace starts may outlive it: a process it left behind that still holds the pipes would
+    # keep the readers (and so the queue) waiting past any time limit.
+    _kill(proc)
     for reader in readers:
-        reader.join()
+        reader.join(timeout=READER_JOIN_S)
     stdout.close()
     stderr.close()
     return Outcome(

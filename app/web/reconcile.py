@@ -74,7 +74,7 @@ def _step(text: str) -> tuple[int | None, str]:
     text = text.strip().replace(",", "").replace("_", "")
     if not text:
         return None, ""
-    if not text.isdigit() or len(text) > 10 or int(text) > MAX_STEP:
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > MAX_STEP:  # "²".isdigit()
         return None, f"step: {text[:20]!r} is not a step number (allowed: 0 … {MAX_STEP:,}, or empty for the last)"
     return int(text), ""
 

@@ -79,6 +79,10 @@ def test_a_step_can_be_chosen(client: TestClient) -> None:
     status, page = post(client, Q, observed=text, step="x1")
     assert status == 422
     assert "step: &#39;x1&#39; is not a step number" in page
+    for digits in ("²", "١", "７"):  # digits to str.isdigit(), not to int() (a 500 once) or not ASCII
+        status, page = post(client, Q, observed=text, step=digits)
+        assert status == 422, digits
+        assert "is not a step number" in page
 
 
 def test_bad_records_are_named_inline_and_kept(client: TestClient) -> None:
