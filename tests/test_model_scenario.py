@@ -69,6 +69,21 @@ def test_the_models_constraints_are_field_errors() -> None:
     assert huge.value.errors[0].field == "micro_batch"
 
 
+def test_a_typed_activation_figure_does_not_lift_the_bound_where_the_schedule_is_walked() -> None:
+    """The schedule-aware peak models the loss and backward temporaries even when activation_bytes is
+    typed, so a modelled peak beyond the bound is refused there too (a review found a 1 GB measurement
+    giving a 1.1 PB peak and receipt integers past 2^53). Without a schedule (tp > 1) the typed figure
+    stands in for the model's, as it always did."""
+    huge = {"model": "llama-2-7b", "seq_len": "1048576", "micro_batch": "4096", "activation_bytes": "1GB"}
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario(huge)
+    assert [e.field for e in refused.value.errors] == ["micro_batch"]
+    assert "models its temporaries even with activation_bytes typed" in refused.value.errors[0].message
+    s = parse_scenario({**huge, "tp": "2"})
+    assert s.activation_bytes == 1_000_000_000
+    assert all(st.peak.total < 2**53 for st in compute_ledger(s).stages)
+
+
 def test_gpt2_defaults_to_its_learned_context() -> None:
     """GPT-2 has 1,024 learned positions: the 4,096-token default would not fit, so it takes 1,024."""
     s = parse_scenario({"model": "gpt2"})

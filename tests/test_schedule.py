@@ -151,7 +151,20 @@ def test_the_worst_layer_is_among_the_candidates(
     assert candidates == every
 
 
-@settings(max_examples=80, deadline=None)
+# Precision layouts, reduce widths, optimizer states, micro-batches and norms for the closed forms' test (a
+# review injected divergences in the reduce width, opt_states and the state width that FSDP2's layout alone
+# let through).
+LAYOUTS: list[dict[str, Any]] = [
+    {},  # FSDP2's (the _scenario default)
+    {"param_bytes": 2, "master_bytes": 4, "grad_bytes": 2, "gather_bytes": 2},  # DeepSpeed's mixed precision
+    {"reduce_bytes": 2},  # a BF16 reduce-scatter of FP32 gradients
+    {"opt_states": 0},
+    {"opt_states": 1, "opt_bytes": 2},
+    {"param_bytes": 2, "master_bytes": 8, "grad_bytes": 4, "gather_bytes": 1, "reduce_bytes": 4, "opt_states": 3},
+]
+
+
+@settings(max_examples=150, deadline=None)
 @given(
     st.sampled_from(MODELS),
     st.sampled_from([1, 2, 5, 64]),
@@ -162,14 +175,17 @@ def test_the_worst_layer_is_among_the_candidates(
     st.sampled_from([None, *MUTANTS]),
     st.booleans(),
     st.sampled_from([{}, {"bucket_bytes": 12_345, "overhead_bytes": 7}, {"activation_bytes": "3GB"}]),
+    st.sampled_from(LAYOUTS),
+    st.sampled_from([{}, {"micro_batch": 2}, {"norms": "fused"}, {"micro_batch": 3, "norms": "fused"}]),
 )
 def test_the_closed_forms_are_the_walk(
     model: str, dp: int, prefetch: int, reshard: int, policy: str, stage: int, mutant: Any, padded: bool,
-    extra: dict[str, Any],
+    extra: dict[str, Any], layout: dict[str, Any], batch: dict[str, Any],
 ) -> None:  # fmt: skip
     """The fast sums (the fit finder's, the kill lists') equal the walk's entries, instant by instant and
-    category by category, under the production rules and every mutant's."""
-    s = _scenario(model=model, dp=dp, prefetch=prefetch, reshard_after_forward=reshard, act_policy=policy, **extra)
+    category by category, under the production rules and every mutant's, in every precision layout."""
+    s = _scenario(model=model, dp=dp, prefetch=prefetch, reshard_after_forward=reshard, act_policy=policy, **extra,
+                  **layout, **batch)  # fmt: skip
     rules = PRODUCTION if mutant is None else mutant.rules
     lines = tuple(ledger_line(s, stage, c, rules) for c in CLASSES)
     walk = _Walk(s, stage, lines, rules, True, padded).run()

@@ -535,10 +535,16 @@ def _model_fill(inp: ScenarioIn) -> ModelFill | Problem:
         return Problem(exc.field, "activation_input", message)
     activation = md.activations.total_bytes
     top = TWO_46  # the activation_bytes field's bound
-    if inp.activation_bytes is None and activation > top:
-        return Problem("micro_batch", "activation_bound",
-                       f"the modelled activation peak, {activation:,} B, is beyond the {top:,} B bound",
-                       "a smaller micro_batch or seq_len, or a typed activation_bytes")  # fmt: skip
+    # A typed activation_bytes replaces the modelled total, but where the schedule-aware peak is walked
+    # (the model's own params and U, tp = 1) its loss and backward temporaries stay modelled: they too
+    # must stay in bounds, or a receipt's integers could pass 2^53.
+    walked = inp.params is None and inp.unit_params is None and _int(inp, "tp") == 1
+    if activation > top and (inp.activation_bytes is None or walked):
+        typed = inp.activation_bytes is not None
+        why = " (the schedule-aware peak models its temporaries even with activation_bytes typed)" if typed else ""
+        fix = "a smaller micro_batch or seq_len" + ("" if typed else ", or a typed activation_bytes")
+        message = f"the modelled activation peak, {activation:,} B, is beyond the {top:,} B bound{why}"
+        return Problem("micro_batch", "activation_bound", message, fix)
     return ModelFill(md.params, md.unit_params, activation, seq_len)
 
 

@@ -408,6 +408,16 @@ class _Lazy:
         return spell
 
 
+def _times(formula: Callable[[], str], measured: int, modelled: int, value: int) -> Callable[[], str]:
+    """A modelled activation's formula scaled by a typed measurement (measured ÷ modelled) to ``value``."""
+    return lambda: f"⌈({formula()}) × {n(measured)} ÷ {n(modelled)}⌉ (measured ÷ modelled) = {n(value)} B"
+
+
+def _divided(formula: Callable[[], str], dp: int, value: int) -> Callable[[], str]:
+    """The divide-activations-by-dp mutant's formula: ``formula`` ÷ D = ``value``."""
+    return lambda: f"({formula()}) ÷ {n(dp)} = {n(value)} B"
+
+
 class _Walk:
     def __init__(
         self, s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, detail: bool, padded: bool
@@ -514,20 +524,15 @@ class _Walk:
         )
 
     def activations(self, out: _Builder, what: str, value: int, formula: Callable[[], str]) -> None:
-        s = self.s
-        if self.rules.activations_divided_by_dp:
-            out.add("activations", what, value // s.dp, lambda: f"({formula()}) ÷ {n(s.dp)} = {n(value // s.dp)} B")
-            return
+        # A typed measurement scales the modelled figure first; the mutant then divides what the rank holds
+        # (the user's figure, as the declared peak's mutant does), so with a measured 0 it is equivalent.
         if self.scale is not None:
             measured, modelled = self.scale
             scaled = ceil_div(value * measured, modelled)
-            out.add(
-                "activations",
-                what,
-                scaled,
-                lambda: f"⌈({formula()}) × {n(measured)} ÷ {n(modelled)}⌉ (measured ÷ modelled) = {n(scaled)} B",
-            )
-            return
+            value, formula = scaled, _times(formula, measured, modelled, scaled)
+        if self.rules.activations_divided_by_dp:
+            divided = value // self.s.dp
+            value, formula = divided, _divided(formula, self.s.dp, divided)
         out.add("activations", what, value, formula)
 
     def instant(self, key: str, name: str, phase: str, out: _Builder) -> Instant:
@@ -943,9 +948,8 @@ def _sums(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, 
     scale = (s.activation_bytes, a.modelled_total) if s.source_of("activation_bytes") == "measured" else None
 
     def act(value: int) -> int:
-        if rules.activations_divided_by_dp:
-            return value // dp
-        return value if scale is None else ceil_div(value * scale[0], scale[1])
+        held = value if scale is None else ceil_div(value * scale[0], scale[1])
+        return held // dp if rules.activations_divided_by_dp else held
 
     buckets, overhead = declared
 
