@@ -400,3 +400,17 @@ def test_unfused_norms_keep_4_s_b_h_bytes_more_per_rmsnorm(policy: str) -> None:
         assert b.total_bytes - a.total_bytes == L * 2 * per_norm + per_norm
     gpt = [parse_scenario({"model": "gpt2", "norms": n}).activation_bytes for n in ("fused", "unfused")]
     assert gpt[0] == gpt[1]
+
+
+def test_a_layer_s_copy_out_holds_what_the_layer_above_prefetched() -> None:
+    """Explicit prefetch P = 2, Llama-2-7B at D = 8: layer 2's pre-backward prefetches layers 1 and 0, so at
+    layer 1's copy-out both all-gather outputs are in flight (its own and layer 0's), at layer 0's one. (A
+    review found layer 1's copy-out holding one: min(P, k) where the layer above left min(P, k + 1).)"""
+    s = parse_scenario({"model": "llama-2-7b", "dp": D, "prefetch": 2, **FSDP2})
+    by_key = {i.key: i for i in _schedule(s).instants}
+    layer_bf16 = LAYER * 2  # a whole layer in the gather width; 8 divides every dim 0, so no padding
+    assert by_key["backward-layer-2-done"].bytes_of("all_gather") == 2 * layer_bf16  # layers 1 and 0 prefetched
+    assert by_key["backward-layer-1-unshard"].bytes_of("all_gather") == 2 * layer_bf16
+    assert by_key["backward-layer-1"].bytes_of("all_gather") == 1 * layer_bf16  # layer 0's, still in flight
+    assert by_key["backward-layer-0-unshard"].bytes_of("all_gather") == 1 * layer_bf16
+    assert by_key["backward-layer-0"].bytes_of("all_gather") == 0

@@ -703,9 +703,9 @@ class _Walk:
             u.layer_unsharded,
         )
         if stage3 and s.reshard_after_forward and s.dp > 1:
-            ahead = min(max(1, s.prefetch), k)
-            if moment == "unshard":  # its own output, and those prefetched before it
-                ahead = max(1, ahead)
+            ahead = min(max(1, s.prefetch), k)  # after its pre-backward: the layers it prefetched below it
+            if moment == "unshard":  # its own output, and the rest of what the layer above prefetched
+                ahead = min(max(1, s.prefetch), k + 1)
                 why = f"layer {k}'s all-gather output (during its copy-out)"
                 if ahead > 1:
                     why += f" and {ahead - 1} more prefetched"
@@ -1022,9 +1022,7 @@ def _sums(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, 
     for k in sorted({last, last - 1, *range(min(max(1, s.prefetch), last) + 1)} - {-1}, reverse=True):
         rebuilt = k + 1 if stage3 and not s.reshard_after_forward else 1
         for moment in ("unshard", "early", "late") if resharding else ("early", "late"):
-            ahead = min(max(1, s.prefetch), k) if resharding else 0
-            if moment == "unshard":
-                ahead = max(1, ahead)
+            ahead = min(max(1, s.prefetch), k + 1 if moment == "unshard" else k) if resharding else 0
             params = 0 if moment == "unshard" else u.mlp_out_params if moment == "early" else u.layer_params
             if moment == "unshard":
                 acts, temps = act((k + 1) * a.per_layer), a.activation_grad
