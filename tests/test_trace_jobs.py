@@ -326,3 +326,29 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_the_cache_keeps_the_newest_traces_within_a_count_and_a_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finished traces are pruned oldest first: beyond KEEP_ROWS of them, and beyond KEEP_BYTES of their
+    reports (so the file's size does not follow the number of scenarios traced)."""
+    import app.trace.store as store_module
+
+    now = [0.0]
+    store = TraceStore(tmp_path / "t.sqlite3", "v", clock=lambda: now[0])
+    report = json.dumps(REPORT)
+    size = len(report) + len(json.dumps(summarise(REPORT)))
+    monkeypatch.setattr(store_module, "KEEP_ROWS", 4)
+    monkeypatch.setattr(store_module, "KEEP_BYTES", 10 * size)
+    queries = [f"dp={2**i}" for i in range(6)]
+    for q in queries:
+        now[0] += 1
+        assert store.claim(q, "w", 1) is None
+        store.finish(q, "w", report, summarise(REPORT))
+    assert [q for q in queries if store.get(q) is not None] == queries[2:]  # the newest 4
+    monkeypatch.setattr(store_module, "KEEP_BYTES", 2 * size + 1)
+    now[0] += 1
+    assert store.claim("dp=128", "w", 1) is None
+    store.fail("dp=128", "w", "a failure keeps no report")
+    assert [q for q in [*queries, "dp=128"] if store.get(q) is not None] == ["dp=16", "dp=32", "dp=128"]

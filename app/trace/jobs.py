@@ -106,7 +106,6 @@ class TraceQueue:
         self.owner = f"{uuid.uuid4().hex[:12]}"  # this queue, in the store's rows (workers share the file)
         self._lock = threading.Condition()
         self._pending: deque[str] = deque()
-        self._running: str | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
         self._stop = threading.Event()  # kills the running trace when the queue closes
@@ -159,7 +158,7 @@ class TraceQueue:
                 self._lock.wait()
             if self._closed:
                 return None
-            query = self._running = self._pending.popleft()
+            query = self._pending.popleft()
             return query, list(self._pending)
 
     def _work(self) -> None:
@@ -173,9 +172,6 @@ class TraceQueue:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
                 with suppress(Exception):  # the store itself may be what failed
                     self.store.fail(query, self.owner, f"the trace could not be run ({why})")
-            finally:
-                with self._lock:
-                    self._running = None
 
     def _run(self, query: str) -> None:
         done = 0

@@ -30,6 +30,7 @@ ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 HEARTBEAT_S = 2.0
 STALE_S = 30.0
 KEEP_ROWS = 1000  # finished and failed traces kept; the oldest go first (a report is ~10-300 kB)
+KEEP_BYTES = 256 * 2**20  # and at most this much of their reports and summaries (one may be up to 32 MB)
 ERROR_CHARS = 2000  # an error message is the trace's stderr, cut to this length
 
 _SCHEMA = """
@@ -257,10 +258,19 @@ class TraceStore:
             )
 
     def _prune(self) -> None:
-        """Keep the newest :data:`KEEP_ROWS` finished or failed traces (of any version)."""
+        """Keep the newest :data:`KEEP_ROWS` finished or failed traces (of any version), and of those only
+        as many as fit in :data:`KEEP_BYTES` of reports and summaries (the newest first): the file's size
+        is bounded whatever the scenarios traced."""
         with self._writing() as db:
             db.execute(
                 "DELETE FROM traces WHERE (version, query) IN (SELECT version, query FROM traces "
                 "WHERE state IN ('finished', 'failed') ORDER BY updated DESC LIMIT -1 OFFSET ?)",
                 (KEEP_ROWS,),
+            )
+            db.execute(
+                "DELETE FROM traces WHERE (version, query) IN (SELECT version, query FROM ("
+                "SELECT version, query, SUM(LENGTH(COALESCE(report, '')) + LENGTH(COALESCE(summary, ''))) "
+                "OVER (ORDER BY updated DESC, query) AS kept FROM traces WHERE state IN ('finished', 'failed')"
+                ") WHERE kept > ?)",
+                (KEEP_BYTES,),
             )
