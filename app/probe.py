@@ -82,7 +82,8 @@ def record(rank: int, world: int, step: int, instant: str, figures: dict[str, in
 
 
 class Probe:
-    """Writes this rank's records to ``<folder>/rank-<rank>.jsonl`` (appending, flushed per line).
+    """Writes this rank's records to ``<folder>/rank-<rank>.jsonl`` (anew at :meth:`start`, then appending,
+    flushed per line).
 
     ``rank``, ``world`` and ``device`` default to the process group's and the current CUDA device.
     The step number advances by itself when a mark comes at or before the previous one in step order,
@@ -102,14 +103,16 @@ class Probe:
         self.step = 0
         self._last = -1  # the position in MARKS of the previous mark; -1: none yet this step
 
-    def _write(self, instant: str, figures: dict[str, int]) -> None:
+    def _write(self, instant: str, figures: dict[str, int], mode: str = "a") -> None:
         line = json.dumps(record(self.rank, self.world, self.step, instant, figures), separators=(",", ":"))
-        with self.path.open("a", encoding="utf-8") as handle:
+        with self.path.open(mode, encoding="utf-8") as handle:
             handle.write(line + "\n")
 
     def start(self) -> None:
-        """Before the first step (model sharded, optimizer built): the device's used memory too."""
-        self._write(START, read_device(self.device, with_totals=True))
+        """Before the first step (model sharded, optimizer built): the device's used memory too. A run
+        starts its file anew, so running again in the same folder replaces the last run's records."""
+        self.step, self._last = 0, -1
+        self._write(START, read_device(self.device, with_totals=True), mode="w")
 
     def mark(self, instant: str) -> None:
         """Record the named instant, one of :data:`MARKS`."""

@@ -400,6 +400,12 @@ def test_the_probe_writes_records_the_reader_accepts(tmp_path: Path, monkeypatch
     assert steps == [(0, "start"), (0, "end-of-forward"), (0, "end-of-backward"), (0, "after-step"),
                      (1, "end-of-forward"), (1, "after-step"), (2, "after-step")]  # fmt: skip
     assert observed.world == 2
+    # a second run in the same folder replaces the first one's records (appending made duplicates)
+    again = probe.Probe(tmp_path / "probe", rank=1, world=2, device=0)
+    again.start()
+    again.mark("end-of-forward")
+    rerun = read_observed((tmp_path / "probe" / "rank-1.jsonl").read_bytes())
+    assert [(s.record.step, s.record.instant) for s in rerun.ranks[1]] == [(0, "start"), (0, "end-of-forward")]
 
 
 def test_the_probe_finds_its_rank_from_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
