@@ -6,6 +6,7 @@ import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -36,12 +37,14 @@ def allowed_methods(request: Request) -> list[str]:
 
 
 @asynccontextmanager
-async def _lifespan(_: FastAPI) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # Everything built by start-up (modules, templates, tables) lives as long as the process: moved
     # out of the collector's reach, it no longer lengthens each full collection, which paused every
     # request for ~65 ms under a workshop's load (docs/performance.md).
     gc.collect()
     gc.freeze()
+    # FastAPI runs the plain ``def`` routes on anyio's thread pool: size it for CPU-bound work (Settings).
+    anyio.to_thread.current_default_thread_limiter().total_tokens = app.state.settings.threads
     yield
 
 

@@ -42,8 +42,14 @@ class Settings:
     trace_cache: Path = field(default_factory=default_trace_cache)
     trace_timeout_s: float = 300.0
     trace_queue: int = 8
+    # Threads that run the (CPU-bound, plain ``def``) routes. Every one of them wants the GIL, so more
+    # than a few only adds switching: the workshop benchmark served 54 live updates a second on 40
+    # threads (anyio's default), 60 on 8, 67 on 4 and 64 on 1 (docs/performance.md).
+    threads: int = 4
 
     def __post_init__(self) -> None:
+        if not 1 <= self.threads <= 64:
+            raise ValueError(f"threads = {self.threads} is out of bounds (1 … 64)")
         if self.public_url is not None:
             object.__setattr__(self, "public_url", check_base_url(self.public_url))
 

@@ -191,6 +191,23 @@ def test_a_public_url_given_in_code_is_checked_too() -> None:
         Settings(public_url="lab.example.org")
 
 
+def test_the_routes_run_on_the_settings_few_threads() -> None:
+    """The plain ``def`` routes are CPU work under one GIL: the app runs them on Settings.threads threads,
+    not anyio's default 40 (fewer served more under the workshop's load). Out of bounds is refused."""
+    import anyio.to_thread
+
+    from app.web.app import create_app
+
+    for threads in (1, 4):
+        with TestClient(create_app(Settings(threads=threads))) as client:
+            limiter = client.portal.call(anyio.to_thread.current_default_thread_limiter)  # type: ignore[union-attr]
+            assert limiter.total_tokens == threads
+            assert client.get("/?dp=16").status_code == 200
+    for bad in (0, 65):
+        with pytest.raises(ValueError, match="threads"):
+            Settings(threads=bad)
+
+
 def test_unknown_route_and_method_are_4xx(client: TestClient) -> None:
     assert client.get("/nope").status_code == 404
     assert client.post("/").status_code == 405
