@@ -20,7 +20,7 @@ from app.ledger.scenario import Scenario
 class Estimate:
     scenario: Scenario
     ledger: Ledger
-    checks: tuple[CheckResult, ...]
+    checks: tuple[CheckResult, ...]  # checks 1-8 on the production ledger; () when not asked for
     checkpoint: tuple[CheckpointPolicy, ...]
     mutations: tuple[MutationResult, ...]  # the kill list on this scenario; () when not asked for
     reference_mutations: tuple[MutationResult, ...]
@@ -41,20 +41,21 @@ def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
     )
 
 
-def estimate(s: Scenario, *, with_kill_list: bool = True) -> Estimate:
-    """The whole answer for ``s``. ``with_kill_list=False`` leaves the kill list on this scenario out
-    (``mutations`` is then empty): the page's live update defers it, as the most expensive part of an
-    answer with a model (each mutant's ledger walks every stage's schedule), to a request of its own
-    made when the list comes into view."""
+def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
+    """The whole answer for ``s``. ``with_kill_lists=False`` leaves out what the page's kill-list section
+    shows, the kill list on this scenario and the checks on the production ledger (``mutations`` and
+    ``checks`` are then empty): a live update defers that section, the most expensive part of an answer
+    with a model (each mutant's ledger walks every stage's schedule), to a request of its own made when
+    it comes into view."""
     ledger = compute_ledger(s)
     source = s.source_of("activation_bytes")
     md = s.model_defaults()
     return Estimate(
         scenario=s,
         ledger=ledger,
-        checks=run_checks(ledger, compute_ledger, ALL_CHECKS),
+        checks=run_checks(ledger, compute_ledger, ALL_CHECKS) if with_kill_lists else (),
         checkpoint=checkpoint_policies(s, tuple(stage.persistent for stage in ledger.stages)),
-        mutations=kill_list(s) if with_kill_list else (),
+        mutations=kill_list(s) if with_kill_lists else (),
         reference_mutations=reference_kill_list(),
         fit=find_fit(s, _activations_at(s, source)),
         activation_source=source,

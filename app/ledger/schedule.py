@@ -703,9 +703,10 @@ class _Walk:
             u.layer_unsharded,
         )
         if stage3 and s.reshard_after_forward and s.dp > 1:
-            ahead = min(max(1, s.prefetch), k)  # after its pre-backward: the layers it prefetched below it
-            if moment == "unshard":  # its own output, and the rest of what the layer above prefetched
-                ahead = min(max(1, s.prefetch), k + 1)
+            # at its copy-out: its own output and the rest of what the layer above prefetched; after its
+            # pre-backward: the layers it prefetched below it
+            ahead = min(max(1, s.prefetch), k + 1 if moment == "unshard" else k)
+            if moment == "unshard":
                 why = f"layer {k}'s all-gather output (during its copy-out)"
                 if ahead > 1:
                     why += f" and {ahead - 1} more prefetched"

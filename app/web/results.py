@@ -229,7 +229,7 @@ def kills(s: Scenario) -> Kills:
 
 def results(s: Scenario, *, with_kills: bool = True) -> Results:
     """Everything the results show for ``s``; ``with_kills=False`` defers the kill lists (a live update)."""
-    e = estimate(s, with_kill_list=with_kills)
+    e = estimate(s, with_kill_lists=with_kills)
     stages = e.ledger.stages
     return Results(
         capacity=s.capacity_bytes,
