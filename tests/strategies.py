@@ -41,6 +41,7 @@ def scenarios(draw: st.DrawFn, name: st.SearchStrategy[str] = names) -> Scenario
         "unit_params": draw(st.one_of(st.sampled_from([u for u in unit_edges if u <= params]), bounded(0, params))),
         "gather_bytes": draw(choice("gather_bytes")),
         "prefetch": draw(bounded(0, 8)),
+        "stage": draw(choice("stage")),
         "bucket_bytes": draw(st.one_of(st.just(0), bounded(0, 2**40))),
         "activation_bytes": draw(st.one_of(st.just(0), bounded(0, 2**46))),
         "overhead_bytes": draw(st.one_of(st.just(0), bounded(0, 2**46))),

@@ -68,6 +68,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "unit_params": 400_000_000,
         "gather_bytes": 2,
         "prefetch": 0,
+        "stage": 3,
         "bucket_bytes": 0,
         "activation_bytes": 20_000_000_000,
         "overhead_bytes": 0,

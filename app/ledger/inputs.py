@@ -154,6 +154,7 @@ W24 = Annotated[Literal[2, 4] | None, BeforeValidator(read_plain), _kind("int")]
 W048 = Annotated[Literal[0, 4, 8] | None, BeforeValidator(read_plain), _kind("int")]
 W1248 = Annotated[Literal[1, 2, 4, 8] | None, BeforeValidator(read_plain), _kind("int")]
 Flag = Annotated[Literal[0, 1] | None, BeforeValidator(read_plain), _kind("int")]
+StageRun = Annotated[Literal[0, 1, 2, 3] | None, BeforeValidator(read_plain), _kind("int")]
 Policy = Annotated[ActPolicy | None, BeforeValidator(_read_choice), _kind("choice")]
 Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 
@@ -268,6 +269,15 @@ class ScenarioIn(BaseModel):
         description="Ranks across which ZeRO / FSDP shards state; not the GPU count under TP/PP.",
         examples=[8],
         json_schema_extra=_form("parallelism", "ranks", 8),
+    )
+    stage: StageRun = Field(
+        default=None,
+        title="ZeRO stage run",
+        description="The stage the run uses: the answer marks it, and the DeepSpeed config and FSDP2 snippet "
+        "write it (FSDP2: 3 is full sharding, 2 keeps parameters unsharded after forward, 1 is not expressible). "
+        "The comparison shows all four stages either way.",
+        examples=[3],
+        json_schema_extra=_form("parallelism", "stage", 3),
     )
     prefetch: Plain = Field(
         default=None,

@@ -51,6 +51,7 @@ class Scenario:
     unit_params: int = 400_000_000
     gather_bytes: int = 2
     prefetch: int = 0
+    stage: int = 3  # the stage the run uses (the comparison shows all four)
     bucket_bytes: int = 0
     activation_bytes: int = 20_000_000_000
     overhead_bytes: int = 0

@@ -42,6 +42,7 @@ class ScenarioOut(_Strict):
     unit_params: Count
     gather_bytes: Count
     prefetch: Count
+    stage: Count
     bucket_bytes: Bytes
     activation_bytes: Bytes
     overhead_bytes: Bytes

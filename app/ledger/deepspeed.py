@@ -1,0 +1,872 @@
+"""A DeepSpeed config (``ds_config.json``) read into a scenario, every key accounted for.
+
+:func:`import_deepspeed` reads a config beside the other scenario inputs (a model, typed fields) and
+gives the scenario it describes plus one :class:`Line` per key: what the config says, what it
+resolves to and what the lab does with it. A typed field always wins over the config.
+
+* **Elements, not bytes.** DeepSpeed's sizes (``reduce_bucket_size``, ``stage3_prefetch_bucket_size``
+  …) count elements; each becomes bytes with the width it applies to, and the line shows the product.
+* **Defaults.** A missing key takes DeepSpeed's documented default (:data:`DEEPSPEED`:
+  ``deepspeed/runtime/zero/config.py``, ``runtime/constants.py``, ``runtime/precision_config.py``).
+* **"auto".** The value the Hugging Face Trainer writes before DeepSpeed reads the file
+  (:data:`TRANSFORMERS`, ``HfTrainerDeepSpeedConfig``): ``reduce_bucket_size`` = hidden²,
+  ``stage3_prefetch_bucket_size`` = ⌊0.9 · hidden²⌋ and ``stage3_param_persistence_threshold`` =
+  10 · hidden at stage 3, which need a model; the batch sizes and the precision come from the
+  Trainer's own arguments, which the lab does not have: those stay *unresolved* and the lab's own
+  input is used, said so in :attr:`DeepSpeedImport.unresolved`.
+* **Refused.** What DeepSpeed itself refuses (an unknown key inside ``zero_optimization``, fp16 and
+  bf16 both on, batch sizes that do not multiply out) raises :class:`DeepSpeedConfigError` naming
+  the key. An unknown top-level key is only reported: DeepSpeed does not read it either.
+
+Some keys change memory in ways the ledger does not model yet (offload, hierarchical partitioning,
+quantized communication): their lines say ``not modelled`` and what the ledger counts instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app.ledger.arithmetic import n
+from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
+
+__all__ = [
+    "DEEPSPEED",
+    "TRANSFORMERS",
+    "DeepSpeedConfigError",
+    "DeepSpeedImport",
+    "Line",
+    "import_deepspeed",
+]
+
+DEEPSPEED = "DeepSpeed 0.19.8"  # whose documented defaults a missing key takes
+TRANSFORMERS = "transformers 5.23.0"  # whose Trainer resolves "auto"
+ELEMENTS_MAX = 2**63 - 1  # sys.maxsize: DeepSpeed's own largest default (stage3_model_persistence_threshold)
+
+Status = Literal["sets", "checked", "no memory effect", "not modelled", "ignored", "unresolved"]
+
+
+class DeepSpeedConfigError(ValueError):
+    """A key DeepSpeed would refuse, or a value the lab cannot read: ``key`` is its dotted path."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One key of the config: its dotted path, what the file says (``absent`` when DeepSpeed's default
+    applies), what the lab does with it, and how (``status``)."""
+
+    key: str
+    written: str
+    effect: str
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class DeepSpeedImport:
+    scenario: Scenario
+    lines: tuple[Line, ...]
+    unresolved: tuple[str, ...]  # the keys whose "auto" the lab could not resolve, each with what it used
+    origin: Mapping[str, str]  # scenario field -> the config key that set it (for messages about the field)
+
+
+# --------------------------------------------------------------------------- reading values
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "absent"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return n(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, str):
+        return f'"{value[:40]}"'
+    return "{…}" if isinstance(value, Mapping) else "[…]"
+
+
+def _bool(key: str, value: object, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise DeepSpeedConfigError(key, f"must be true or false, not {_shown(value)}")
+    return value
+
+
+def _elements(key: str, value: object, default: int | None = None, *, low: int = 0) -> int | None:
+    """A count of elements: an integer, or a float with no fraction (JSON's 5e8); None when absent
+    (or "auto", which the caller resolves)."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DeepSpeedConfigError(key, f'must be a whole number of elements or "auto", not {_shown(value)}')
+    if isinstance(value, float) and (
+        value != value or value in (float("inf"), float("-inf")) or not value.is_integer()
+    ):
+        raise DeepSpeedConfigError(key, f"must be a whole number, not {_shown(value)}")
+    number = int(value)
+    if not low <= number <= ELEMENTS_MAX:
+        raise DeepSpeedConfigError(key, f"must be between {n(low)} and {n(ELEMENTS_MAX)}, not {_shown(value)}")
+    return number
+
+
+def _section(config: Mapping[str, object], key: str, path: str) -> Mapping[str, object]:
+    value = config.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise DeepSpeedConfigError(path, f"must be an object, not {_shown(value)}")
+    return value
+
+
+# --------------------------------------------------------------------------- the keys
+
+
+# zero_optimization's keys and the other spelling DeepSpeed accepts for each (its pydantic aliases).
+_ZERO_ALIASES = {
+    "stage3_prefetch_bucket_size": "prefetch_bucket_size",
+    "stage3_param_persistence_threshold": "param_persistence_threshold",
+    "stage3_model_persistence_threshold": "model_persistence_threshold",
+    "stage3_max_live_parameters": "max_live_parameters",
+    "stage3_max_reuse_distance": "max_reuse_distance",
+    "stage3_gather_16bit_weights_on_model_save": "gather_16bit_weights_on_model_save",
+    "stage3_module_granularity_threshold": "module_granularity_threshold",
+    "stage3_use_all_reduce_for_fetch_params": "use_all_reduce_for_fetch_params",
+    "stage3_allgather_sequential": "allgather_sequential",
+}
+# zero_optimization keys with no effect on a rank's memory (scheduling, checks, logging, checkpoints).
+_ZERO_NO_MEMORY_EFFECT = {
+    "reduce_scatter": "reduce-scatter (true) or reduce: the same gradient bytes",
+    "allgather_partitions": "all-gather (true) or broadcasts for the updated parameters: the same bytes",
+    "use_multi_rank_bucket_allreduce": "how buckets are combined across ranks",
+    "load_from_fp32_weights": "what a checkpoint load initialises from",
+    "elastic_checkpoint": "a legacy checkpoint format",
+    "ignore_unused_parameters": "an error check (stage 2)",
+    "legacy_stage1": "the old stage-1 code path",
+    "round_robin_gradients": "how offloaded gradients are copied (stages 1 and 2)",
+    "memory_efficient_linear": "the linear layers' autograd function under stage 3",
+    "override_module_apply": "stage 3's module.apply hook",
+    "log_trace_cache_warnings": "logging",
+    "enable_sanity_checks": "debug checks",
+    "pipeline_loading_checkpoint": "checkpoint loading under pipeline parallelism",
+    "stage3_module_granularity_threshold": "which small modules are fetched as one",
+    "stage3_use_all_reduce_for_fetch_params": "the collective that fetches parameters",
+    "stage3_allgather_sequential": "all-gathers one parameter at a time instead of a flat bucket",
+    "mics_hierarchical_params_gather": "MiCS's gather order",
+    "leaf_module": "modules fetched whole",
+    "zenflow": "ZenFlow's asynchronous update",
+    "save_muon_momentum_buffer_in_memory": "NVMe swapping of Muon's momentum",
+    "cpu_offload_use_pin_memory": "deprecated: pinning of offloaded buffers",
+    "stage3_partition_stream_chunk_size": "zero.Init's streaming partition",
+    "compute_grad_norm": "whether the step computes the gradient norm",
+    "parameter_alignment": "partition alignment",
+}
+_ZERO_HANDLED = frozenset(
+    {
+        "stage",
+        "contiguous_gradients",
+        "overlap_comm",
+        "reduce_bucket_size",
+        "allgather_bucket_size",
+        "stage3_prefetch_bucket_size",
+        "stage3_param_persistence_threshold",
+        "stage3_model_persistence_threshold",
+        "stage3_max_live_parameters",
+        "stage3_max_reuse_distance",
+        "stage3_gather_16bit_weights_on_model_save",
+        "stage3_gather_fp16_weights_on_model_save",
+        "sub_group_size",
+        "offload_optimizer",
+        "offload_param",
+        "cpu_offload",
+        "cpu_offload_param",
+        "zero_hpz_partition_size",
+        "mics_shard_size",
+        "zero_quantized_weights",
+        "zero_quantized_nontrainable_weights",
+        "zero_quantized_gradients",
+        "zeropp_loco_param",
+    }
+)
+# Top-level keys with no effect on a rank's memory.
+_TOP_NO_MEMORY_EFFECT = {
+    "gradient_clipping": "clips the gradient norm in place",
+    "scheduler": "the learning-rate schedule",
+    "steps_per_print": "logging",
+    "wall_clock_breakdown": "timing logs",
+    "prescale_gradients": "when gradients are divided by D",
+    "gradient_predivide_factor": "when gradients are divided by D",
+    "zero_allow_untested_optimizer": "allows an optimizer ZeRO has not tested",
+    "zero_force_ds_cpu_optimizer": "requires DeepSpeed's CPU optimizer with offload",
+    "tensorboard": "logging",
+    "wandb": "logging",
+    "csv_monitor": "logging",
+    "comet": "logging",
+    "flops_profiler": "profiling",
+    "comms_logger": "logging",
+    "dump_state": "logging",
+    "memory_breakdown": "logging",
+    "elasticity": "elastic batch sizes",
+    "autotuning": "the autotuner's search",
+    "checkpoint": "checkpoint storage options",
+    "hybrid_engine": "DeepSpeed-Chat's generation engine",
+    "sparse_gradients": "sparse embedding gradients",
+    "gradient_allreduce_op": "sum or mean",
+    "managed_gradient_accumulation": "who counts micro-batches",
+    "seq_parallel_communication_data_type": "Ulysses sequence-parallel communication",
+    "curriculum_learning": "data sampling",
+    "data_efficiency": "data sampling",
+    "compression_training": "compression schedules",
+}
+_TOP_NOT_MODELLED = {
+    "aio": "NVMe reads and writes for ZeRO-Infinity offload (not modelled: the lab has no offload yet)",
+    "pipeline": "pipeline parallelism (not modelled yet: N is the parameters of the pipeline stage you type)",
+    "amp": "NVIDIA Apex AMP (not modelled: set the widths by hand)",
+    "torch_autocast": "torch.autocast regions (not modelled: set the widths by hand)",
+    "sequence_parallel_size": "Ulysses sequence parallelism (not modelled)",
+}
+_TOP_HANDLED = frozenset(
+    {
+        "zero_optimization",
+        "fp16",
+        "bf16",
+        "bfloat16",
+        "optimizer",
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "activation_checkpointing",
+        "communication_data_type",
+        "data_types",
+    }
+)
+
+# optimizer.type (DeepSpeed's own names, matched lower-cased) -> FP32 state tensors per parameter.
+_OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "adagrad": 1, "lion": 1, "muon": 1}
+_REMOVED_OPTIMIZERS = ("onebitadam", "zerooneadam", "onebitlamb")
+_WIDTHS = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+@dataclass
+class _Reader:
+    """The state of one import: the fields the config sets, its lines, and what stayed unresolved."""
+
+    typed: frozenset[str]
+    fields: dict[str, int | str] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)
+    lines: list[Line] = field(default_factory=list)
+    unresolved: list[str] = field(default_factory=list)
+
+    def line(self, key: str, written: object, effect: str, status: Status) -> None:
+        self.lines.append(Line(key, _shown(written), effect, status))
+
+    def set(self, key: str, written: object, name: str, value: int | str, why: str) -> None:
+        """The config sets scenario field ``name`` (unless the user typed it)."""
+        if name in self.typed:
+            self.line(key, written, f"{why}; {name} was typed, and the typed value is kept", "checked")
+            return
+        self.fields[name] = value
+        self.origin[name] = key
+        self.line(key, written, f"{name} = {value if isinstance(value, str) else n(value)}: {why}", "sets")
+
+    def unresolved_auto(self, key: str, needs: str) -> None:
+        self.unresolved.append(f"{key}: {needs}")
+        self.line(key, "auto", needs, "unresolved")
+
+
+def _precision(r: _Reader, config: Mapping[str, object], stage: int) -> tuple[bool | None, str]:
+    """fp16 / bf16: the widths of parameters, gradients and the master copy. Returns (mixed, name):
+    mixed is None when both are "auto" (the Trainer's --fp16 / --bf16 decide)."""
+    fp16 = _section(config, "fp16", "fp16")
+    bf16_key = "bf16" if "bf16" in config or "bfloat16" not in config else "bfloat16"
+    bf16 = _section(config, bf16_key, bf16_key)
+    enabled: dict[str, bool | None] = {}
+    for name, section in (("fp16", fp16), (bf16_key, bf16)):
+        raw = section.get("enabled")
+        enabled[name] = None if raw == "auto" else _bool(f"{name}.enabled", raw, False)
+        for key in section:
+            if key != "enabled":
+                r.line(
+                    f"{name}.{key}",
+                    section[key],
+                    "loss scaling and overflow checks: no memory effect",
+                    "no memory effect",
+                )
+    on = [name for name, value in enabled.items() if value]
+    if len(on) == 2:
+        raise DeepSpeedConfigError("bf16.enabled", "fp16 and bf16 cannot both be enabled (DeepSpeed refuses it)")
+    if on:
+        mixed, name = True, on[0]
+    elif None in enabled.values():
+        mixed, name = None, "fp16 or bf16"
+    else:
+        mixed, name = False, "fp32"
+    grad_accum = _section(config, "data_types", "data_types").get("grad_accum_dtype")
+    if grad_accum is not None and grad_accum not in _WIDTHS:
+        raise DeepSpeedConfigError(
+            "data_types.grad_accum_dtype", f'must be "fp32", "fp16" or "bf16", not {_shown(grad_accum)}'
+        )
+    if mixed is None:
+        r.unresolved_auto(
+            "fp16.enabled / bf16.enabled",
+            "the Trainer's --fp16 or --bf16 decides; the lab keeps its widths (16-bit parameters and gradients, "
+            "an FP32 master: either choice has these widths)",
+        )
+        return None, name
+    width = 2 if mixed else 4
+    key = f"{name}.enabled" if mixed else "fp16.enabled, bf16.enabled"
+    r.set(key, mixed, "param_bytes", width, f"{'16-bit' if mixed else 'FP32'} model parameters ({width} B)")
+    r.set(
+        key,
+        mixed,
+        "master_bytes",
+        4 if mixed else 0,
+        "an FP32 master copy beside the 16-bit parameters" if mixed else "FP32 parameters are their own master",
+    )
+    if grad_accum is not None:
+        r.set(
+            "data_types.grad_accum_dtype",
+            grad_accum,
+            "grad_bytes",
+            _WIDTHS[str(grad_accum)],
+            "gradients accumulate in this type",
+        )
+    elif name in ("bf16", "bfloat16") and stage == 0:
+        r.set(
+            f"{name}.enabled",
+            True,
+            "grad_bytes",
+            4,
+            "bf16 without ZeRO accumulates gradients in FP32 (DeepSpeed's get_data_types)",
+        )
+    else:
+        r.set(key, mixed, "grad_bytes", width, "gradients in the model's type (data_types.grad_accum_dtype absent)")
+    return mixed, name
+
+
+def _optimizer(r: _Reader, config: Mapping[str, object]) -> None:
+    section = _section(config, "optimizer", "optimizer")
+    if not section:
+        r.line(
+            "optimizer",
+            None,
+            "the training script's optimizer (the Hugging Face Trainer's AdamW by "
+            "default); the lab keeps opt_states and opt_bytes as they are",
+            "checked",
+        )
+        return
+    kind = section.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise DeepSpeedConfigError("optimizer.type", f"must name the optimizer, not {_shown(kind)}")
+    lowered = kind.lower()
+    params = section.get("params", {})
+    if not isinstance(params, Mapping):
+        raise DeepSpeedConfigError("optimizer.params", f"must be an object, not {_shown(params)}")
+    if lowered in _REMOVED_OPTIMIZERS:
+        raise DeepSpeedConfigError("optimizer.type", f"{kind} was removed in {DEEPSPEED} (and ZeRO never allowed it)")
+    if lowered in _OPTIMIZER_STATES:
+        states = _OPTIMIZER_STATES[lowered]
+        why = {2: "first and second moments", 1: "one moment"}[states]
+    elif kind == "SGD":  # any other name is torch.optim's, case and all
+        momentum = params.get("momentum", 0)
+        if isinstance(momentum, bool) or not isinstance(momentum, int | float):
+            raise DeepSpeedConfigError("optimizer.params.momentum", f"must be a number, not {_shown(momentum)}")
+        states = 1 if momentum else 0
+        why = "a momentum buffer" if momentum else "no state without momentum"
+    else:
+        raise DeepSpeedConfigError(
+            "optimizer.type",
+            f"{kind!r} is not an optimizer the lab knows the state of (Adam, AdamW, Lamb, Adagrad, Lion, Muon, SGD); "
+            "set opt_states by hand and leave the optimizer section out",
+        )
+    r.set("optimizer.type", kind, "opt_states", states, f"{kind} keeps {why} per parameter")
+    r.set("optimizer.type", kind, "opt_bytes", 4, "DeepSpeed keeps optimizer state in FP32")
+    for key in params:
+        r.line(f"optimizer.params.{key}", params[key], "a hyperparameter: no memory effect", "no memory effect")
+
+
+def _batch(r: _Reader, config: Mapping[str, object], dp: int) -> None:
+    """train_batch_size = micro batch × gradient accumulation × D, resolved as DeepSpeed resolves them
+    (``DeepSpeedConfig._set_batch_related_parameters``: the missing one from the other two; D is the
+    data-parallel world size, the scenario's dp)."""
+    keys = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+    raw = {key: config.get(key) for key in keys}
+    auto = {key for key, value in raw.items() if value == "auto"}
+    train, micro, accum = (None if key in auto else _elements(key, raw[key], low=1) for key in keys)
+    if train is not None and micro is None and "train_micro_batch_size_per_gpu" not in auto:
+        micro = train // dp // (accum or 1)
+        r.line(
+            "train_batch_size",
+            train,
+            f"micro batch = ⌊{n(train)} ÷ D {n(dp)} ÷ {n(accum or 1)}⌋ = {n(micro)} (DeepSpeed's own resolution)",
+            "checked",
+        )
+    elif train is not None and accum is None and micro is not None and "gradient_accumulation_steps" not in auto:
+        accum = train // micro // dp
+    if train is not None and micro is not None and accum is not None and (micro < 1 or train != micro * accum * dp):
+        raise DeepSpeedConfigError(
+            "train_batch_size",
+            f"{n(train)} is not micro batch × gradient accumulation × D = {n(micro)} × {n(accum)} × {n(dp)} "
+            f"= {n(micro * accum * dp)} (DeepSpeed refuses it; D is the scenario's dp)",
+        )
+    if train is not None or "train_batch_size" in auto:
+        r.line(
+            "train_batch_size",
+            raw["train_batch_size"],
+            "micro batch × gradient accumulation × D: checked, no memory effect of its own",
+            "checked",
+        )
+    if "train_micro_batch_size_per_gpu" in auto:
+        r.unresolved_auto(
+            "train_micro_batch_size_per_gpu",
+            "the Trainer's --per_device_train_batch_size; the lab uses its micro_batch input",
+        )
+    elif micro is not None:
+        r.set(
+            "train_micro_batch_size_per_gpu",
+            raw["train_micro_batch_size_per_gpu"],
+            "micro_batch",
+            micro,
+            "sequences per micro batch on one rank",
+        )
+    elif train is None and "train_batch_size" not in auto:
+        r.line(
+            "train_micro_batch_size_per_gpu",
+            None,
+            "DeepSpeed needs it or train_batch_size; the lab uses its micro_batch input",
+            "checked",
+        )
+    if "gradient_accumulation_steps" in auto:
+        r.unresolved_auto(
+            "gradient_accumulation_steps", "the Trainer's --gradient_accumulation_steps; no effect on the per-rank peak"
+        )
+    elif accum is not None:
+        r.line(
+            "gradient_accumulation_steps",
+            raw["gradient_accumulation_steps"],
+            f"{n(accum)}: no effect on the "
+            "per-rank peak (gradients are held between micro batches at every stage); the communication table is "
+            f"one micro batch's, and ZeRO-2 and 3 reduce-scatter every micro batch: × {n(accum)} per optimizer "
+            "step",
+            "checked",
+        )
+
+
+def _activation_checkpointing(r: _Reader, config: Mapping[str, object]) -> None:
+    section = _section(config, "activation_checkpointing", "activation_checkpointing")
+    if "activation_checkpointing" not in config:
+        return
+    r.set(
+        "activation_checkpointing",
+        section,
+        "act_policy",
+        "full",
+        "the section configures deepspeed.checkpointing, which models use to checkpoint each layer; "
+        "the lab takes it as full recomputation",
+    )
+    for key, value in section.items():
+        path = f"activation_checkpointing.{key}"
+        if key in (
+            "partition_activations",
+            "cpu_checkpointing",
+            "contiguous_memory_optimization",
+            "synchronize_checkpoint_boundary",
+            "profile",
+        ):
+            on = _bool(path, value, False)
+            if on and key == "partition_activations":
+                r.line(
+                    path,
+                    value,
+                    "splits each checkpointed input across the tensor-parallel ranks: not modelled "
+                    "(the lab keeps whole inputs; set sequence_parallel for Megatron's split)",
+                    "not modelled",
+                )
+            elif on and key == "cpu_checkpointing":
+                r.line(
+                    path,
+                    value,
+                    "moves checkpointed inputs to host memory: not modelled (the lab keeps them on the device)",
+                    "not modelled",
+                )
+            else:
+                r.line(path, value, "no memory effect in the lab's model", "no memory effect")
+        elif key == "number_checkpoints":
+            _elements(path, value, low=0)
+            r.line(path, value, "used only with contiguous_memory_optimization: no memory effect", "no memory effect")
+        else:
+            raise DeepSpeedConfigError(path, f"not a key of activation_checkpointing in {DEEPSPEED}")
+
+
+def _offload(r: _Reader, zero: Mapping[str, object], stage: int) -> None:
+    for key, what in (
+        ("offload_optimizer", "the FP32 master and optimizer state"),
+        ("offload_param", "the parameters"),
+    ):
+        section = zero.get(key)
+        path = f"zero_optimization.{key}"
+        if section is None:
+            continue
+        if not isinstance(section, Mapping):
+            raise DeepSpeedConfigError(path, f"must be an object, not {_shown(section)}")
+        device = section.get("device", "none")
+        if device not in ("none", "cpu", "nvme"):
+            raise DeepSpeedConfigError(f"{path}.device", f'must be "none", "cpu" or "nvme", not {_shown(device)}')
+        if device == "none":
+            r.line(f"{path}.device", device, "no offload", "checked")
+        elif key == "offload_param" and stage != 3:
+            r.line(
+                f"{path}.device",
+                device,
+                f"DeepSpeed offloads parameters only at stage 3 (this is stage {stage})",
+                "ignored",
+            )
+        else:
+            r.line(
+                f"{path}.device",
+                device,
+                f"moves {what} to {device}: not modelled yet — the device ledger still "
+                f"counts {what} on the GPU (an over-count) and there is no host ledger",
+                "not modelled",
+            )
+        for sub in section:
+            if sub != "device":
+                r.line(
+                    f"{path}.{sub}", section[sub], "an offload buffer or I/O setting: not modelled yet", "not modelled"
+                )
+    for key, new in (("cpu_offload", "offload_optimizer"), ("cpu_offload_param", "offload_param")):
+        if _bool(f"zero_optimization.{key}", zero.get(key), False):
+            r.line(
+                f"zero_optimization.{key}",
+                True,
+                f"deprecated spelling of {new}.device = cpu: not modelled yet",
+                "not modelled",
+            )
+
+
+def _zero(r: _Reader, config: Mapping[str, object]) -> int:
+    """zero_optimization's keys that need no model or width; returns the stage."""
+    raw = config.get("zero_optimization")
+    if isinstance(raw, bool):  # DeepSpeed's deprecated form: true is stage 1
+        zero: Mapping[str, object] = {"stage": 1 if raw else 0}
+    else:
+        zero = _section(config, "zero_optimization", "zero_optimization")
+    for key in zero:
+        canonical = next((long for long, short in _ZERO_ALIASES.items() if key == short), key)
+        if canonical not in _ZERO_HANDLED and canonical not in _ZERO_NO_MEMORY_EFFECT:
+            where = " (it is a top-level section)" if key == "aio" else ""
+            raise DeepSpeedConfigError(
+                f"zero_optimization.{key}",
+                f"not a key of zero_optimization in {DEEPSPEED}{where}; DeepSpeed refuses unknown keys there",
+            )
+        if canonical in _ZERO_NO_MEMORY_EFFECT:
+            r.line(
+                f"zero_optimization.{key}",
+                zero[key],
+                _ZERO_NO_MEMORY_EFFECT[canonical] + ": no memory effect",
+                "no memory effect",
+            )
+    stage_raw = zero.get("stage", 0)
+    stages = (0, 1, 2, 3)
+    if isinstance(stage_raw, bool) or stage_raw not in stages:
+        raise DeepSpeedConfigError("zero_optimization.stage", f"must be 0, 1, 2 or 3, not {_shown(stage_raw)}")
+    stage = stages.index(stage_raw)
+    r.set(
+        "zero_optimization.stage",
+        zero.get("stage"),
+        "stage",
+        stage,
+        "the stage the run uses (the comparison shows all four)",
+    )
+    _offload(r, zero, stage)
+    for key, why in (
+        (
+            "zero_hpz_partition_size",
+            "ZeRO++ hpZ keeps a secondary copy of the parameters sharded within groups of this size",
+        ),
+        ("mics_shard_size", "MiCS shards within groups of this size and replicates across them"),
+    ):
+        value = _elements(f"zero_optimization.{key}", zero.get(key), low=-1 if key == "mics_shard_size" else 0)
+        if value is not None and value > 1:
+            r.line(
+                f"zero_optimization.{key}",
+                value,
+                f"{why}: not modelled yet — the lab shards over all D ranks",
+                "not modelled",
+            )
+        elif value is not None:
+            r.line(f"zero_optimization.{key}", value, "no hierarchical partitioning", "checked")
+    for key in ("zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients"):
+        if _bool(f"zero_optimization.{key}", zero.get(key), False):
+            r.line(
+                f"zero_optimization.{key}",
+                True,
+                "quantized communication (ZeRO++): not modelled — the lab "
+                "counts the all-gather and reduce-scatter in their full widths",
+                "not modelled",
+            )
+    if zero.get("zeropp_loco_param") is not None:
+        r.line(
+            "zero_optimization.zeropp_loco_param",
+            zero["zeropp_loco_param"],
+            "LoCo error feedback buffers: not modelled",
+            "not modelled",
+        )
+    return stage
+
+
+def _get(zero: Mapping[str, object], key: str) -> object:
+    """A zero_optimization key by its stage3_ name or DeepSpeed's other spelling."""
+    return zero.get(key, zero.get(_ZERO_ALIASES.get(key, key)))
+
+
+def _sized(r: _Reader, config: Mapping[str, object], s: Scenario, stage: int) -> None:
+    """The keys that need widths, U or the model's hidden size: the buckets, prefetch and persistence."""
+    raw = config.get("zero_optimization")
+    zero: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
+    md = s.model_defaults()
+    hidden = md.model.architecture.hidden if md is not None else None
+
+    def resolved(key: str, formula: Callable[[int], int], text: str, default: int) -> tuple[int | None, str]:
+        """The key's elements and where they came from: the file, DeepSpeed's default when absent, or the
+        Trainer's formula for "auto" (None: "auto" without a model, reported as unresolved)."""
+        value = _get(zero, key)
+        path = f"zero_optimization.{key}"
+        if value != "auto":
+            got = _elements(path, value, default)
+            return got, "" if value is not None else f"{DEEPSPEED}'s default, {got:,} elements; "
+        if hidden is None:
+            r.unresolved_auto(path, f"the Trainer writes {text}, which needs a model (--model or --model-config)")
+            return None, ""
+        got = formula(hidden)
+        return got, f"{TRANSFORMERS}'s Trainer writes {text} = {got:,} elements (hidden = {hidden:,}); "
+
+    contiguous = _bool("zero_optimization.contiguous_gradients", zero.get("contiguous_gradients"), True)
+    overlap = _bool("zero_optimization.overlap_comm", zero.get("overlap_comm"), stage == 3)
+    reduce_bucket, source = resolved("reduce_bucket_size", lambda h: h * h, "hidden²", 500_000_000)
+    key, written = "zero_optimization.reduce_bucket_size", _get(zero, "reduce_bucket_size")
+    if stage == 0:
+        if written is not None:
+            r.line(key, written, "stage 0 all-reduces without ZeRO's gradient buckets: not read", "ignored")
+    elif reduce_bucket is not None and not contiguous:
+        r.line(key, written, "contiguous_gradients is false: no flat gradient bucket is allocated", "checked")
+    elif reduce_bucket is not None:
+        # DeepSpeed allocates reduce_bucket_size elements of the gradient type when contiguous_gradients is on:
+        # stages 1 and 2 a second one when overlap_comm double-buffers; stage 3 one flat bucket.
+        buffers = 2 if overlap and stage < 3 else 1
+        total = buffers * reduce_bucket * s.grad_bytes
+        what = "two flat gradient buckets (overlap_comm double-buffers them)" if buffers == 2 else "one flat bucket"
+        r.set(
+            key,
+            written,
+            "bucket_bytes",
+            total,
+            f"{source}{buffers} × {reduce_bucket:,} elements × {s.grad_bytes} B (gradient width) = {total:,} B: {what}",
+        )
+    for flag, value in (("contiguous_gradients", contiguous), ("overlap_comm", overlap)):
+        state = "true" if value else "false"
+        text = state + ("" if zero.get(flag) is not None else f" ({DEEPSPEED}'s default at stage {stage})")
+        r.line(f"zero_optimization.{flag}", zero.get(flag), f"{text}: read with reduce_bucket_size", "checked")
+    allgather = _elements("zero_optimization.allgather_bucket_size", zero.get("allgather_bucket_size"), 500_000_000)
+    if stage in (1, 2):
+        r.line(
+            "zero_optimization.allgather_bucket_size",
+            zero.get("allgather_bucket_size"),
+            f"the updated 16-bit partitions are all-gathered {allgather:,} elements at a time into the parameters "
+            "after the step, outside the training peak: no separate bucket",
+            "checked",
+        )
+    stage3_keys = (
+        "stage3_prefetch_bucket_size",
+        "stage3_param_persistence_threshold",
+        "stage3_max_live_parameters",
+        "stage3_max_reuse_distance",
+        "stage3_model_persistence_threshold",
+        "sub_group_size",
+    )
+    if stage != 3:
+        for name in stage3_keys:
+            if _get(zero, name) is not None:
+                r.line(
+                    f"zero_optimization.{name}",
+                    _get(zero, name),
+                    f"read only at stage 3 (this is stage {stage})",
+                    "ignored",
+                )
+        _save_flag(r, zero)
+        return
+    prefetch, source = resolved("stage3_prefetch_bucket_size", lambda h: 9 * h * h // 10, "⌊0.9 · hidden²⌋", 50_000_000)
+    if prefetch is not None:
+        units = min(8, prefetch // s.unit_params) if s.unit_params else 0
+        early = (prefetch - units * s.unit_params) * s.gather_bytes if units < 8 else 0
+        r.set(
+            "zero_optimization.stage3_prefetch_bucket_size",
+            _get(zero, "stage3_prefetch_bucket_size"),
+            "prefetch",
+            units,
+            f"{source}⌊{prefetch:,} elements ÷ U {s.unit_params:,}⌋ = {units} whole units ahead (the lab's "
+            f"cap is 8); DeepSpeed prefetches parameter by parameter, so up to {early:,} B more of the next unit "
+            "may be gathered early (not counted)",
+        )
+    threshold, source = resolved("stage3_param_persistence_threshold", lambda h: 10 * h, "10 · hidden", 100_000)
+    if threshold is not None:
+        _persistence(r, zero, s, threshold, source)
+    live = _elements(
+        "zero_optimization.stage3_max_live_parameters", _get(zero, "stage3_max_live_parameters"), 1_000_000_000
+    )
+    gathered = (1 + int(r.fields.get("prefetch", s.prefetch))) * s.unit_params
+    over = (
+        ""
+        if live is None or gathered <= live
+        else (": more than DeepSpeed keeps live, so DeepSpeed releases sooner than the ledger assumes (an over-count)")
+    )
+    r.line(
+        "zero_optimization.stage3_max_live_parameters",
+        _get(zero, "stage3_max_live_parameters"),
+        f"{live or 0:,} elements; the ledger's gather holds (1 + P) × U = {gathered:,}{over}",
+        "checked",
+    )
+    rows: tuple[tuple[str, str, Status], ...] = (
+        (
+            "stage3_max_reuse_distance",
+            "keeps a parameter gathered if it is reused within this many elements: not "
+            "modelled (the lab releases each unit after use)",
+            "not modelled",
+        ),
+        (
+            "stage3_model_persistence_threshold",
+            "caps the unpartitioned parameters: read with the persistence threshold",
+            "checked",
+        ),
+        (
+            "sub_group_size",
+            "the optimizer steps this many elements at a time (its buffers matter with offload): no "
+            "effect without offload",
+            "checked",
+        ),
+    )
+    for name, text, status in rows:
+        setting = _get(zero, name)
+        _elements(f"zero_optimization.{name}", setting)
+        r.line(f"zero_optimization.{name}", setting, text, status)
+    _save_flag(r, zero)
+
+
+def _persistence(r: _Reader, zero: Mapping[str, object], s: Scenario, threshold: int, source: str) -> None:
+    key = "zero_optimization.stage3_param_persistence_threshold"
+    md = s.model_defaults()
+    written = _get(zero, "stage3_param_persistence_threshold")
+    if md is None:
+        r.line(
+            key,
+            written,
+            f"parameters under {threshold:,} elements stay whole on every rank: not modelled "
+            "(the model's tensors are not known without a model)",
+            "not modelled",
+        )
+        return
+    cap = _elements(
+        "zero_optimization.stage3_model_persistence_threshold",
+        _get(zero, "stage3_model_persistence_threshold"),
+        ELEMENTS_MAX,
+    )
+    assert cap is not None
+    small = [t for t in md.model.inventory.tensors() if t.numel < threshold]
+    elements = min(cap, sum(t.total for t in small))
+    count = sum(t.count for t in small)
+    extra = elements * s.param_bytes - -(-elements * s.param_bytes // s.dp)
+    r.line(
+        key,
+        written,
+        f"{source}{count:,} tensors under {threshold:,} elements ({elements:,} elements) stay whole on every rank: "
+        f"not modelled — {elements:,} × {s.param_bytes} B − ⌈{elements:,} × {s.param_bytes} B ÷ D {s.dp:,}⌉ = "
+        f"{extra:,} B more than the ledger's sharded parameters",
+        "not modelled",
+    )
+
+
+def _save_flag(r: _Reader, zero: Mapping[str, object]) -> None:
+    for key in ("stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save"):
+        value = _get(zero, key)
+        if value is not None:
+            on = _bool(f"zero_optimization.{key}", value, False)
+            r.line(
+                f"zero_optimization.{key}",
+                value,
+                "consolidated 16-bit weights on save: the checkpoint section's full_params row"
+                if on
+                else "a sharded save: the checkpoint section's sharded row",
+                "checked",
+            )
+
+
+def _top_level(r: _Reader, config: Mapping[str, object]) -> None:
+    for key, value in config.items():
+        if key in _TOP_HANDLED:
+            continue
+        if key in _TOP_NO_MEMORY_EFFECT:
+            r.line(key, value, _TOP_NO_MEMORY_EFFECT[key] + ": no memory effect", "no memory effect")
+        elif key in _TOP_NOT_MODELLED:
+            r.line(key, value, _TOP_NOT_MODELLED[key], "not modelled")
+        else:
+            r.line(
+                key,
+                value,
+                f"not a key {DEEPSPEED} reads (DeepSpeed ignores unknown top-level keys, and so does "
+                "the lab): check its spelling",
+                "ignored",
+            )
+    kind = config.get("communication_data_type")
+    if kind is not None:
+        if not isinstance(kind, str) or kind.lower() not in _WIDTHS:
+            raise DeepSpeedConfigError(
+                "communication_data_type", f'must be "fp32", "fp16" or "bf16", not {_shown(kind)}'
+            )
+        r.set(
+            "communication_data_type", kind, "reduce_bytes", _WIDTHS[kind.lower()], "gradients are reduced in this type"
+        )
+
+
+# --------------------------------------------------------------------------- the import
+
+
+def _parse(r: _Reader, inputs: Mapping[str, object]) -> Scenario:
+    """The scenario so far; a field the config put out of its bounds is an error on the config's key."""
+    try:
+        return parse_scenario({**inputs, **r.fields})
+    except ScenarioError as exc:
+        for e in exc.errors:
+            if e.field in r.origin:
+                raise DeepSpeedConfigError(
+                    r.origin[e.field], f"gives {e.field} = {r.fields[e.field]}: {e.message} (allowed: {e.allowed})"
+                ) from exc
+        raise
+
+
+def import_deepspeed(
+    config: Mapping[str, object], inputs: Mapping[str, object], typed: frozenset[str] | None = None
+) -> DeepSpeedImport:
+    """The scenario ``config`` describes, on top of ``inputs`` (raw scenario fields: a model, D …).
+
+    ``typed`` names the fields the user typed, which the config never overrides (default: every
+    field of ``inputs``). Raises :class:`DeepSpeedConfigError` for a key DeepSpeed would refuse or
+    the lab cannot read (a field the config puts out of its bounds included), and ``ScenarioError``
+    for a bad field among ``inputs``.
+    """
+    r = _Reader(frozenset(inputs) if typed is None else typed)
+    stage = _zero(r, config)
+    _precision(r, config, stage)
+    _optimizer(r, config)
+    _activation_checkpointing(r, config)
+    _top_level(r, config)
+    _batch(r, config, _parse(r, inputs).dp)
+    _sized(r, config, _parse(r, inputs), stage)
+    final = _parse(r, inputs)
+    return DeepSpeedImport(final, tuple(r.lines), tuple(r.unresolved), dict(r.origin))
