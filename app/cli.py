@@ -41,12 +41,25 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model-config", metavar="CONFIG.json", type=Path, help="a Hugging Face config.json; sets --model to it"
     )
+    p.add_argument(
+        "--deepspeed-config",
+        metavar="DS_CONFIG.json",
+        type=Path,
+        help="a DeepSpeed config: its stage, precision, optimizer, batch and buckets set the scenario (flags and "
+        "--scenario override it; its \"auto\" sizes need --model or --model-config)",
+    )
 
 
 def _estimate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     p = sub.add_parser("estimate", help="print the receipt for a scenario (the seed's example by default)")
     add_scenario_arguments(p)
-    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "csv", "deepspeed", "fsdp2"),
+        default="table",
+        help="the receipt (table, json, csv), or the scenario as a ds_config.json (deepspeed) or an FSDP2 snippet "
+        "(fsdp2); what a snippet cannot express goes to standard error",
+    )
     p.add_argument("--link", action="store_true", help="print the scenario's canonical link instead")
     p.add_argument(
         "--output",
@@ -141,7 +154,9 @@ def _read_model_config(path: Path) -> str:
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario | None:
     """The scenario the flags name (a ``--scenario`` file, then ``--model-config``, then each field's
-    flag); a bad one goes to stderr, one line per field naming the flag or the file, and gives None."""
+    flag, then ``--deepspeed-config`` for what none of them set); a bad one goes to stderr, one line per
+    field naming the flag or the file, and gives None. A DeepSpeed config's lines about keys the lab
+    does not model, or could not resolve, go to stderr as notes."""
     raw: dict[str, object] = {}
     from_file: set[str] = set()
     if args.scenario is not None:
@@ -156,6 +171,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario | None:
             raw[field.name] = value
             from_file.discard(field.name)
     try:
+        if getattr(args, "deepspeed_config", None) is not None:
+            return _import_deepspeed(args.deepspeed_config, raw)
         return parse_scenario(raw, allow_unknown=False)
     except ScenarioError as exc:
         for err in exc.errors:
@@ -166,6 +183,24 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario | None:
             )
             sys.stderr.write(f"zero3-lab: error: {where}: {err.message} (allowed: {err.allowed})\n")
         return None
+
+
+def _import_deepspeed(path: Path, raw: dict[str, object]) -> Scenario:
+    """``raw`` with what the DeepSpeed config at ``path`` sets (exit 2 naming the key it refuses)."""
+    from app.ledger.deepspeed import DeepSpeedConfigError, import_deepspeed
+
+    config = _read_json_object(path, "--deepspeed-config")
+    try:
+        unknown = sorted(set(raw) - FIELD_NAMES)
+        if unknown:  # as parse_scenario(allow_unknown=False) would say, before the config is read
+            parse_scenario(raw, allow_unknown=False)
+        result = import_deepspeed(config, raw)
+    except DeepSpeedConfigError as exc:
+        _fail(f"--deepspeed-config: {path}: {exc.key}: {exc.message}")
+    for line in result.lines:
+        if line.status in ("not modelled", "unresolved"):
+            sys.stderr.write(f"zero3-lab: note: {path.name}: {line.key}: {line.status}: {line.effect}\n")
+    return result.scenario
 
 
 def run_estimate(args: argparse.Namespace) -> int:
@@ -205,6 +240,13 @@ def _render(args: argparse.Namespace, scenario: Scenario, base_url: str) -> Iter
     if args.link:
         # absolute when a base URL is asked for; the bare canonical link otherwise, as ever
         return [(link(scenario) if args.base_url is None else page_url(scenario, base_url)) + "\n"]
+    if args.format in ("deepspeed", "fsdp2"):
+        from app.receipts.snippets import deepspeed_snippet, fsdp2_snippet
+
+        snippet = deepspeed_snippet(scenario) if args.format == "deepspeed" else fsdp2_snippet(scenario)
+        for note in snippet.notes:
+            sys.stderr.write(f"zero3-lab: note: {args.format}: {note}\n")
+        return [snippet.text]
     result = estimate(scenario)
     if args.format == "json":
         return [json.dumps(receipt(result, base_url), indent=2, ensure_ascii=False) + "\n"]

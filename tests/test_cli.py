@@ -415,3 +415,59 @@ def test_null_in_a_scenario_file_is_the_default(tmp_path: Path, capsys: pytest.C
     path.write_text(json.dumps({"dp": None, "params": 1_000, "gather_bytes": None, "param_bytes": 4}), encoding="utf-8")
     data = estimate_json(capsys, "--scenario", str(path))
     assert (data["scenario"]["dp"], data["scenario"]["gather_bytes"]) == (8, 4)
+
+
+# --------------------------------------------------------------------------- DeepSpeed configs and snippets
+
+DS = ROOT / "tests" / "data" / "deepspeed"
+
+
+def test_deepspeed_config_sets_the_scenario_and_flags_win(capsys: pytest.CaptureFixture[str]) -> None:
+    """LLaVA's ZeRO-3 config on Llama-2-13B: reduce_bucket_size "auto" = 5,120² elements × 2 B; a typed
+    --bucket-bytes wins over it; the notes name what stayed unresolved."""
+    assert (
+        main(["estimate", "--deepspeed-config", str(DS / "llava-zero3.json"), "--model", "llama-2-13b", "--link"]) == 0
+    )
+    captured = capsys.readouterr()
+    assert captured.out == "/?bucket_bytes=52428800&model=llama-2-13b\n"
+    assert "train_micro_batch_size_per_gpu: unresolved" in captured.err
+    args = ["--deepspeed-config", str(DS / "llava-zero3.json"), "--model", "llama-2-13b", "--bucket-bytes", "1GB"]
+    assert estimate_json(capsys, *args)["scenario"]["bucket_bytes"] == 1_000_000_000
+
+
+def test_deepspeed_config_refused_key_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "--deepspeed-config", str(DS / "hf-docs-zero3-nvme.json"))
+    assert "--deepspeed-config" in err and "zero_optimization.aio" in err
+
+
+def test_deepspeed_config_bad_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "ds.json"
+    bad.write_text("[1, 2]", encoding="utf-8")
+    assert "must hold a JSON object" in usage_error(capsys, "--deepspeed-config", str(bad))
+    assert "cannot read" in usage_error(capsys, "--deepspeed-config", str(tmp_path / "missing.json"))
+
+
+def test_format_deepspeed_reads_back_to_the_same_link(tmp_path: Path) -> None:
+    """``--format deepspeed`` writes a config that ``--deepspeed-config`` reads back to the scenario
+    (its non-DeepSpeed inputs given again as flags)."""
+    flags = ("--model", "llama-2-7b", "--dp", "16", "--stage", "2", "--micro-batch", "4", "--bucket-bytes", "400MB")
+    written = run_cli("estimate", *flags, "--format", "deepspeed")
+    assert written.returncode == 0, written.stderr
+    config = json.loads(written.stdout)
+    assert config["zero_optimization"] == {
+        "stage": 2, "contiguous_gradients": True, "overlap_comm": True, "reduce_bucket_size": 100_000_000,
+    }  # fmt: skip
+    path = tmp_path / "ds_config.json"
+    path.write_text(written.stdout, encoding="utf-8")
+    back = run_cli("estimate", "--deepspeed-config", str(path), "--model", "llama-2-7b", "--dp", "16", "--link")
+    original = run_cli("estimate", *flags, "--link")
+    assert back.returncode == 0, back.stderr
+    assert back.stdout == original.stdout == "/?bucket_bytes=400000000&dp=16&micro_batch=4&model=llama-2-7b&stage=2\n"
+
+
+def test_format_fsdp2_is_python_with_notes_on_stderr() -> None:
+    proc = run_cli("estimate", "--model", "llama-2-7b", "--format", "fsdp2")
+    assert proc.returncode == 0, proc.stderr
+    compile(proc.stdout, "fsdp2.py", "exec")
+    assert "fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=True)" in proc.stdout
+    assert "zero3-lab: note: fsdp2: master_bytes 4" in proc.stderr

@@ -45,6 +45,9 @@ def _buckets(s: Scenario, zero: dict[str, object], notes: list[str]) -> None:
     if s.bucket_bytes == 0:
         zero["contiguous_gradients"] = False  # no flat bucket at all
         zero["overlap_comm"] = s.stage == 3
+        notes.append(f"bucket_bytes 0: written as contiguous_gradients false (no flat gradient bucket); DeepSpeed's "
+                     f"default keeps 500,000,000 elements × {g} B = {500_000_000 * g:,} B: set bucket_bytes to "
+                     "count it")  # fmt: skip
         return
     double = s.stage < 3 and s.bucket_bytes % (2 * g) == 0
     elements = s.bucket_bytes // (2 * g if double else g)
@@ -171,8 +174,9 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
         "fully_shard(model, mesh=mesh, mp_policy=mp)  # the root: embeddings, final norm and head",
     ]
     if s.prefetch:
+        units = f"{s.prefetch} unit{'s' if s.prefetch > 1 else ''}"
         lines += [
-            f"for i, layer in enumerate(layers):  # prefetch P = {s.prefetch} units ahead",
+            f"for i, layer in enumerate(layers):  # prefetch P = {units} ahead",
             f"    layer.set_modules_to_forward_prefetch(layers[i + 1 : i + 1 + {s.prefetch}])",
             f"    layer.set_modules_to_backward_prefetch(layers[max(0, i - {s.prefetch}) : i][::-1])",
         ]
