@@ -46,7 +46,7 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DS_CONFIG.json",
         type=Path,
         help="a DeepSpeed config: its stage, precision, optimizer, batch and buckets set the scenario (flags and "
-        "--scenario override it; its \"auto\" sizes need --model or --model-config)",
+        '--scenario override it; its "auto" sizes need --model or --model-config)',
     )
 
 

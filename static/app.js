@@ -8,15 +8,17 @@
   document.addEventListener("click", function (event) {
     var button = event.target.closest("button[data-copy]");
     if (!button) return;
-    var link = document.querySelector(button.getAttribute("data-copy"));
+    var source = document.querySelector(button.getAttribute("data-copy"));
     var status = button.parentElement.querySelector(".copied");
-    var url = link ? link.href : window.location.href;
     var done = function (text) { if (status) status.textContent = text; };
+    // A link copies its address; anything else (a snippet's <pre>) its text.
+    var isLink = !source || source.tagName === "A";
+    var text = !source ? window.location.href : isLink ? source.href : source.textContent;
     if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(url).then(function () { done("Link copied."); },
-        function () { done("Copy failed: the link is " + url); });
+      navigator.clipboard.writeText(text).then(function () { done(isLink ? "Link copied." : "Copied."); },
+        function () { done(isLink ? "Copy failed: the link is " + text : "Copy failed: select the text and copy it."); });
     } else {
-      done("Copy this link: " + url);
+      done(isLink ? "Copy this link: " + text : "Select the text and copy it.");
     }
   });
 

@@ -123,6 +123,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "reduce_bytes",
         "reshard_after_forward",
         "norms",
+        "stage",
     }
 
 

@@ -24,6 +24,7 @@ quantized communication): their lines say ``not modelled`` and what the ledger c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -107,9 +108,7 @@ def _elements(key: str, value: object, default: int | None = None, *, low: int =
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DeepSpeedConfigError(key, f'must be a whole number of elements or "auto", not {_shown(value)}')
-    if isinstance(value, float) and (
-        value != value or value in (float("inf"), float("-inf")) or not value.is_integer()
-    ):
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
         raise DeepSpeedConfigError(key, f"must be a whole number, not {_shown(value)}")
     number = int(value)
     if not low <= number <= ELEMENTS_MAX:

@@ -492,3 +492,43 @@ class ComparisonOut(_Strict):
     a: ComparedSide
     b: ComparedSide
     diff: ComparisonDiff
+
+
+# ---------------------------------------------------------------------------------------------
+# DeepSpeed configs in and the frameworks' snippets out
+# ---------------------------------------------------------------------------------------------
+
+
+class DeepSpeedLine(_Strict):
+    """One key of the config and what the lab made of it."""
+
+    key: str = Field(description="its dotted path in the config, e.g. zero_optimization.reduce_bucket_size")
+    written: str = Field(description="what the config says; absent when DeepSpeed's default applies")
+    effect: str = Field(description="what the lab does with it, with the numbers (elements × width = bytes)")
+    status: Literal["sets", "checked", "no memory effect", "not modelled", "ignored", "unresolved"]
+
+
+class DeepSpeedImportOut(_Strict):
+    """A DeepSpeed config read into a scenario: the scenario (an ordinary canonical link), one line per key."""
+
+    link: str = Field(description="the imported scenario's canonical link, e.g. /?bucket_bytes=52428800&model=…")
+    scenario: ScenarioOut
+    lines: list[DeepSpeedLine]
+    unresolved: list[str] = Field(description='"auto" keys the lab could not resolve, each with what it used')
+    deepspeed: str = Field(description="whose documented defaults a missing key takes")
+    transformers: str = Field(description='whose Trainer resolves "auto"')
+
+
+class DeepSpeedSnippet(_Strict):
+    config: dict[str, object] = Field(description="a ds_config.json that reproduces the scenario")
+    notes: list[str] = Field(description="what DeepSpeed cannot express, and what the launcher and script decide")
+
+
+class Fsdp2Snippet(_Strict):
+    text: str = Field(description="Python: fully_shard per decoder layer and on the root, with the scenario's policy")
+    notes: list[str]
+
+
+class SnippetsOut(_Strict):
+    deepspeed: DeepSpeedSnippet
+    fsdp2: Fsdp2Snippet

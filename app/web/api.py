@@ -11,17 +11,23 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body, Request
+from pydantic import BaseModel, ConfigDict, Field
 
+from app.ledger.deepspeed import DEEPSPEED, TRANSFORMERS, DeepSpeedConfigError, import_deepspeed
 from app.ledger.estimate import estimate
+from app.ledger.inputs import StrictScenarioIn
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.inventory import inventory
 from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.models.reference import compact, ignored_keys, resolve
+from app.ledger.scenario import ScenarioError
 from app.receipts.inventory import inventory_json
+from app.receipts.links import link
 from app.receipts.receipt import mutation_json, receipt
-from app.receipts.schema import InventoryOut, KillLists, KnownModelOut, Receipt
+from app.receipts.schema import DeepSpeedImportOut, InventoryOut, KillLists, KnownModelOut, Receipt, SnippetsOut
+from app.receipts.snippets import deepspeed_config, fsdp2_snippet
 from app.web.deps import BodyScenario, QueryScenario
-from app.web.errors import body_error
+from app.web.errors import body_error, unprocessable
 from app.web.responses import BODY_ERRORS, ERRORS, LIMITS
 from app.web.settings import public_base_url
 
@@ -66,6 +72,61 @@ def model_inventory(config: dict[str, Any] = ConfigBody) -> Any:
     except ModelConfigError as exc:
         return body_error(str(exc), "value_error", exc.key or "config")
     return inventory_json(ref, ignored, ignored_count)
+
+
+class DeepSpeedIn(BaseModel):
+    """A DeepSpeed config and the scenario inputs it is read beside (a model for its "auto" sizes, D …)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: dict[str, Any] = Field(
+        description="A DeepSpeed config (ds_config.json) as a JSON object.",
+        examples=[{"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto"}, "bf16": {"enabled": True}}],
+    )
+    scenario: StrictScenarioIn = Field(
+        default_factory=StrictScenarioIn,
+        description="Scenario fields; each one given wins over the config, the others take the config's value "
+        "or their default.",
+        examples=[{"model": "llama-2-7b", "dp": 8}],
+    )
+
+
+@router.post("/api/deepspeed", response_model=DeepSpeedImportOut, responses=BODY_ERRORS,
+             summary="A DeepSpeed config read into a scenario, every key accounted for")  # fmt: skip
+def deepspeed_import(body: DeepSpeedIn) -> Any:
+    """Sizes in a DeepSpeed config are elements: each line shows its conversion with the width it applies
+    to. A key DeepSpeed would refuse is a 422 whose ``loc`` is the key's path under ``config``."""
+    inputs = body.scenario.model_dump(exclude_none=True)
+    try:
+        result = import_deepspeed(body.config, inputs)
+    except DeepSpeedConfigError as exc:
+        return body_error(f"{exc.key}: {exc.message}", "value_error", "config", *exc.key.split("."))
+    except ScenarioError as exc:
+        return unprocessable(
+            {"loc": ["body", "scenario", e.field], "field": e.field, "msg": str(e), "allowed": e.allowed,
+             "type": "value_error"}
+            for e in exc.errors
+        )  # fmt: skip
+    s = result.scenario
+    return {
+        "link": link(s),
+        "scenario": s.as_dict(),
+        "lines": [{"key": x.key, "written": x.written, "effect": x.effect, "status": x.status} for x in result.lines],
+        "unresolved": list(result.unresolved),
+        "deepspeed": DEEPSPEED,
+        "transformers": TRANSFORMERS,
+    }
+
+
+@router.get("/api/snippets", response_model=SnippetsOut, responses=ERRORS,
+            summary="The scenario as a ds_config.json and as an FSDP2 snippet")  # fmt: skip
+def snippets(scenario: QueryScenario) -> dict[str, Any]:
+    config, notes = deepspeed_config(scenario)
+    fsdp2 = fsdp2_snippet(scenario)
+    return {
+        "deepspeed": {"config": config, "notes": list(notes)},
+        "fsdp2": {"text": fsdp2.text, "notes": list(fsdp2.notes)},
+    }
 
 
 @router.get("/api/models", response_model=list[KnownModelOut], responses=LIMITS,

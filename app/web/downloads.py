@@ -13,6 +13,7 @@ from app.ledger.scenario import Scenario
 from app.receipts.csv_rows import csv_lines
 from app.receipts.links import slug
 from app.receipts.receipt import receipt
+from app.receipts.snippets import deepspeed_snippet, fsdp2_snippet
 from app.web.deps import QueryScenario
 from app.web.responses import ERRORS
 from app.web.settings import public_base_url
@@ -63,3 +64,25 @@ def receipt_csv(scenario: QueryScenario) -> StreamingResponse:
     return StreamingResponse(
         in_chunks(lines), media_type="text/csv; charset=utf-8", headers=_attachment(scenario, "csv")
     )
+
+
+@router.head("/ds_config.json", include_in_schema=False)
+@router.get("/ds_config.json", summary="Download the scenario as a DeepSpeed config", responses={
+    200: {"content": {"application/json": {"schema": {"type": "object"}}},
+          "description": "A ds_config.json that reproduces the scenario (what it cannot express: /api/snippets)"},
+    **ERRORS})  # fmt: skip
+def ds_config_json(scenario: QueryScenario) -> StreamingResponse:
+    snippet = deepspeed_snippet(scenario)
+    return StreamingResponse(iter([snippet.text]), media_type="application/json",
+                             headers=_attachment(scenario, "ds_config.json"))  # fmt: skip
+
+
+@router.head("/fsdp2.py", include_in_schema=False)
+@router.get("/fsdp2.py", summary="Download the scenario as an FSDP2 snippet", responses={
+    200: {"content": {"text/x-python": {"schema": {"type": "string"}}},
+          "description": "Python: fully_shard per decoder layer and on the root (what it cannot say: /api/snippets)"},
+    **ERRORS})  # fmt: skip
+def fsdp2_py(scenario: QueryScenario) -> StreamingResponse:
+    snippet = fsdp2_snippet(scenario)
+    return StreamingResponse(iter([snippet.text]), media_type="text/x-python; charset=utf-8",
+                             headers=_attachment(scenario, "fsdp2.py"))  # fmt: skip

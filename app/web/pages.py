@@ -16,13 +16,15 @@ from urllib.parse import parse_qs, parse_qsl, urlsplit
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from app.ledger.deepspeed import DeepSpeedConfigError, import_deepspeed
 from app.ledger.fit import find_fit
 from app.ledger.ledger import compute_ledger
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import compact
 from app.ledger.presets import PRESET_BY_ID
-from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario
+from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario, ScenarioError
 from app.receipts.links import canonical_query, link
+from app.receipts.snippets import deepspeed_snippet, fsdp2_snippet
 from app.web.query import DERIVED, form_fields, query_dict, read_scenario
 from app.web.results import kills
 from app.web.templating import templates
@@ -135,6 +137,38 @@ async def use_model_config(request: Request) -> Response:
     return RedirectResponse(link(scenario), status_code=303)
 
 
+@router.post("/deepspeed")
+async def use_deepspeed_config(request: Request) -> Response:
+    """The page's "use a DeepSpeed config" form: the config read beside the scenario the form was on (the
+    config's keys replace that scenario's fields; its model reads the "auto" sizes), answered with every
+    key and a link to the scenario it describes; a config DeepSpeed would refuse is shown inline."""
+    body = await request.body()
+    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and k not in DERIVED}
+    text = form.get("ds_config", "")
+    message: str | None = None
+    imported: dict[str, Any] | None = None
+    try:
+        config = json.loads(text)
+        if not isinstance(config, dict):
+            raise DeepSpeedConfigError("config", "must be a JSON object, like a ds_config.json file")
+        # A new run: the config's keys replace the kept fields (typed=∅), and the old scenario's name goes
+        result = import_deepspeed(config, {k: v for k, v in keep.items() if k != "name"}, typed=frozenset())
+        imported = {"scenario": result.scenario, "link": link(result.scenario), "lines": result.lines,
+                    "unresolved": result.unresolved}  # fmt: skip
+    except DeepSpeedConfigError as exc:
+        message = f"{exc.key}: {exc.message}" if exc.key != "config" else exc.message
+    except ScenarioError as exc:  # the kept scenario itself is bad (a hand-edited form)
+        message = str(exc)
+    except (ValueError, RecursionError) as exc:
+        message = f"not valid JSON ({exc})"
+    scenario, error = read_scenario(keep, strict=False)
+    context = page_context(view(keep, scenario, error), ds_error=message, ds_pasted=text, ds_import=imported)
+    if is_htmx(request):  # 200 either way: htmx 2 does not swap a 4xx
+        return templates.TemplateResponse(request, "partials/_deepspeed.html", context, headers=VARY)
+    return templates.TemplateResponse(request, "index.html", context, status_code=422 if message else 200)
+
+
 def _paste_refused(request: Request, keep: dict[str, str], pasted: str, message: str) -> Response:
     """The page on the scenario the paste was made from, the paste kept and its error beside it,
     the paste box focused (``autofocus``). Under htmx, the paste form alone, swapped in place (200:
@@ -186,6 +220,15 @@ def kill_lists(request: Request) -> Response:
     return _detail_table(
         request, "Mutation kill list", "partials/_kills.html", lambda s: {"kills": kills(s), "present": False}
     )
+
+
+@router.api_route("/snippets", methods=PAGE_METHODS)
+def snippets(request: Request) -> Response:
+    """The scenario as a ds_config.json and an FSDP2 snippet, each with what it cannot express."""
+    return _detail_table(
+        request, "Run it with DeepSpeed or FSDP2", "partials/_snippets.html",
+        lambda s: {"deepspeed": deepspeed_snippet(s), "fsdp2": fsdp2_snippet(s), "q": link(s, "")},
+    )  # fmt: skip
 
 
 @router.api_route("/docs", methods=PAGE_METHODS)

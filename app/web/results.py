@@ -50,6 +50,7 @@ class Answer:
     dp: int
     capacity: int
     devices: tuple[str, ...]  # the devices of exactly this capacity (empty: none of the list)
+    stage_run: int  # the stage the scenario says the run uses (marked in the list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +269,7 @@ def answer(e: Estimate) -> Answer:
         dp=s.dp,
         capacity=s.capacity_bytes,
         devices=device_names(s.capacity_bytes),
+        stage_run=s.stage,
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlencode
 
+from app.ledger.deepspeed import DEEPSPEED, TRANSFORMERS
 from app.ledger.fields import FIELD_BY_NAME, FIELDS, GROUPS, Field, allowed_text
 from app.ledger.fit import FitFinder
 from app.ledger.ledger import Ledger
@@ -359,8 +360,17 @@ def results_context(v: View, *, oob: bool) -> dict[str, Any]:
     }
 
 
-def page_context(v: View, *, paste_error: str | None = None, pasted_config: str = "") -> dict[str, Any]:
-    """``index.html``: the form with what was typed, the paste form, the devices, the results."""
+def page_context(
+    v: View,
+    *,
+    paste_error: str | None = None,
+    pasted_config: str = "",
+    ds_error: str | None = None,
+    ds_pasted: str = "",
+    ds_import: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``index.html``: the form with what was typed, the two paste forms (a model's config.json, a
+    DeepSpeed config, with what the last paste gave), the devices, the results."""
     return {
         **results_context(v, oob=False),
         "alternate": _linked("/api/estimate", v.query),
@@ -370,7 +380,14 @@ def page_context(v: View, *, paste_error: str | None = None, pasted_config: str 
         "groups": field_groups(form_fields(v.raw, v.scenario, v.errors)),
         "paste_error": paste_error,
         "pasted_config": pasted_config,
+        **deepspeed_context(ds_error, ds_pasted, ds_import),
     }
+
+
+def deepspeed_context(error: str | None, pasted: str, imported: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``partials/_deepspeed.html``: the pasted config, its error or what it was read into."""
+    return {"ds_error": error, "ds_pasted": pasted, "ds_import": imported, "deepspeed": DEEPSPEED,
+            "transformers": TRANSFORMERS}  # fmt: skip
 
 
 def lines_context(ledger: Ledger) -> dict[str, Any]:
