@@ -92,7 +92,7 @@ def test_the_page_reads_a_pasted_config_and_links_the_scenario(client: TestClien
     answer = client.post("/deepspeed", content=urlencode(form), headers={**FORM, "HX-Request": "true"})
     assert answer.status_code == 200
     html = answer.text
-    assert html.startswith('<details class="paste deepspeed" id="deepspeed" open>')
+    assert html.startswith('<details class="ds-paste" id="deepspeed" open>')
     assert 'href="/?bucket_bytes=1000000000&amp;micro_batch=4&amp;model=llama-2-13b"' in html
     assert "zero_optimization.stage3_max_live_parameters" in html
     assert "over-count" in html

@@ -103,7 +103,8 @@ def positive_data_is_accepted(case: Any, response: Any) -> None:
         # reader's to judge, naming the key under config; the scenario beside it follows its own rules.
         details = response.json()["detail"]
         assert all(d["loc"][:2] == ["body", "config"] or d.get("field") for d in details), details
-        scenario = data.get("scenario") if isinstance(data.get("scenario"), dict) else {}
+        given = data.get("scenario")
+        scenario: dict[str, Any] = given if isinstance(given, dict) else {}
         for d in details:
             if d["loc"][:2] != ["body", "config"]:
                 rule = DOCUMENTED_RULES.get(d["field"])
