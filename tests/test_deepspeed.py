@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.ledger.deepspeed import DeepSpeedConfigError, DeepSpeedImport, import_deepspeed
+from app.ledger.estimate import estimate
 from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.receipts.links import canonical_query
 from app.receipts.snippets import DEEPSPEED_FIELDS, deepspeed_config, fsdp2_snippet
@@ -82,6 +83,9 @@ def test_llava_zero3_on_vicuna_13b() -> None:
       414,720 × 2 B − ⌈829,440 ÷ 8⌉ = 829,440 − 103,680 = 725,760 B.
     * fp16/bf16, the micro batch and gradient accumulation are "auto" from the Trainer's
       arguments: unresolved, the lab's own inputs used (16-bit widths, micro batch 1).
+    * The ledger: stage-3 persistent state ⌈13,015,864,320 ÷ 8⌉ = 1,626,983,040 elements ×
+      (2 + 2 + 4 + 2 × 4) B = 26,031,728,640 B; the bucket is resident at every stage's peak, which is
+      52,428,800 B above the same scenario without it.
     """
     cfg = config("llava-zero3")
     result = import_deepspeed(cfg, {"model": "llama-2-13b", "dp": 8})
@@ -97,6 +101,10 @@ def test_llava_zero3_on_vicuna_13b() -> None:
     ]  # fmt: skip
     assert_every_key_accounted(cfg, result)
     assert canonical_query(s) == "bucket_bytes=52428800&model=llama-2-13b"
+    with_bucket = estimate(s, with_kill_lists=False).ledger.stages
+    without = estimate(s.with_(bucket_bytes=0), with_kill_lists=False).ledger.stages
+    assert with_bucket[3].persistent == 26_031_728_640
+    assert [a.peak.total - b.peak.total for a, b in zip(with_bucket, without, strict=True)] == [52_428_800] * 4
 
 
 def test_llava_zero2_double_buffers_the_gradient_bucket() -> None:
