@@ -354,3 +354,33 @@ def test_the_fsdp2_snippet_names_what_it_cannot_say() -> None:
     s = parse_scenario({"model": "llama-2-7b", "stage": 1})  # BF16 with an FP32 master
     said = " ".join(fsdp2_snippet(s).notes)
     assert "stage 1" in said and "master_bytes 4" in said and "model.to(torch.bfloat16)" in fsdp2_snippet(s).text
+
+
+# --------------------------------------------------------------------------- hostile configs
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["auto", "cpu", "nvme", "none", "fp32", "bf16", "AdamW", "SGD", ""]), st.text(max_size=8),
+)  # fmt: skip
+_KEYS = st.sampled_from([
+    "stage", "reduce_bucket_size", "stage3_prefetch_bucket_size", "overlap_comm", "contiguous_gradients",
+    "offload_optimizer", "offload_param", "device", "enabled", "type", "params", "momentum", "zero_optimization",
+    "fp16", "bf16", "optimizer", "train_batch_size", "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps", "activation_checkpointing", "data_types", "grad_accum_dtype",
+    "communication_data_type", "max_live_parameters", "stage3_param_persistence_threshold", "mics_shard_size",
+]) | st.text(max_size=6)  # fmt: skip
+_CONFIGS = st.recursive(_SCALARS, lambda inner: st.dictionaries(_KEYS, inner, max_size=6), max_leaves=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(cfg=st.dictionaries(_KEYS, _CONFIGS, max_size=8), model=st.sampled_from(["", "llama-2-7b", "gpt2"]))
+def test_any_json_object_is_read_or_refused_by_name(cfg: dict[str, object], model: str) -> None:
+    """Whatever a config holds, the reader answers a scenario or a refusal naming a key: never another
+    exception, and never a field out of its bounds."""
+    try:
+        result = import_deepspeed(cfg, {"model": model} if model else {})
+    except DeepSpeedConfigError as exc:
+        assert exc.key and exc.message
+        return
+    assert all(line.key and line.effect for line in result.lines)
+    assert 0 <= result.scenario.stage <= 3

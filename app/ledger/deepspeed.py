@@ -816,7 +816,7 @@ def _top_level(r: _Reader, config: Mapping[str, object]) -> None:
             r.line(key, value, _TOP_NOT_MODELLED[key], "not modelled")
         else:
             r.line(
-                key,
+                key or '""',  # an empty key, shown as one
                 value,
                 f"not a key {DEEPSPEED} reads (DeepSpeed ignores unknown top-level keys, and so does "
                 "the lab): check its spelling",
