@@ -29,7 +29,7 @@ def test_a_picked_config_is_read_key_by_key_and_opens_its_scenario(page: Page, l
     expect(page.locator("#ds-config")).to_have_value((DS / "llava-zero3.json").read_text(encoding="utf-8"))
     page.get_by_role("button", name="Read this DeepSpeed config").click()
     expect(page.locator("#ds-import-title")).to_contain_text("stage 3")
-    row = page.locator('table.ds-lines tr:has(th code:text-is("zero_optimization.reduce_bucket_size"))')
+    row = page.locator('ol.ds-lines li:has(code.key:text-is("zero_optimization.reduce_bucket_size"))')
     expect(row).to_contain_text("26,214,400 elements × 2 B")
     assert path_of(page) == "/?model=llama-2-13b&dp=16"
     with page.expect_navigation():
