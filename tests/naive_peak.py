@@ -36,9 +36,22 @@ def persistent(s: Mapping[str, int | str], stage: int) -> int:
     }
     total = 0
     for tensor_class, width in bytes_per_element.items():
+        if tensor_class in OFF_DEVICE(s, stage):
+            continue
         elements = _up(n, d) if tensor_class in SHARDED_AT[stage] else n
         total += elements * width
     return total
+
+
+def OFF_DEVICE(s: Mapping[str, int | str], stage: int) -> set[str]:
+    """The classes offload moves off the device: ZeRO-Offload's optimizer side from stage 1 (its
+    gradients from stage 2, where they are partitioned), ZeRO-Infinity's parameters at stage 3."""
+    gone: set[str] = set()
+    if s.get("offload_optimizer", "none") != "none" and stage >= 1:
+        gone |= {"master", "optimizer"} | ({"gradients"} if stage >= 2 else set())
+    if s.get("offload_param", "none") != "none" and stage == 3:
+        gone.add("parameters")
+    return gone
 
 
 def gather(s: Mapping[str, int | str], stage: int) -> int:

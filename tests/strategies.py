@@ -42,6 +42,8 @@ def scenarios(draw: st.DrawFn, name: st.SearchStrategy[str] = names) -> Scenario
         "gather_bytes": draw(choice("gather_bytes")),
         "prefetch": draw(bounded(0, 8)),
         "stage": draw(choice("stage")),
+        "offload_optimizer": draw(st.sampled_from(["none", "none", "cpu", "nvme"])),
+        "offload_param": draw(st.sampled_from(["none", "none", "cpu", "nvme"])),
         "bucket_bytes": draw(st.one_of(st.just(0), bounded(0, 2**40))),
         "activation_bytes": draw(st.one_of(st.just(0), bounded(0, 2**46))),
         "overhead_bytes": draw(st.one_of(st.just(0), bounded(0, 2**46))),

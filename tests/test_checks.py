@@ -58,8 +58,9 @@ DEGENERATE: list[Scenario] = [
 
 def test_check_names_and_order() -> None:
     assert SCENARIO_CHECKS == ("oracle-agreement", "monotonic-lower-bounds", "activation-invariance", "gather-presence",
-                               "reduce-scatter-presence", "gradient-filling")  # fmt: skip
-    assert list(ALL_CHECKS) == [*SCENARIO_CHECKS[:4], "frozen-scenario", *SCENARIO_CHECKS[4:], "frozen-model-scenario"]
+                               "reduce-scatter-presence", "gradient-filling", "host-agreement")  # fmt: skip
+    assert list(ALL_CHECKS) == [*SCENARIO_CHECKS[:4], "frozen-scenario", *SCENARIO_CHECKS[4:6], "frozen-model-scenario",
+                                "host-agreement"]  # fmt: skip
     assert set(TITLES) == set(ALL_CHECKS)
     for number, check in enumerate(ALL_CHECKS, start=1):
         assert TITLES[check].startswith(f"{number}. ")
@@ -216,7 +217,8 @@ def test_frozen_scenario_evaluates_the_frozen_scenario() -> None:
         return compute_ledger(s)
 
     assert frozen_scenario(evaluate).passed
-    assert seen == [FROZEN_SCENARIO]
+    # the seed, then the seed with both offloads to the CPU (its host RAM is hand-computed too)
+    assert seen == [FROZEN_SCENARIO, FROZEN_SCENARIO.with_(offload_optimizer="cpu", offload_param="cpu")]
 
 
 def test_frozen_scenario_fails_if_the_evaluator_changes_the_scenario() -> None:

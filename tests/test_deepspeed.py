@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from app.ledger.deepspeed import DeepSpeedConfigError, DeepSpeedImport, import_deepspeed
 from app.ledger.estimate import estimate
+from app.ledger.ledger import compute_ledger
 from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.receipts.links import canonical_query
 from app.receipts.snippets import DEEPSPEED_FIELDS, deepspeed_config, fsdp2_snippet
@@ -123,26 +124,32 @@ def test_llava_zero2_double_buffers_the_gradient_bucket() -> None:
 
 
 def test_axolotl_zero3_cpu_offload_on_mixtral() -> None:
-    """axolotl's ``zero3_bf16_cpuoffload_all.json`` (its Mixtral examples), on Mixtral-8x7B (hidden 4,096).
+    """axolotl's ``zero3_bf16_cpuoffload_all.json`` (its Mixtral examples), on Mixtral-8x7B (hidden 4,096,
+    46,702,792,704 parameters), D = 8.
 
     * bf16 on at stage 3: 16-bit parameters and gradients (2 B), an FP32 master (4 B).
     * ``reduce_bucket_size`` "auto" = 4,096² = 16,777,216 elements × 2 B = 33,554,432 B.
     * ``max_live_parameters`` (the unprefixed spelling DeepSpeed also takes) = 0: fewer than the
       ledger's (1 + P) × U gathered parameters, so DeepSpeed releases sooner: said, as an over-count.
-    * Both offloads to the CPU: not modelled yet, each line says what the ledger counts instead.
+    * Both offloads to the CPU: nothing of the model state stays on the device at stage 3; the host
+      ledger holds, per rank, P = ⌈46,702,792,704 ÷ 8⌉ = 5,837,849,088 elements × (4 master + 8 Adam +
+      4 FP32 gradients + 2 pinned gradient partition + 2 parameters) = 116,756,981,760 B, and per node of
+      8 ranks 934,055,854,080 B, within the default 2 TB.
     """
     cfg = config("axolotl-zero3-bf16-cpuoffload-all")
     result = import_deepspeed(cfg, {"model": "mixtral-8x7b-v0.1"})
     s = result.scenario
     assert (s.param_bytes, s.grad_bytes, s.master_bytes, s.bucket_bytes, s.stage) == (2, 2, 4, 33_554_432, 3)
+    assert (s.offload_optimizer, s.offload_param) == ("cpu", "cpu")
     live = lines_of(result, "zero_optimization.stage3_max_live_parameters")
     assert len(live) == 1
     assert live[0].startswith("checked: 0 elements") and "over-count" in live[0]
-    offload = lines_of(result, "zero_optimization.offload_optimizer.device") + lines_of(
-        result, "zero_optimization.offload_param.device"
-    )
-    assert len(offload) == 2
-    assert all(text.startswith("not modelled: moves") and "on the GPU" in text for text in offload)
+    assert lines_of(result, "zero_optimization.offload_param.device")[0].startswith("sets: offload_param = cpu")
+    ledger = compute_ledger(s)
+    assert ledger.stages[3].persistent == 0
+    host = ledger.host.stages[3]
+    assert s.params == 46_702_792_704
+    assert (host.per_rank, host.per_node, host.fits) == (116_756_981_760, 934_055_854_080, True)
     assert_every_key_accounted(cfg, result)
 
 

@@ -31,7 +31,8 @@ SPEC_IDS = [
     "erase-gather-peak",
 ]
 SCHEDULE_IDS = ["drop-reduce-scatter-buffer", "keep-all-grads-at-activation-peak"]
-ALL_IDS = [*SPEC_IDS, *SCHEDULE_IDS]
+HOST_IDS = ["forget-pinned-buffers"]
+ALL_IDS = [*SPEC_IDS, *SCHEDULE_IDS, *HOST_IDS]
 NO_SCHEDULE = (
     "the declared peak has no schedule to break (no model: without the layer structure there is no schedule to walk)"
 )
@@ -57,6 +58,10 @@ FROZEN_KILLS: dict[str, tuple[str, str, str, str, str]] = {
     # every gradient kept: stage 0 holds 6,738,415,616 × 4 B = 26,953,662,464 B at the loss backward, where 0 B
     "keep-all-grads-at-activation-peak": ("gradient-filling", "stage 0", "loss backward", "26,953,662,464",
                                           "expected 0 B"),
+    # both offloads to the CPU, stage 1 per node: 8 × (875e6 × (4 + 8 + 4) B) = 112e9 without the pinned 16-bit
+    # staging copy (875e6 × 2 B) and the largest parameter's gradient buffer (400e6 × 2 B): 132.4e9 with them
+    "forget-pinned-buffers": ("host-agreement", "stage 1", "host with both offloads", "112,000,000,000",
+                              "132,400,000,000"),
 }  # fmt: skip
 
 
@@ -67,7 +72,7 @@ def by_id(results: tuple[MutationResult, ...]) -> dict[str, MutationResult]:
 def test_mutant_ids_are_the_spec_ids() -> None:
     assert [m.id for m in MUTANTS] == ALL_IDS
     assert all(m.rules != PRODUCTION for m in MUTANTS)
-    assert len({m.rule for m in MUTANTS}) == 7
+    assert len({m.rule for m in MUTANTS}) == 8
 
 
 @pytest.mark.parametrize("mutant_id", ALL_IDS)
@@ -216,6 +221,7 @@ def test_each_mutant_changes_exactly_one_rule() -> None:
                 "gather_peak",
                 "reduce_scatter_buffer",
                 "gradients_fill_during_backward",
+                "pinned_buffers",
             )
             if getattr(mutant.rules, name) != getattr(production, name)
         ]

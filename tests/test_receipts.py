@@ -86,6 +86,11 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "reduce_bytes": 2,
         "reshard_after_forward": 1,
         "norms": "unfused",
+        "offload_optimizer": "none",
+        "offload_param": "none",
+        "ranks_per_node": 8,
+        "host_bytes": 2_000_000_000_000,
+        "zero_init": 1,
     }
 
 
@@ -114,7 +119,7 @@ def test_json_receipt_checkpoint_and_mutations(seed_estimate: Estimate) -> None:
         assert {"device_bytes", "host_bytes"} <= set(policy)
     assert data["checkpoint"]["full_state"]["host_bytes"] == 98 * 10**9
     assert data["checkpoint"]["full_state"]["flagged"] is True
-    assert len(data["mutations"]) == 7
+    assert len(data["mutations"]) == 8
     for m in data["mutations"]:
         assert {"id", "killed", "check", "message"} <= set(m)
         assert isinstance(m["killed"], bool)
@@ -128,6 +133,7 @@ def test_json_receipt_checkpoint_and_mutations(seed_estimate: Estimate) -> None:
         "divide-activations-by-dp",
         "erase-gather-peak",
         *SCHEDULE_MUTANTS,
+        "forget-pinned-buffers",
     ]
     assert all(m["killed"] for m in data["reference_mutations"])
 
@@ -164,6 +170,7 @@ def test_csv_readable_by_dictreader(seed_estimate: Estimate) -> None:
     keys = [(r["stage"], r["ledger"], r["category"]) for r in table]
     assert len(keys) == len(set(keys)), "one row per (stage, ledger, category)"
     assert {r["ledger"] for r in table} == {
+        "host",
         "input",
         "persistent",
         "peak",

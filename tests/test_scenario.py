@@ -124,6 +124,11 @@ def test_every_spec_field_is_in_the_table() -> None:
         "reshard_after_forward",
         "norms",
         "stage",
+        "offload_optimizer",
+        "offload_param",
+        "ranks_per_node",
+        "host_bytes",
+        "zero_init",
     }
 
 

@@ -177,15 +177,24 @@ LAYOUTS: list[dict[str, Any]] = [
     st.sampled_from([{}, {"bucket_bytes": 12_345, "overhead_bytes": 7}, {"activation_bytes": "3GB"}]),
     st.sampled_from(LAYOUTS),
     st.sampled_from([{}, {"micro_batch": 2}, {"norms": "fused"}, {"micro_batch": 3, "norms": "fused"}]),
+    st.sampled_from(
+        [
+            {},
+            {"offload_optimizer": "cpu"},
+            {"offload_param": "nvme"},
+            {"offload_optimizer": "nvme", "offload_param": "cpu"},
+        ]
+    ),
 )
 def test_the_closed_forms_are_the_walk(
     model: str, dp: int, prefetch: int, reshard: int, policy: str, stage: int, mutant: Any, padded: bool,
-    extra: dict[str, Any], layout: dict[str, Any], batch: dict[str, Any],
+    extra: dict[str, Any], layout: dict[str, Any], batch: dict[str, Any], offload: dict[str, Any],
 ) -> None:  # fmt: skip
     """The fast sums (the fit finder's, the kill lists') equal the walk's entries, instant by instant and
-    category by category, under the production rules and every mutant's, in every precision layout."""
+    category by category, under the production rules and every mutant's, in every precision layout and
+    with offload."""
     s = _scenario(model=model, dp=dp, prefetch=prefetch, reshard_after_forward=reshard, act_policy=policy, **extra,
-                  **layout, **batch)  # fmt: skip
+                  **layout, **batch, **offload)  # fmt: skip
     rules = PRODUCTION if mutant is None else mutant.rules
     lines = tuple(ledger_line(s, stage, c, rules) for c in CLASSES)
     walk = _Walk(s, stage, lines, rules, True, padded).run()

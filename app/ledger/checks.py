@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.ledger.arithmetic import n
+from app.ledger.host import host_ledger, largest_tensor
 from app.ledger.ledger import Ledger, StageLedger, compute_ledger
 from app.ledger.models.reference import resolve
-from app.ledger.oracle import stage_table
+from app.ledger.oracle import host_table, stage_table
 from app.ledger.peak import activation_bytes
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
@@ -33,6 +34,7 @@ TITLES: dict[str, str] = {
     "reduce-scatter-presence": "6. with a model, stages 2–3: the root's post-backward holds its reduce-scatter input",
     "gradient-filling": "7. with a model: no gradient before backward (set_to_none), every one at the optimizer step",
     "frozen-model-scenario": "8. the frozen model reference reproduces its hand-computed instants",
+    "host-agreement": "9. the host ledger equals the host oracle, as given and with both offloads to the CPU",
 }
 SCENARIO_CHECKS: tuple[str, ...] = (
     "oracle-agreement",
@@ -41,6 +43,7 @@ SCENARIO_CHECKS: tuple[str, ...] = (
     "gather-presence",
     "reduce-scatter-presence",
     "gradient-filling",
+    "host-agreement",
 )
 FROZEN_CHECKS: tuple[str, ...] = ("frozen-scenario", "frozen-model-scenario")
 LINE_CHECKS: tuple[str, ...] = ("oracle-agreement", "monotonic-lower-bounds")  # they read the persistent lines only
@@ -76,6 +79,10 @@ FROZEN_PERSISTENT: dict[int, dict[str, int]] = {
         "optimizer_states": 7_000_000_000,
     },
 }
+# The seed with both offloads to the CPU, host RAM per node (8 ranks, P = 875,000,000, largest tensor U = 400M):
+# stages 1–2: 8 × (P × (4 + 2 × 4 + 4 + 2) + 400,000,000 × 2) = 8 × 16,550,000,000;
+# stage 3: 8 × P × (4 + 2 × 4 + 4 + 2 + 2) = 8 × 17,500,000,000.
+FROZEN_HOST: dict[int, int] = {0: 0, 1: 132_400_000_000, 2: 132_400_000_000, 3: 140_000_000_000}
 FROZEN_PEAK: dict[int, dict[str, int]] = {
     0: {"gather": 0, "activations": 20_000_000_000, "total": 132_000_000_000},
     1: {"gather": 0, "activations": 20_000_000_000, "total": 58_500_000_000},
@@ -156,7 +163,10 @@ def _fail(check: str, message: str) -> CheckResult:
 
 def oracle_agreement(ledger: Ledger) -> CheckResult:
     s = ledger.scenario
-    table = stage_table(s.params, s.dp, s.param_bytes, s.grad_bytes, s.master_bytes, s.opt_states, s.opt_bytes)
+    table = stage_table(
+        s.params, s.dp, s.param_bytes, s.grad_bytes, s.master_bytes, s.opt_states, s.opt_bytes,
+        optimizer_offloaded=s.offload_optimizer != "none", params_offloaded=s.offload_param != "none",
+    )  # fmt: skip
     for stage in ledger.stages:
         row = table[stage.stage]
         for line in stage.lines:
@@ -167,6 +177,30 @@ def oracle_agreement(ledger: Ledger) -> CheckResult:
                     f"stage {stage.stage} {line.tensor_class}: ledger {n(line.bytes)} B ≠ oracle {n(expected)} B",
                 )
     return _ok("oracle-agreement", "all 16 (stage, class) cells equal the oracle's")
+
+
+def host_agreement(ledger: Ledger) -> CheckResult:
+    """The host RAM per node of every stage equals the oracle's: on the scenario, and with both offloads
+    to the CPU (so that the pinned buffers are always there to be counted)."""
+    s = ledger.scenario
+    offloaded = s.with_(offload_optimizer="cpu", offload_param="cpu")
+    for label, scenario, host in (
+        ("", s, ledger.host),
+        (" with both offloads to the CPU", offloaded, host_ledger(offloaded, ledger.rules)),
+    ):
+        table = host_table(
+            scenario.params, scenario.dp, scenario.param_bytes, scenario.grad_bytes, scenario.master_bytes,
+            scenario.opt_states, scenario.opt_bytes, scenario.offload_optimizer, scenario.offload_param,
+            scenario.ranks_per_node, largest_tensor(scenario),
+        )  # fmt: skip
+        for stage in host.stages:
+            if stage.per_node != table[stage.stage]:
+                return _fail(
+                    "host-agreement",
+                    f"stage {stage.stage} host{label}: ledger {n(stage.per_node)} B ≠ oracle {n(table[stage.stage])} B "
+                    "per node",
+                )
+    return _ok("host-agreement", "every stage's host RAM per node equals the oracle's, as given and offloaded")
 
 
 def monotonic_lower_bounds(ledger: Ledger) -> CheckResult:
@@ -263,7 +297,18 @@ def frozen_scenario(evaluate: Evaluate) -> CheckResult:
                     "frozen-scenario",
                     f"stage {stage.stage} peak {part}: got {n(got)} B, hand-computed {n(want)} B",
                 )
-    return _ok("frozen-scenario", "the seed's example reproduces 112 / 38.5 / 26.25 / 14 GB and a 0.7 GB gather")
+    offloaded = evaluate(FROZEN_SCENARIO.with_(offload_optimizer="cpu", offload_param="cpu"))
+    for host in offloaded.host.stages:
+        if host.per_node != FROZEN_HOST[host.stage]:
+            return _fail(
+                "frozen-scenario",
+                f"stage {host.stage} host, both offloads to the CPU: got {n(host.per_node)} B per node, hand-computed "
+                f"{n(FROZEN_HOST[host.stage])} B",
+            )
+    return _ok(
+        "frozen-scenario",
+        "the seed's example reproduces 112 / 38.5 / 26.25 / 14 GB, a 0.7 GB gather and, offloaded, its host RAM",
+    )
 
 
 def _scheduled(ledger: Ledger, check: str) -> tuple[list[StageLedger], CheckResult | None]:
@@ -360,6 +405,7 @@ _LEDGER_CHECKS: dict[str, Callable[[Ledger], CheckResult]] = {
     "gather-presence": gather_presence,
     "reduce-scatter-presence": reduce_scatter_presence,
     "gradient-filling": gradient_filling,
+    "host-agreement": host_agreement,
 }
 _FROZEN: dict[str, Callable[[Evaluate], CheckResult]] = {
     "frozen-scenario": frozen_scenario,

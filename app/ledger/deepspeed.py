@@ -18,8 +18,8 @@ resolves to and what the lab does with it. A typed field always wins over the co
   bf16 both on, batch sizes that do not multiply out) raises :class:`DeepSpeedConfigError` naming
   the key. An unknown top-level key is only reported: DeepSpeed does not read it either.
 
-Some keys change memory in ways the ledger does not model yet (offload, hierarchical partitioning,
-quantized communication): their lines say ``not modelled`` and what the ledger counts instead.
+Some keys change memory in ways the ledger does not model yet (hierarchical partitioning, quantized
+communication, a partial offload ratio): their lines say ``not modelled`` and what the ledger counts instead.
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def _precision(r: _Reader, config: Mapping[str, object], stage: int) -> tuple[bo
     else:
         mixed, name = False, "fp32"
     grad_accum = _section(config, "data_types", "data_types").get("grad_accum_dtype")
-    if grad_accum is not None and grad_accum not in _WIDTHS:
+    if grad_accum is not None and (not isinstance(grad_accum, str) or grad_accum not in _WIDTHS):
         raise DeepSpeedConfigError(
             "data_types.grad_accum_dtype", f'must be "fp32", "fp16" or "bf16", not {_shown(grad_accum)}'
         )
@@ -504,10 +504,27 @@ def _activation_checkpointing(r: _Reader, config: Mapping[str, object]) -> None:
             raise DeepSpeedConfigError(path, f"not a key of activation_checkpointing in {DEEPSPEED}")
 
 
+# Offload sub-keys: what the host ledger takes from DeepSpeed's defaults instead (the lab has no input for them).
+_OFFLOAD_DETAIL = {
+    "pin_memory": "pinned or not, the bytes are the same (pinning copies once, briefly)",
+    "buffer_count": "the swap buffers' count: the host ledger takes DeepSpeed's default (4 optimizer, 5 parameter)",
+    "buffer_size": "the parameter swap buffers' elements: the host ledger takes DeepSpeed's default (10⁸)",
+    "max_in_cpu": "parameters kept in CPU memory under NVMe offload: not modelled",
+    "nvme_path": "where the NVMe files live: no memory effect",
+    "pipeline_read": "overlapped NVMe reads: no memory effect in the lab's model",
+    "pipeline_write": "overlapped NVMe writes: no memory effect in the lab's model",
+    "fast_init": "NVMe initialisation: no memory effect",
+    "ratio": "a partial optimizer offload: not modelled (the lab offloads all of it or none)",
+    "super_offload": "SuperOffload's scheduling: not modelled",
+    "cpuadam_cores_perc": "CPU Adam's threads: no memory effect",
+}
+
+
 def _offload(r: _Reader, zero: Mapping[str, object], stage: int) -> None:
+    """offload_optimizer and offload_param: the scenario's offload inputs (the host ledger counts them)."""
     for key, what in (
-        ("offload_optimizer", "the FP32 master and optimizer state"),
-        ("offload_param", "the parameters"),
+        ("offload_optimizer", "the FP32 master, the optimizer states and the FP32 gradient partition"),
+        ("offload_param", "stage 3's parameter partitions"),
     ):
         section = zero.get(key)
         path = f"zero_optimization.{key}"
@@ -518,36 +535,23 @@ def _offload(r: _Reader, zero: Mapping[str, object], stage: int) -> None:
         device = section.get("device", "none")
         if device not in ("none", "cpu", "nvme"):
             raise DeepSpeedConfigError(f"{path}.device", f'must be "none", "cpu" or "nvme", not {_shown(device)}')
-        if device == "none":
-            r.line(f"{path}.device", device, "no offload", "checked")
-        elif key == "offload_param" and stage != 3:
-            r.line(
-                f"{path}.device",
-                device,
-                f"DeepSpeed offloads parameters only at stage 3 (this is stage {stage})",
-                "ignored",
-            )
-        else:
-            r.line(
-                f"{path}.device",
-                device,
-                f"moves {what} to {device}: not modelled yet — the device ledger still "
-                f"counts {what} on the GPU (an over-count) and there is no host ledger",
-                "not modelled",
-            )
+        where = "stays on the device" if device == "none" else f"moves {what} to {device} (the host ledger)"
+        if key == "offload_param" and stage != 3 and device != "none":
+            where = f"read only at stage 3 (this is stage {stage}); kept for the comparison's stage 3"
+        r.set(f"{path}.device", device, key, str(device), where)
         for sub in section:
-            if sub != "device":
-                r.line(
-                    f"{path}.{sub}", section[sub], "an offload buffer or I/O setting: not modelled yet", "not modelled"
-                )
+            if sub == "device":
+                continue
+            note = _OFFLOAD_DETAIL.get(sub)
+            if note is None:
+                raise DeepSpeedConfigError(f"{path}.{sub}", f"not a key of {key} in {DEEPSPEED}")
+            status: Status = "not modelled" if "not modelled" in note else "no memory effect"
+            if sub == "ratio" and section[sub] == 1:  # the whole optimizer: what the host ledger counts
+                note, status = "the whole optimizer is offloaded, as the host ledger counts it", "checked"
+            r.line(f"{path}.{sub}", section[sub], note, status)
     for key, new in (("cpu_offload", "offload_optimizer"), ("cpu_offload_param", "offload_param")):
         if _bool(f"zero_optimization.{key}", zero.get(key), False):
-            r.line(
-                f"zero_optimization.{key}",
-                True,
-                f"deprecated spelling of {new}.device = cpu: not modelled yet",
-                "not modelled",
-            )
+            r.set(f"zero_optimization.{key}", True, new, "cpu", f"deprecated spelling of {new}.device = cpu")
 
 
 def _zero(r: _Reader, config: Mapping[str, object]) -> int:
@@ -746,8 +750,8 @@ def _sized(r: _Reader, config: Mapping[str, object], s: Scenario, stage: int) ->
         ),
         (
             "sub_group_size",
-            "the optimizer steps this many elements at a time (its buffers matter with offload): no "
-            "effect without offload",
+            "the optimizer steps this many elements at a time; with NVMe offload its swap buffers hold 4 × "
+            "the largest sub-group (the host ledger takes DeepSpeed's default, 10⁹ elements)",
             "checked",
         ),
     )
@@ -777,7 +781,9 @@ def _persistence(r: _Reader, zero: Mapping[str, object], s: Scenario, threshold:
         ELEMENTS_MAX,
     )
     assert cap is not None
-    small = [t for t in md.model.inventory.tensors() if t.numel < threshold]
+    # Per unit, its grouped tensors (an expert kind is one entry with a count): bounded by the units, never the
+    # millions of tensors of a large MoE one by one.
+    small = [t for unit in md.model.inventory.units for t in unit.tensors if t.numel < threshold]
     elements = min(cap, sum(t.total for t in small))
     count = sum(t.count for t in small)
     extra = elements * s.param_bytes - -(-elements * s.param_bytes // s.dp)

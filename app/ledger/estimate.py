@@ -9,10 +9,14 @@ from dataclasses import dataclass
 from app.ledger.checkpoint import CheckpointPolicy, checkpoint_policies
 from app.ledger.checks import ALL_CHECKS, CheckResult, run_checks
 from app.ledger.fit import FitFinder, find_fit
+from app.ledger.host import OffloadFit, cheapest_offload
 from app.ledger.ledger import Ledger, compute_ledger
 from app.ledger.model_inputs import ModelDefaults, modelled_activation_total
 from app.ledger.models.fsdp2 import Fsdp2Shard, fsdp2_shard
 from app.ledger.mutants import MutationResult, kill_list, reference_kill_list
+from app.ledger.peak import training_peak
+from app.ledger.persistent import ledger_line
+from app.ledger.rules import CLASSES, PRODUCTION
 from app.ledger.scenario import Scenario
 
 
@@ -20,7 +24,7 @@ from app.ledger.scenario import Scenario
 class Estimate:
     scenario: Scenario
     ledger: Ledger
-    checks: tuple[CheckResult, ...]  # checks 1-8 on the production ledger; () when not asked for
+    checks: tuple[CheckResult, ...]  # checks 1-9 on the production ledger; () when not asked for
     checkpoint: tuple[CheckpointPolicy, ...]
     mutations: tuple[MutationResult, ...]  # the kill list on this scenario; () when not asked for
     reference_mutations: tuple[MutationResult, ...]
@@ -30,6 +34,13 @@ class Estimate:
     activation_source: str
     model: ModelDefaults | None = None  # with a model: its inventory and activation ledger
     fsdp2: Fsdp2Shard | None = None  # with a model: the dim-0-padded shard, in elements per rank
+    offload_fit: OffloadFit | None = None  # the least offload on which the run's stage fits device and host
+
+
+def _run_stage_peak(s: Scenario) -> int:
+    """The peak of the stage the scenario runs (schedule-aware with a model), under the production rules."""
+    lines = tuple(ledger_line(s, s.stage, c, PRODUCTION) for c in CLASSES)
+    return training_peak(s, s.stage, sum(line.bytes for line in lines), PRODUCTION, lines).total
 
 
 def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
@@ -61,4 +72,5 @@ def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
         activation_source=source,
         model=md,
         fsdp2=None if md is None else fsdp2_shard(md.model.inventory, s.dp, 1),
+        offload_fit=cheapest_offload(s, _run_stage_peak),
     )

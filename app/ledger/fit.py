@@ -54,7 +54,7 @@ class _PeakModel:
         for stage in STAGES:
             sharded = replicated = 0
             for c in CLASSES:
-                width, copies, _ = width_and_copies(s, c, PRODUCTION)
+                width, copies, _ = width_and_copies(s, c, PRODUCTION, stage)
                 if PRODUCTION.sharded(c, stage):
                     sharded += width * copies
                 else:

@@ -48,6 +48,7 @@ Kind = Literal["count", "bytes", "int", "text", "choice"]
 TEN_13 = 10**13
 TWO_40 = 2**40
 TWO_46 = 2**46
+TWO_50 = 2**50  # host memory: a node of a petabyte is far beyond any real one
 NAME_MAX_CHARS = 80
 MODEL_MAX_CHARS = 600
 DEFAULT_UNIT_PARAMS_CAP = 400_000_000
@@ -70,8 +71,10 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("activation", "Activation model (with a model)"),
     ("measured", "Measured inputs"),
     ("device", "Device"),
+    ("host", "Offload and host memory"),
 )
 ActPolicy = Literal["none", "selective", "full"]
+OffloadDevice = Literal["none", "cpu", "nvme"]
 NormsImpl = Literal["fused", "unfused"]
 
 # A validation context key (see ScenarioIn._across_fields): inputs that were given but invalid,
@@ -157,6 +160,7 @@ Flag = Annotated[Literal[0, 1] | None, BeforeValidator(read_plain), _kind("int")
 StageRun = Annotated[Literal[0, 1, 2, 3] | None, BeforeValidator(read_plain), _kind("int")]
 Policy = Annotated[ActPolicy | None, BeforeValidator(_read_choice), _kind("choice")]
 Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
+Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
 
 
 def _form(group: str, unit: str, default: int | str | None) -> dict[str, Any]:
@@ -407,6 +411,50 @@ class ScenarioIn(BaseModel):
         description="Usable device memory per rank.",
         examples=[80_000_000_000],
         json_schema_extra=_form("device", "bytes", 80_000_000_000),
+    )
+    offload_optimizer: Offload = Field(
+        default=None,
+        title="Optimizer offload",
+        description="Where the FP32 master copy, the optimizer states and the FP32 gradient partition the CPU "
+        "optimizer steps live, at stages 1–3 (DeepSpeed offload_optimizer; FSDP2's CPUOffloadPolicy): none "
+        "(the device), cpu (host memory, pinned) or nvme (ZeRO-Infinity). Off the device, they join the host "
+        "ledger.",
+        examples=["cpu"],
+        json_schema_extra=_form("host", "device", "none"),
+    )
+    offload_param: Offload = Field(
+        default=None,
+        title="Parameter offload",
+        description="Where stage 3's parameter shards live between uses (DeepSpeed offload_param): none, cpu or "
+        "nvme. Each unit is still gathered on the device to compute.",
+        examples=["none"],
+        json_schema_extra=_form("host", "device", "none"),
+    )
+    ranks_per_node: Plain = Field(
+        default=None,
+        ge=1,
+        le=1_024,
+        title="Ranks per node",
+        description="GPUs (ranks) sharing one host's memory: the host ledger is per node.",
+        examples=[8],
+        json_schema_extra=_form("host", "ranks", 8),
+    )
+    host_bytes: Bytes = Field(
+        default=None,
+        ge=1,
+        le=TWO_50,
+        title="Host memory",
+        description="Usable host RAM per node, for the host fit verdict (a DGX H100 has 2 TB).",
+        examples=[2_000_000_000_000],
+        json_schema_extra=_form("host", "bytes", 2_000_000_000_000),
+    )
+    zero_init: Flag = Field(
+        default=None,
+        title="Partitioned construction",
+        description="1: the model is built already partitioned (DeepSpeed zero.Init, FSDP2 on the meta device), "
+        "so loading holds one unit per rank on the host; 0: every rank builds the whole model in FP32 first.",
+        examples=[1],
+        json_schema_extra=_form("host", "0 or 1", 1),
     )
     name: Text = Field(
         default=None,

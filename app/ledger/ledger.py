@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.communication import Communication, communication
+from app.ledger.host import HostLedger, host_ledger
 from app.ledger.peak import Peak, training_peak
 from app.ledger.persistent import LedgerLine, ledger_line
 from app.ledger.rules import CLASSES, PRODUCTION, STAGES, Rules
@@ -32,6 +33,7 @@ class StageLedger:
 class Ledger:
     scenario: Scenario
     stages: tuple[StageLedger, ...]
+    host: HostLedger
     rules: Rules = PRODUCTION
 
 
@@ -46,4 +48,4 @@ def compute_ledger(s: Scenario, rules: Rules = PRODUCTION, *, schedule: bool = T
         persistent = sum(line.bytes for line in lines)
         peak = training_peak(s, stage, persistent, rules, lines if schedule else ())
         stages.append(StageLedger(stage, lines, persistent, peak, communication(s, stage)))
-    return Ledger(s, tuple(stages), rules)
+    return Ledger(s, tuple(stages), host_ledger(s, rules), rules)

@@ -6,7 +6,8 @@ tells apart is reported as surviving, with the reason it is equivalent on that s
 
 The spec's five break the persistent ledger or the declared peak; two more break the
 schedule-aware peak (a model's): ``drop-reduce-scatter-buffer`` and
-``keep-all-grads-at-activation-peak``. Those two are equivalent on any scenario without a
+``keep-all-grads-at-activation-peak``; one the host ledger:
+``forget-pinned-buffers``. Those two are equivalent on any scenario without a
 schedule, so the reference kill list runs the scenario checks on the frozen model reference too.
 """
 
@@ -42,6 +43,11 @@ def _unsplittable(s: Scenario) -> str | None:
 
 
 def _why_replicate_optimizer(s: Scenario) -> str | None:
+    if s.offload_optimizer != "none":
+        return (
+            f"offload_optimizer = {s.offload_optimizer}: stage 1's master and optimizer states are off the "
+            "device either way"
+        )
     if s.master_bytes == 0 and s.opt_states == 0:
         return "master_bytes = 0 and opt_states = 0: there is no optimizer state to replicate"
     return _unsplittable(s)
@@ -134,6 +140,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "every gradient stays resident through the step, at the activation peak too (no set_to_none)",
         Rules(gradients_fill_during_backward=False),
         _why_no_schedule,
+    ),
+    # Never equivalent: check 9 also offloads the scenario, where the pinned buffers always hold bytes.
+    Mutant(
+        "forget-pinned-buffers",
+        "the host ledger leaves out the pinned staging and swap buffers offload allocates",
+        Rules(pinned_buffers=False),
+        lambda s: None,
     ),
 )
 

@@ -16,10 +16,13 @@ def stage_table(
     master_bytes: int,
     opt_states: int,
     opt_bytes: int,
+    optimizer_offloaded: bool = False,
+    params_offloaded: bool = False,
 ) -> dict[int, dict[str, int]]:
-    """Persistent bytes per busiest rank for stages 0–3, by class, straight from the ZeRO paper."""
+    """Persistent bytes per busiest rank on the device for stages 0–3, by class, straight from the ZeRO
+    paper; with offload, ZeRO-Offload's (Ren et al., ATC'21, §4) and ZeRO-Infinity's moves zero a cell."""
     shard = (params + dp - 1) // dp  # the busiest rank's share, rounded up
-    return {
+    table = {
         0: {
             "parameters": params * param_bytes,
             "gradients": params * grad_bytes,
@@ -45,3 +48,48 @@ def stage_table(
             "optimizer_states": shard * opt_states * opt_bytes,
         },
     }
+    if optimizer_offloaded:  # stages 1–3: master and optimizer states on the host; stages 2–3 the gradients too
+        table[1]["master_weights"] = table[1]["optimizer_states"] = 0
+        table[2]["master_weights"] = table[2]["optimizer_states"] = table[2]["gradients"] = 0
+        table[3]["master_weights"] = table[3]["optimizer_states"] = table[3]["gradients"] = 0
+    if params_offloaded:  # stage 3 only
+        table[3]["parameters"] = 0
+    return table
+
+
+def host_table(
+    params: int,
+    dp: int,
+    param_bytes: int,
+    grad_bytes: int,
+    master_bytes: int,
+    opt_states: int,
+    opt_bytes: int,
+    offload_optimizer: str,
+    offload_param: str,
+    ranks_per_node: int,
+    largest_tensor: int,
+) -> dict[int, int]:
+    """Host RAM per node during training for stages 0–3, spelled out from DeepSpeed's offload
+    allocations (stage_1_and_2.py, stage3.py, the swappers), every cell by hand."""
+    p = (params + dp - 1) // dp
+    opt = opt_states * opt_bytes
+    cpu, nvme = offload_optimizer == "cpu", offload_optimizer == "nvme"
+    below3 = cpu or nvme  # stages 1–2 have no NVMe path: the state stays in host RAM either way
+    per_rank = {
+        0: 0,
+        # master + optimizer + FP32 grads + 16-bit staging copy + the largest parameter's gradient buffer
+        1: (p * master_bytes + p * opt + p * 4 + p * param_bytes + largest_tensor * grad_bytes) if below3 else 0,
+        2: (p * master_bytes + p * opt + p * 4 + p * param_bytes + largest_tensor * grad_bytes) if below3 else 0,
+        3: 0,
+    }
+    if cpu:  # master + optimizer + FP32 grads in RAM, and the 16-bit gradient partition
+        per_rank[3] += p * master_bytes + p * opt + p * 4 + p * grad_bytes
+    if nvme:  # the state is on NVMe: RAM keeps the 16-bit gradient partition and 4 swap buffers
+        per_rank[3] += p * grad_bytes + 4 * min(p, 1_000_000_000) * 4
+    if offload_param == "cpu":
+        per_rank[3] += p * param_bytes
+    if offload_param == "nvme":  # 5 swap buffers of 100,000,000 elements
+        per_rank[3] += 5 * 100_000_000 * param_bytes
+    ranks = ranks_per_node if ranks_per_node < dp else dp  # a run of fewer ranks than a node has
+    return {stage: ranks * per_rank[stage] for stage in (0, 1, 2, 3)}

@@ -13,6 +13,22 @@ _MASTER_DROPPED = "master copy not counted"
 _NO_OPTIMIZER = "no optimizer state (opt_states = 0)"
 
 
+def offloaded(s: Scenario, stage: int, tensor_class: str) -> str:
+    """Where ``tensor_class`` lives instead of the device at ``stage`` ("cpu" or "nvme"), or "" when on it.
+
+    Optimizer offload (DeepSpeed ZeRO-Offload, stages 1–3) moves the master copy and the optimizer states,
+    and from stage 2 on the gradient partition too: each unit's gradients are reduced on the device, then
+    copied into the host's FP32 partition the CPU optimizer steps. Parameter offload is stage 3's only.
+    """
+    if tensor_class in ("master_weights", "optimizer_states") and stage >= 1:
+        return "" if s.offload_optimizer == "none" else s.offload_optimizer
+    if tensor_class == "gradients" and stage >= 2:
+        return "" if s.offload_optimizer == "none" else s.offload_optimizer
+    if tensor_class == "parameters" and stage == 3:
+        return "" if s.offload_param == "none" else s.offload_param
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class LedgerLine:
     """bytes = ⌈N ÷ owners⌉ × width × copies, for one tensor class at one stage (the stage ledger
@@ -43,8 +59,13 @@ class LedgerLine:
         return (EVIDENCE_SHARDED if self.sharded else EVIDENCE_REPLICATED)[self.tensor_class]
 
 
-def width_and_copies(s: Scenario, tensor_class: str, rules: Rules) -> tuple[int, int, str]:
-    """Element width, copies per parameter, and a note when the class is empty."""
+def width_and_copies(s: Scenario, tensor_class: str, rules: Rules, stage: int = 0) -> tuple[int, int, str]:
+    """Element width, copies per parameter on the device, and a note when the class is empty there."""
+    where = offloaded(s, stage, tensor_class)
+    if where:
+        width = {"parameters": s.param_bytes, "gradients": s.grad_bytes, "master_weights": s.master_bytes,
+                 "optimizer_states": s.opt_bytes}[tensor_class]  # fmt: skip
+        return width, 0, f"offloaded to {where}: counted in the host ledger, not on the device"
     if tensor_class == "parameters":
         return s.param_bytes, 1, ""
     if tensor_class == "gradients":
@@ -64,7 +85,7 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> Led
     sharded = rules.sharded(tensor_class, stage)
     owners = s.dp if sharded else 1
     elements = ceil_div(s.params, owners)  # the busiest rank's share
-    width, copies, note = width_and_copies(s, tensor_class, rules)
+    width, copies, note = width_and_copies(s, tensor_class, rules, stage)
     return LedgerLine(
         tensor_class=tensor_class,
         width=width,

@@ -49,6 +49,8 @@ class Rules:
     # finished is resident, and gradients appear unit by unit during backward (set_to_none=True).
     reduce_scatter_buffer: bool = True
     gradients_fill_during_backward: bool = True
+    # The host ledger (app/ledger/host.py) counts the pinned staging and swap buffers offload allocates.
+    pinned_buffers: bool = True
 
     def sharded(self, tensor_class: str, stage: int) -> bool:
         """Whether ``stage`` splits ``tensor_class`` across the D ranks."""

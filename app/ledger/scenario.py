@@ -68,6 +68,11 @@ class Scenario:
     reduce_bytes: int = 2  # the gradient width unless typed
     reshard_after_forward: int = 1
     norms: str = "unfused"  # eager transformers-style RMSNorm: the larger, traced figure
+    offload_optimizer: str = "none"  # master, optimizer states and FP32 gradients: device, cpu or nvme
+    offload_param: str = "none"  # stage 3's parameter shards
+    ranks_per_node: int = 8
+    host_bytes: int = 2_000_000_000_000
+    zero_init: int = 1
 
     def with_(self, **changes: int | str) -> Scenario:
         """A copy with some inputs changed (no re-validation: callers pass in-bound values)."""

@@ -476,7 +476,7 @@ class _Walk:
     def all_gradients(self) -> tuple[int, Callable[[], str]]:
         """Every gradient, as after backward: the gradient line (+ its FSDP2 padding when sharded)."""
         line = self.grad_line
-        pad = self._padding() * line.width if self.fsdp2 and line.sharded else 0
+        pad = self._padding() * line.width * line.copies if self.fsdp2 and line.sharded else 0
         total = line.bytes + pad
         if pad:
             return total, lambda: f"{line.formula} + FSDP2 padding {n(pad)} B = {n(total)} B"
@@ -489,7 +489,8 @@ class _Walk:
             return
         per_layer = self._grad_elements(self.u.layer_params, self.u.layer_shard)
         head = self._grad_elements(self.u.head_grad_params, None) if head_done else 0
-        w = self.w.grads
+        # Offloaded (copies 0): each unit's gradients go to the host once reduced; none stay resident here.
+        w = self.w.grads * self.grad_line.copies
         value = (layers_done * per_layer + head) * w
         out.add(
             "gradients",
@@ -878,8 +879,8 @@ class _Walk:
         self.state(out)
         total, formula = self.all_gradients()
         out.add("gradients", "every gradient", total, formula)
-        if s.opt_states >= 2:
-            opt = next(ln for ln in self.lines if ln.tensor_class == "optimizer_states")
+        opt = next(ln for ln in self.lines if ln.tensor_class == "optimizer_states")
+        if s.opt_states >= 2 and opt.copies:  # an offloaded optimizer steps on the host
             if opt.sharded:
                 shard = u.largest_tensor_shard if self.fsdp2 else ceil_div(u.largest_tensor, s.dp)
             else:
@@ -922,7 +923,8 @@ def _sums(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, 
     state_width = sum(ln.width * ln.copies for ln in lines if ln.tensor_class != "gradients" and ln.sharded)
     padding = max(0, u.padded_total - ceil_div(s.params, dp)) if stage3 else 0
     state += padding * state_width
-    all_grads = grad.bytes + (padding * wg if grad.sharded else 0)
+    resident = wg * grad.copies  # 0 when the gradients are offloaded: reduced, then copied to the host
+    all_grads = grad.bytes + (padding * resident if grad.sharded else 0)
 
     def grad_elements(params: int, shard: int | None) -> int:
         if not grad.sharded:
@@ -934,7 +936,7 @@ def _sums(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, 
     def grads(layers_done: int, head_done: bool) -> int:
         if not rules.gradients_fill_during_backward:
             return all_grads
-        return (layers_done * layer_grad + (head_grad if head_done else 0)) * wg
+        return (layers_done * layer_grad + (head_grad if head_done else 0)) * resident
 
     gather_on = stage3 and rules.gather_peak
     root_whole = u.root_unsharded * g if gather_on else 0
@@ -1067,8 +1069,8 @@ def _sums(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, 
             )
         )
     temps = 0
-    if s.opt_states >= 2:
-        opt = next(ln for ln in lines if ln.tensor_class == "optimizer_states")
+    opt = next(ln for ln in lines if ln.tensor_class == "optimizer_states")
+    if s.opt_states >= 2 and opt.copies:
         shard = (
             (u.largest_tensor_shard if stage3 else ceil_div(u.largest_tensor, dp)) if opt.sharded else u.largest_tensor
         )

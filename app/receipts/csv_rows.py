@@ -147,6 +147,23 @@ def split_formula(text: str) -> tuple[str, tuple[str, ...]]:
     return "\n".join(lines), tuple(dict.fromkeys(remarks))
 
 
+def _host_rows(e: Estimate) -> Iterator[Row]:
+    """The host ledger per node: each rank's off-device terms, then the node's RAM, NVMe and load peak."""
+    for st in e.ledger.host.stages:
+        for x in st.lines:
+            where = f"{x.where}{', pinned' if x.pinned else ''}"
+            yield {"stage": st.stage, "ledger": "host", "category": f"rank.{x.what}", "bytes": x.bytes,
+                   **_explained(x.formula, where, x.evidence)}  # fmt: skip
+        yield {"stage": st.stage, "ledger": "host", "category": "node.ram", "bytes": st.per_node,
+               "detail": f"{e.ledger.host.ranks_per_node} ranks × {st.per_rank:,} B"}  # fmt: skip
+        yield {"stage": st.stage, "ledger": "host", "category": "node.nvme", "bytes": st.nvme_per_node}
+        yield {"stage": st.stage, "ledger": "host", "category": "node.load_peak", "bytes": st.load_peak,
+               **_explained(st.load_formula, st.load_note)}  # fmt: skip
+        verdict = "fits" if st.fits else "does not fit"
+        yield {"stage": st.stage, "ledger": "host", "category": "node.peak", "bytes": st.peak, "value": verdict,
+               "detail": f"host memory {e.ledger.host.capacity:,} B"}  # fmt: skip
+
+
 def _explained(formula_text: str, *detail: str) -> Row:
     """The ``formula`` and ``detail`` cells of a row: the arithmetic, and the given detail followed
     by the remarks taken out of the formula that it does not already say, joined by "; "."""
@@ -219,11 +236,16 @@ def rows(e: Estimate) -> Iterator[Row]:
         for stage, peak in enumerate(c.save_peaks):
             yield {"stage": stage, "ledger": "checkpoint", "category": f"{c.policy}.save_peak", "bytes": peak}
     yield from _model_rows(e)
+    yield from _host_rows(e)
     for fit in e.fit.stages:
         yield {"stage": fit.stage, "ledger": "fit_finder", "category": "smallest_dp", "value": _blank(fit.smallest_dp)}
         if e.fit.micro_batch_modelled:
             yield {"stage": fit.stage, "ledger": "fit_finder", "category": "largest_micro_batch",
                    "value": _blank(fit.largest_micro_batch)}  # fmt: skip
+    o = e.offload_fit
+    yield {"stage": e.scenario.stage, "ledger": "fit_finder", "category": "cheapest_offload",
+           "value": "none fits" if o is None else f"{o.offload_optimizer}/{o.offload_param}",
+           "detail": "optimizer/parameters offload on which the run's stage fits the device and the host"}  # fmt: skip
     for ledger_name, results in (("mutation", e.mutations), ("reference_mutation", e.reference_mutations)):
         for m in results:
             yield {

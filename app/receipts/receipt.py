@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from app.ledger.arithmetic import share_bp
 from app.ledger.checks import TITLES
+from app.ledger.ds_estimator import compare, not_comparable
 from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
 from app.ledger.peak import Peak
@@ -151,6 +152,15 @@ def fit_section(e: Estimate) -> dict[str, Any]:
         ],
         "micro_batch_modelled": e.fit.micro_batch_modelled,
         "curve": [{"dp": dp, "peaks": peaks} for dp, peaks in e.fit.curve],
+        "cheapest_offload": None
+        if (o := e.offload_fit) is None
+        else {
+            "stage": e.scenario.stage,
+            "offload_optimizer": o.offload_optimizer,
+            "offload_param": o.offload_param,
+            "device_peak": o.device_peak,
+            "host_peak": o.host_peak,
+        },
     }
 
 
@@ -298,5 +308,56 @@ def receipt(e: Estimate, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
         "activations": activations_section(e),
         "fsdp2": fsdp2_section(e),
         "fit": fit_section(e),
+        "host": host_section(e),
         "disclaimer": DISCLAIMER,
+    }
+
+
+def host_section(e: Estimate) -> dict[str, Any]:
+    """The host ledger per node (offloaded state, pinned buffers, the load peak) and DeepSpeed's estimator
+    beside it where it models the same thing."""
+    host, s = e.ledger.host, e.scenario
+    ds = compare(e.ledger, host)
+    return {
+        "ranks_per_node": host.ranks_per_node,
+        "capacity": host.capacity,
+        "stages": [
+            {
+                "stage": st.stage,
+                "per_rank": st.per_rank,
+                "per_node": st.per_node,
+                "nvme_per_node": st.nvme_per_node,
+                "load_peak": st.load_peak,
+                "load_formula": st.load_formula,
+                "load_note": st.load_note,
+                "peak": st.peak,
+                "headroom": st.headroom,
+                "fits": st.fits,
+                "lines": [
+                    {
+                        "what": x.what,
+                        "where": x.where,
+                        "pinned": x.pinned,
+                        "bytes": x.bytes,
+                        "formula": x.formula,
+                        "evidence": x.evidence,
+                    }
+                    for x in st.lines
+                ],
+            }
+            for st in host.stages
+        ],
+        "deepspeed_estimator": None
+        if ds is None
+        else {
+            "stage": ds.stage,
+            "options": ds.options,
+            "gpu_bytes": ds.gpu,
+            "cpu_bytes": ds.cpu,
+            "printed": ds.printed,
+            "lab_gpu_bytes": ds.lab_gpu,
+            "lab_cpu_bytes": ds.lab_cpu,
+            "differences": list(ds.differences),
+        },
+        "deepspeed_estimator_note": not_comparable(s) or "",
     }

@@ -59,6 +59,11 @@ class ScenarioOut(_Strict):
     reduce_bytes: Count
     reshard_after_forward: Count
     norms: Literal["fused", "unfused"]
+    offload_optimizer: Literal["none", "cpu", "nvme"]
+    offload_param: Literal["none", "cpu", "nvme"]
+    ranks_per_node: Count
+    host_bytes: Bytes
+    zero_init: Count
 
 
 class ByClass(_Strict):
@@ -320,11 +325,69 @@ class FitPoint(_Strict):
     peaks: list[Bytes] = Field(description="the peak of stages 0–3 at this D")
 
 
+class CheapestOffload(_Strict):
+    """The least offload (none, the optimizer to the CPU, both to the CPU, both to NVMe) on which the run's
+    stage fits the device and the host memory per node, at the scenario's D."""
+
+    stage: Count
+    offload_optimizer: Literal["none", "cpu", "nvme"]
+    offload_param: Literal["none", "cpu", "nvme"]
+    device_peak: Bytes
+    host_peak: Bytes
+
+
 class FitSection(_Strict):
     capacity_bytes: Bytes
     stages: list[FitStage]
     micro_batch_modelled: bool
     curve: list[FitPoint]
+    cheapest_offload: CheapestOffload | None = Field(description="null: no offload makes the run's stage fit")
+
+
+class HostLine(_Strict):
+    what: str
+    where: Literal["host", "nvme"]
+    pinned: bool
+    bytes: Bytes = Field(description="per rank")
+    formula: str
+    evidence: str
+
+
+class HostStage(_Strict):
+    stage: Count
+    per_rank: Bytes = Field(description="host RAM per rank during training")
+    per_node: Bytes = Field(description="per_rank × ranks_per_node")
+    nvme_per_node: Bytes
+    load_peak: Bytes = Field(description="host RAM of the node while the model is built")
+    load_formula: str = Field(description="arithmetic only; empty when nothing is built on the host")
+    load_note: str
+    peak: Bytes = Field(description="the larger of per_node and load_peak")
+    headroom: SignedBytes
+    fits: bool
+    lines: list[HostLine]
+
+
+class DeepSpeedEstimate(_Strict):
+    """DeepSpeed's estimate_zero{2,3}_model_states_mem_needs row for the scenario, beside the lab's figures."""
+
+    stage: Count
+    options: str
+    gpu_bytes: Bytes
+    cpu_bytes: Bytes
+    printed: str = Field(description="the row as DeepSpeed prints it (bytes ÷ 2^30, labelled GB)")
+    lab_gpu_bytes: Bytes
+    lab_cpu_bytes: Bytes
+    differences: list[str]
+
+
+class HostSection(_Strict):
+    """The host ledger per node: what offload moves off the device, its pinned buffers, the load peak."""
+
+    ranks_per_node: Count
+    capacity: Bytes
+    stages: list[HostStage]
+    deepspeed_estimator: DeepSpeedEstimate | None
+    deepspeed_estimator_note: str = Field(description="why DeepSpeed's estimator does not apply; empty when it does")
 
 
 class Receipt(_Strict):
@@ -351,6 +414,7 @@ class Receipt(_Strict):
     activations: ModelledActivations | DeclaredActivations = Field(discriminator="source")
     fsdp2: Fsdp2Section | None
     fit: FitSection
+    host: HostSection
     disclaimer: str
 
 

@@ -19,7 +19,7 @@ __all__ = ["DEEPSPEED_FIELDS", "Snippet", "deepspeed_config", "deepspeed_snippet
 # The scenario inputs a ds_config.json carries; the others come from the script and the launcher.
 DEEPSPEED_FIELDS = frozenset({
     "stage", "param_bytes", "master_bytes", "grad_bytes", "reduce_bytes", "opt_states", "opt_bytes",
-    "micro_batch", "bucket_bytes", "prefetch", "act_policy",
+    "micro_batch", "bucket_bytes", "prefetch", "act_policy", "offload_optimizer", "offload_param",
 })  # fmt: skip
 _OPTIMIZERS = {2: "AdamW", 1: "Adagrad", 0: "SGD"}  # FP32 states per parameter -> a DeepSpeed optimizer.type
 _GRAD_TYPES = {4: "fp32", 2: "bf16"}
@@ -101,6 +101,12 @@ def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
                      "states; no optimizer section written (the training script's optimizer is used)")  # fmt: skip
     zero: dict[str, object] = {"stage": s.stage}
     _buckets(s, zero, notes)
+    if s.offload_optimizer != "none":
+        zero["offload_optimizer"] = {"device": s.offload_optimizer, "pin_memory": True}
+    if s.offload_param != "none":
+        zero["offload_param"] = {"device": s.offload_param, "pin_memory": True}
+        if s.stage != 3:
+            notes.append(f"offload_param {s.offload_param}: DeepSpeed reads it at stage 3 only")
     if s.stage == 3:
         zero["stage3_prefetch_bucket_size"] = s.prefetch * s.unit_params
         # 0: every parameter sharded, as the ledger counts them (DeepSpeed's default keeps small ones whole)
@@ -132,6 +138,11 @@ def deepspeed_snippet(s: Scenario) -> Snippet:
     return Snippet(json.dumps(config, indent=2) + "\n", notes)
 
 
+def _fsdp2_offload(s: Scenario) -> bool:
+    """FSDP2's CPUOffloadPolicy: parameters, gradients and the optimizer step on the CPU, all together."""
+    return s.offload_optimizer == "cpu" and s.offload_param == "cpu"
+
+
 def fsdp2_snippet(s: Scenario) -> Snippet:
     """``fully_shard`` per decoder layer and on the root, with the scenario's MixedPrecisionPolicy,
     reshard_after_forward, recomputation, prefetch and optimizer (a sketch for ``model``, a
@@ -146,6 +157,14 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
         closer = "DDP" if s.stage == 0 else "ZeRO-1"
         notes.append(f"stage {s.stage}: FSDP2 shards parameters, so it cannot keep them replicated ({closer} is "
                      "the closer fit); the snippet shards fully")  # fmt: skip
+    offload = ", offload_policy=CPUOffloadPolicy()" if _fsdp2_offload(s) else ""
+    if s.offload_optimizer != "none" or s.offload_param != "none":
+        if not _fsdp2_offload(s):
+            notes.append(f"offload_optimizer {s.offload_optimizer}, offload_param {s.offload_param}: FSDP2's "
+                         "CPUOffloadPolicy moves parameters, gradients and the optimizer step to the CPU together "
+                         "(both cpu); not written")  # fmt: skip
+        elif s.stage != 3:
+            notes.append("CPUOffloadPolicy offloads the sharded parameters too: the lab's stage 3 rows are FSDP2's")
     lines = [
         f"# zero3-lab scenario: {link(s)}",
         "# FSDP2 for it; run under torchrun. `model` is a transformers-style decoder (model.model.layers).",
@@ -155,7 +174,9 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
         lines.append("from torch.distributed._composable import checkpoint")
     lines += [
         "from torch.distributed.device_mesh import init_device_mesh",
-        "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard",
+        "from torch.distributed.fsdp import "
+        + ("CPUOffloadPolicy, " if _fsdp2_offload(s) else "")
+        + "MixedPrecisionPolicy, fully_shard",
         "",
         f'mesh = init_device_mesh("cuda", ({s.dp},))  # D = {s.dp:,} ranks shard the state',
     ]
@@ -170,8 +191,8 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
     if s.act_policy == "full":
         lines.append("    checkpoint(layer)  # full recomputation: each layer keeps only its input")
     lines += [
-        f"    fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward={reshard})",
-        "fully_shard(model, mesh=mesh, mp_policy=mp)  # the root: embeddings, final norm and head",
+        f"    fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward={reshard}{offload})",
+        f"fully_shard(model, mesh=mesh, mp_policy=mp{offload})  # the root: embeddings, final norm and head",
     ]
     if s.prefetch:
         units = f"{s.prefetch} unit{'s' if s.prefetch > 1 else ''}"

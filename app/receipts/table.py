@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from app.ledger.ds_estimator import compare
 from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
 from app.ledger.rules import CLASSES
@@ -75,6 +76,29 @@ def _schedule_lines(e: Estimate) -> Iterator[str]:
     for i in schedule.instants:
         yield f"    {i.name:<34} {integer(i.total):>22} B  {gb(i.total)}"
     yield f"  {schedule.note}"
+
+
+def _host_lines(e: Estimate) -> Iterator[str]:
+    """The host ledger per node, shown when something is offloaded at some stage."""
+    host, s = e.ledger.host, e.scenario
+    if not any(st.lines for st in host.stages):
+        return
+    yield ""
+    yield (f"Host memory per node ({host.ranks_per_node} ranks; offload_optimizer {s.offload_optimizer}, "
+           f"offload_param {s.offload_param}) against {gb(host.capacity)} / {gib(host.capacity)}")  # fmt: skip
+    body = [
+        [f"stage {st.stage}", gb(st.per_node), integer(st.per_node), gb(st.nvme_per_node), gb(st.load_peak),
+         gb(st.peak), "fits" if st.fits else "DOES NOT FIT"]
+        for st in host.stages
+    ]  # fmt: skip
+    yield from _table(["", "RAM", "RAM (bytes)", "NVMe", "loading", "peak", "verdict"], body)
+    for x in host.stages[s.stage].lines:
+        yield f"  stage {s.stage}, per rank: {x.what} ({x.where}{', pinned' if x.pinned else ''}): {x.formula}"
+    ds = compare(e.ledger, host)
+    if ds is not None:
+        yield f"  DeepSpeed's estimator prints: {ds.printed}"
+        for diff in ds.differences:
+            yield f"    - {diff}"
 
 
 def render_table(e: Estimate) -> str:
@@ -150,6 +174,14 @@ def _lines(e: Estimate) -> Iterator[str]:
         for st in e.fit.stages
     ]  # fmt: skip
     yield from _table(["", "smallest dp that fits", f"largest micro batch at D = {s.dp:,}"], body)
+    o = e.offload_fit
+    cheapest = (
+        "none does" if o is None else "none needed" if o.offload_optimizer == "none"
+        else f"optimizer {o.offload_optimizer}, parameters {o.offload_param}: device peak {gb(o.device_peak)}, "
+        f"host {gb(o.host_peak)} per node"
+    )  # fmt: skip
+    yield f"  cheapest offload on which stage {s.stage} fits: {cheapest}"
+    yield from _host_lines(e)
     yield ""
     yield "Communication per rank per optimizer step"
     yield from _table(

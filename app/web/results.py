@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from app.ledger.arithmetic import share_bp
 from app.ledger.checkpoint import CheckpointPolicy
 from app.ledger.checks import ALL_CHECKS, CheckResult, run_checks
+from app.ledger.ds_estimator import Comparison, compare, not_comparable
 from app.ledger.estimate import Estimate, estimate
+from app.ledger.host import HostLedger, OffloadFit
 from app.ledger.ledger import compute_ledger
 from app.ledger.models.activations import ActivationLedger
 from app.ledger.models.inventory import Unit
@@ -188,6 +190,8 @@ class FitSection:
     micro_batch_modelled: bool
     dp: int
     chart: FitChart
+    stage_run: int
+    offload: OffloadFit | None  # the least offload on which the run's stage fits device and host
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +212,17 @@ class Kills:
 
 
 @dataclass(frozen=True, slots=True)
+class HostView:
+    """``_host.html``: the host ledger per node, the run's stage's lines, DeepSpeed's estimator beside it."""
+
+    ledger: HostLedger
+    stage_run: int
+    offloaded: bool  # anything off the device at some stage
+    estimator: Comparison | None
+    estimator_note: str
+
+
+@dataclass(frozen=True, slots=True)
 class Results:
     """Everything ``_results.html`` shows for a valid scenario."""
 
@@ -220,6 +235,7 @@ class Results:
     communication: tuple[CommunicationRow, ...]
     communication_evidence: str
     checkpoint: tuple[CheckpointPolicy, ...]
+    host: HostView
     kills: Kills | None  # None: deferred, loaded when the section comes into view (partials/_kills_pending.html)
 
 
@@ -245,6 +261,13 @@ def results(s: Scenario, *, with_kills: bool = True) -> Results:
         ),
         communication_evidence=stages[0].communication.evidence,
         checkpoint=e.checkpoint,
+        host=HostView(
+            e.ledger.host,
+            s.stage,
+            any(st.lines for st in e.ledger.host.stages),
+            compare(e.ledger, e.ledger.host),
+            not_comparable(s) or "",
+        ),
         kills=Kills(e.mutations, e.reference_mutations, e.checks) if with_kills else None,
     )
 
@@ -416,4 +439,6 @@ def fit_section(e: Estimate) -> FitSection:
         chart=fit_chart(
             fit.curve, e.scenario.capacity_bytes, e.scenario.dp, tuple(st.peak.total for st in e.ledger.stages)
         ),
+        stage_run=e.scenario.stage,
+        offload=e.offload_fit,
     )

@@ -125,3 +125,18 @@ def test_run_it_section_loads_the_snippets_when_opened(client: TestClient) -> No
     assert 'href="/ds_config.json?model=llama-2-7b&amp;stage=2"' in part
     alone = client.get("/snippets?model=llama-2-7b&stage=2")
     assert alone.status_code == 200 and "back to the scenario" in alone.text
+
+
+def test_the_page_shows_the_host_ledger_and_the_cheapest_offload(client: TestClient) -> None:
+    """Llama-2-7B with the optimizer offloaded to the CPU: stage 3's host RAM is 8 ranks × 18 B × ⌈N ÷ 8⌉ =
+    121,291,481,088 B per node. Llama-2-13B on 4 × 24 GB with full recomputation: stage 3 fits only with the
+    optimizer offloaded, and the node holds the run's 4 ranks' host state."""
+    page = client.get("/?model=llama-2-7b&offload_optimizer=cpu").text
+    assert 'id="h-host"' in page and 'data-bytes="121291481088"' in page
+    assert "DeepSpeed prints <code> 150.62GB |   2.06GB | offload_param=none, offload_optimizer=cpu" in page
+    query = "model=llama-2-13b&dp=4&capacity_bytes=24GB&act_policy=full"
+    small = client.get("/?" + query, headers={"HX-Request": "true"}).text
+    assert "Cheapest offload on which stage 3 fits at D = 4: optimizer to cpu" in small
+    receipt = client.get("/api/estimate?" + query).json()
+    assert receipt["fit"]["cheapest_offload"]["offload_optimizer"] == "cpu"
+    assert receipt["host"]["stages"][3]["lines"] == []  # the scenario itself offloads nothing
