@@ -183,8 +183,8 @@ def try_mutant(mutant: Mutant, s: Scenario, checks: tuple[str, ...], *, first_fa
 
 
 def kill_list(s: Scenario) -> tuple[MutationResult, ...]:
-    """The kill list on the user's scenario: checks 1–4 run there, each mutant named with the check
-    that killed it; equivalent mutants survive."""
+    """The kill list on the user's scenario: the scenario checks (1–4, 6, 7, 9) run there, each mutant
+    named with the check that killed it; equivalent mutants survive."""
     return tuple(try_mutant(m, s, SCENARIO_CHECKS, first_failure=True) for m in MUTANTS)
 
 
@@ -211,6 +211,6 @@ def try_mutant_on_references(mutant: Mutant) -> MutationResult:
 
 @cache  # a constant: the frozen scenarios never change, so neither does their kill list
 def reference_kill_list() -> tuple[MutationResult, ...]:
-    """The kill list on the frozen references (the seed's scenario and the model reference), checks 1–8:
+    """The kill list on the frozen references (the seed's scenario and the model reference), checks 1–9:
     every mutant is always killed."""
     return tuple(try_mutant_on_references(m) for m in MUTANTS)

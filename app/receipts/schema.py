@@ -408,8 +408,8 @@ class Receipt(_Strict):
     stages: list[Stage] = Field(description="exactly four entries, stage 0 to 3, in order")
     checkpoint: Checkpoint
     checks: list[CheckResult]
-    mutations: list[Mutation] = Field(description="the kill list on this scenario (checks 1–4)")
-    reference_mutations: list[Mutation] = Field(description="the kill list on the frozen scenario (checks 1–5)")
+    mutations: list[Mutation] = Field(description="the kill list on this scenario (the scenario checks: 1–4, 6, 7, 9)")
+    reference_mutations: list[Mutation] = Field(description="the kill list on the frozen references (checks 1–9)")
     model: ModelSection | None
     activations: ModelledActivations | DeclaredActivations = Field(discriminator="source")
     fsdp2: Fsdp2Section | None

@@ -214,8 +214,8 @@ def _lines(e: Estimate) -> Iterator[str]:
         if c.flagged:
             yield f"  {c.policy}: {c.flag}"
     yield ""
-    yield from _kills("Mutation kill list on this scenario (checks 1–4)", e.mutations)
-    yield from _kills("Reference kill list on the frozen scenario (checks 1–5)", e.reference_mutations)
+    yield from _kills("Mutation kill list on this scenario (checks 1–4, 6, 7, 9)", e.mutations)
+    yield from _kills("Reference kill list on the frozen references (checks 1–9)", e.reference_mutations)
     failed = [check for check in e.checks if not check.passed]
     if failed:
         yield ""
