@@ -111,7 +111,8 @@ def _lines(e: Estimate) -> Iterator[str]:
     yield f"zero3-lab — {title}: {integer(s.params)} params, D = {s.dp}, U = {integer(s.unit_params)}"
     yield (
         f"widths (B): param {s.param_bytes}, grad {s.grad_bytes}, master {s.master_bytes}, "
-        f"optimizer {s.opt_states} × {s.opt_bytes}, gather {s.gather_bytes}; prefetch {s.prefetch}"
+        f"optimizer {s.opt_states} × {s.opt_bytes}, gather {s.gather_bytes}; prefetch {s.prefetch}; "
+        f"the run uses stage {s.stage}"
     )
     yield ""
     yield "Persistent state per busiest rank (bytes; GB = 10^9, GiB = 2^30)"
