@@ -185,11 +185,12 @@ def test_deepspeed_chat_step1_batch_sizes() -> None:
     assert_every_key_accounted(cfg, result)
 
 
-def test_bloom_176b_bf16_at_stage_0_accumulates_in_fp32() -> None:
+def test_bloom_176b_bf16_at_stage_0() -> None:
     """BLOOM-176B's ``ds_config`` (tr11-176B-ml: bf16, ZeRO stage 0 under Megatron-DeepSpeed, TP 4 × PP 12
     on 384 GPUs, so D = 384 ÷ 48 = 8), with the micro batch 2 and global batch 2,048 its script writes.
 
-    * bf16 without ZeRO: DeepSpeed's ``get_data_types`` accumulates gradients in FP32: grad_bytes 4,
+    * bf16 without ZeRO: since DeepSpeed 0.17.6 ``get_data_types`` keeps gradients in the model's type
+      when ``grad_accum_dtype`` is unset (the FP32 rule for non-ZeRO bf16 was removed): grad_bytes 2,
       parameters 2 B, an FP32 master 4 B.
     * gradient accumulation = 2,048 ÷ 2 ÷ 8 = 128 (resolved, no memory effect per rank).
     * stage 0: no ZeRO buckets.
@@ -198,7 +199,7 @@ def test_bloom_176b_bf16_at_stage_0_accumulates_in_fp32() -> None:
     result = import_deepspeed(cfg, {"dp": 8})
     s = result.scenario
     assert (s.stage, s.param_bytes, s.grad_bytes, s.master_bytes, s.micro_batch, s.bucket_bytes) == (
-        0, 2, 4, 4, 2, 0,
+        0, 2, 2, 4, 2, 0,
     )  # fmt: skip
     assert lines_of(result, "gradient_accumulation_steps")[0].startswith("checked: 128:")
     assert result.unresolved == ()
@@ -334,13 +335,18 @@ def test_every_expressible_input_survives_the_round_trip(
     cfg, notes = deepspeed_config(s)
     back = reimported(s)
     said = " ".join(notes)
+    # a field is exempt only where a note begins with its name (the note says it is not written)
+    named = {name for name in DEEPSPEED_FIELDS for note in notes if note.startswith(name + " ")}
+    named |= {"param_bytes", "master_bytes"} if any(note.startswith("param_bytes ") for note in notes) else set()
+    named |= {"opt_bytes"} if any(note.startswith("opt_states ") for note in notes) else set()
     for name in sorted(DEEPSPEED_FIELDS):
-        if name not in said and not (name == "prefetch" and s.unit_params == 0):
-            assert getattr(back, name) == getattr(s, name), name
+        if name not in named and not (name == "prefetch" and s.unit_params == 0):
+            assert getattr(back, name) == getattr(s, name), (name, notes)
     written = deepspeed_config(back)
     if not any(name in said for name in DEEPSPEED_FIELDS) and s.unit_params:
         assert written[0] == cfg  # wholly expressible: the same config
-    assert deepspeed_config(reimported(back)) == written  # and from a config, the trip is stable
+    if not any("not expressible" in note for note in written[1]):
+        assert deepspeed_config(reimported(back)) == written  # and from a config, the trip is stable
 
 
 def test_the_fsdp2_snippet_reads_the_scenario() -> None:

@@ -46,12 +46,19 @@ def test_optimizer_offload_to_the_cpu_at_stage_3() -> None:
 
 
 def test_nvme_keeps_swap_buffers_on_the_host() -> None:
-    """Both offloads to NVMe at stage 3 (ZeRO-Infinity): the state is on the NVMe device; the host keeps the
-    16-bit gradient partition P × 2, the optimizer's 4 swap buffers of min(P, 10⁹) × 4 B and the parameters'
-    5 swap buffers of 10⁸ × 2 B: 1,684,603,904 + 13,476,831,232 + 1,000,000,000 = 16,161,435,136 B per rank."""
+    """Both offloads to NVMe at stage 3 (ZeRO-Infinity): the optimizer state is on the NVMe device; the host
+    keeps the 16-bit gradient partition P × 2, the optimizer's 4 swap buffers of min(P, 10⁹) × 4 B, the
+    parameter partition up to max_in_cpu (10⁹ > P: all of it, P × 2) and the parameters' 5 swap buffers of
+    10⁸ × 2 B: 1,684,603,904 + 13,476,831,232 + 1,684,603,904 + 1,000,000,000 = 17,846,039,040 B per rank."""
     h = host_ledger(scenario(offload_optimizer="nvme", offload_param="nvme")).stages[3]
-    assert h.per_rank == 2 * P_7B + 4 * P_7B * 4 + 5 * 100_000_000 * 2 == 16_161_435_136
-    assert h.nvme_per_node == 8 * (4 + 8 + 4 + 2) * P_7B
+    assert h.per_rank == 2 * P_7B + 4 * P_7B * 4 + 2 * P_7B + 5 * 100_000_000 * 2 == 17_846_039_040
+    assert h.nvme_per_node == 8 * (4 + 8 + 4) * P_7B
+
+
+def test_fp32_training_offloads_an_fp32_copy() -> None:
+    """FP32 parameters (no separate master): the CPU optimizer still steps an FP32 partition, P × 4 B."""
+    h = host_ledger(scenario(offload_optimizer="cpu", param_bytes=4, master_bytes=0, grad_bytes=4)).stages[2]
+    assert any(x.what == "FP32 partition the CPU optimizer steps" and x.bytes == 4 * P_7B for x in h.lines)
 
 
 def test_the_host_fit_verdict_reads_the_node_s_memory() -> None:
@@ -82,7 +89,11 @@ def test_deepspeed_estimator_row_for_zero3_cpu_offload() -> None:
     row = compare(ledger, ledger.host)
     assert row is not None
     assert (row.gpu, row.cpu) == (2_208_891_904, 161_721_974_784)
-    assert row.printed == " 150.62GB |   2.06GB | offload_param=none, offload_optimizer=cpu, zero_init=1"
+    # DeepSpeed's own line on Python 3.11+: f" {cpu:7.2f}GB | …" and the enum member's name for cpu
+    assert (
+        row.printed
+        == "  150.62GB |   2.06GB | offload_param=none, offload_optimizer=OffloadDeviceEnum.cpu, zero_init=1"
+    )
     said = " ".join(row.differences)
     assert "161,721,974,784 B = 161.72 GB" in said  # GiB printed as GB, named
     assert "additional_buffer_factor 1.5" in said and "4 B × largest_layer_params" in said

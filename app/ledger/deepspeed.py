@@ -225,7 +225,7 @@ _TOP_NO_MEMORY_EFFECT = {
     "compression_training": "compression schedules",
 }
 _TOP_NOT_MODELLED = {
-    "aio": "NVMe reads and writes for ZeRO-Infinity offload (not modelled: the lab has no offload yet)",
+    "aio": "NVMe reads and writes for ZeRO-Infinity offload: block sizes and queues, no memory effect modelled",
     "pipeline": "pipeline parallelism (not modelled yet: N is the parameters of the pipeline stage you type)",
     "amp": "NVIDIA Apex AMP (not modelled: set the widths by hand)",
     "torch_autocast": "torch.autocast regions (not modelled: set the widths by hand)",
@@ -248,9 +248,28 @@ _TOP_HANDLED = frozenset(
 )
 
 # optimizer.type (DeepSpeed's own names, matched lower-cased) -> FP32 state tensors per parameter.
-_OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "adagrad": 1, "lion": 1, "muon": 1}
+_OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "lamb": 2, "adagrad": 1, "lion": 1}
 _REMOVED_OPTIMIZERS = ("onebitadam", "zerooneadam", "onebitlamb")
 _WIDTHS = {"fp32": 4, "fp16": 2, "bf16": 2}
+# DeepSpeed 0.19.8's precision_config.py: the keys each section declares (it forbids any other).
+_FP16_KEYS = frozenset(
+    {
+        "auto_cast",
+        "loss_scale",
+        "initial_scale_power",
+        "loss_scale_window",
+        "hysteresis",
+        "consecutive_hysteresis",
+        "min_loss_scale",
+        "fp16_master_weights_and_grads",
+    }
+)
+_BF16_KEYS = frozenset(
+    {"immediate_grad_update", "check_grad_overflow", "bf16_master_weights_and_grads", "bf16_optimizer_states"}
+)
+_LOW_PRECISION_MASTER = frozenset(
+    {"fp16_master_weights_and_grads", "bf16_master_weights_and_grads", "bf16_optimizer_states"}
+)
 
 
 @dataclass
@@ -291,11 +310,24 @@ def _precision(r: _Reader, config: Mapping[str, object], stage: int) -> tuple[bo
         raw = section.get("enabled")
         enabled[name] = None if raw == "auto" else _bool(f"{name}.enabled", raw, False)
         for key in section:
-            if key != "enabled":
+            if key == "enabled":
+                continue
+            path = f"{name}.{key}"
+            if key not in (_FP16_KEYS if name == "fp16" else _BF16_KEYS):
+                raise DeepSpeedConfigError(path, f"not a key of {name} in {DEEPSPEED} (DeepSpeed refuses unknown keys)")
+            if key in _LOW_PRECISION_MASTER and section[key] is True:
                 r.line(
-                    f"{name}.{key}",
+                    path,
+                    True,
+                    "16-bit master weights or optimizer states: not modelled (the lab's master and "
+                    "optimizer widths are 4, 8 or 0; set master_bytes and opt_bytes by hand)",
+                    "not modelled",
+                )
+            else:
+                r.line(
+                    path,
                     section[key],
-                    "loss scaling and overflow checks: no memory effect",
+                    "loss scaling, casting and overflow checks: no memory effect",
                     "no memory effect",
                 )
     on = [name for name, value in enabled.items() if value]
@@ -315,8 +347,8 @@ def _precision(r: _Reader, config: Mapping[str, object], stage: int) -> tuple[bo
     if mixed is None:
         r.unresolved_auto(
             "fp16.enabled / bf16.enabled",
-            "the Trainer's --fp16 or --bf16 decides; the lab keeps its widths (16-bit parameters and gradients, "
-            "an FP32 master: either choice has these widths)",
+            "the Trainer's --fp16 or --bf16 decides (neither: FP32); the lab keeps its widths (16-bit parameters "
+            "and gradients, an FP32 master: what either flag gives)",
         )
         return None, name
     width = 2 if mixed else 4
@@ -337,16 +369,17 @@ def _precision(r: _Reader, config: Mapping[str, object], stage: int) -> tuple[bo
             _WIDTHS[str(grad_accum)],
             "gradients accumulate in this type",
         )
-    elif name in ("bf16", "bfloat16") and stage == 0:
-        r.set(
-            f"{name}.enabled",
-            True,
-            "grad_bytes",
-            4,
-            "bf16 without ZeRO accumulates gradients in FP32 (DeepSpeed's get_data_types)",
-        )
     else:
         r.set(key, mixed, "grad_bytes", width, "gradients in the model's type (data_types.grad_accum_dtype absent)")
+    if config.get("communication_data_type") is None and grad_accum is not None and _WIDTHS[str(grad_accum)] != width:
+        r.set(
+            key,
+            mixed,
+            "reduce_bytes",
+            width,
+            "DeepSpeed reduces in the model's type unless "
+            "communication_data_type says otherwise (not in the accumulation type)",
+        )
     return mixed, name
 
 
@@ -382,8 +415,9 @@ def _optimizer(r: _Reader, config: Mapping[str, object]) -> None:
     else:
         raise DeepSpeedConfigError(
             "optimizer.type",
-            f"{kind!r} is not an optimizer the lab knows the state of (Adam, AdamW, Lamb, Adagrad, Lion, Muon, SGD); "
-            "set opt_states by hand and leave the optimizer section out",
+            f"{kind!r} is not an optimizer the lab knows the state of (Adam, AdamW, Lamb, Adagrad, Lion, SGD; "
+            "Muon keeps 1 state for its matrices and Adam's 2 for the rest); set opt_states by hand and leave the "
+            "optimizer section out",
         )
     r.set("optimizer.type", kind, "opt_states", states, f"{kind} keeps {why} per parameter")
     r.set("optimizer.type", kind, "opt_bytes", 4, "DeepSpeed keeps optimizer state in FP32")
@@ -409,6 +443,8 @@ def _batch(r: _Reader, config: Mapping[str, object], dp: int) -> None:
         )
     elif train is not None and accum is None and micro is not None and "gradient_accumulation_steps" not in auto:
         accum = train // micro // dp
+    if train is not None and micro is not None and accum is None and "gradient_accumulation_steps" not in auto:
+        accum = 1  # DeepSpeed's resolution from train_batch_size alone
     if train is not None and micro is not None and accum is not None and (micro < 1 or train != micro * accum * dp):
         raise DeepSpeedConfigError(
             "train_batch_size",
@@ -653,25 +689,32 @@ def _sized(r: _Reader, config: Mapping[str, object], s: Scenario, stage: int) ->
 
     contiguous = _bool("zero_optimization.contiguous_gradients", zero.get("contiguous_gradients"), True)
     overlap = _bool("zero_optimization.overlap_comm", zero.get("overlap_comm"), stage == 3)
+    offloaded = s.offload_optimizer != "none"
     reduce_bucket, source = resolved("reduce_bucket_size", lambda h: h * h, "hidden²", 500_000_000)
     key, written = "zero_optimization.reduce_bucket_size", _get(zero, "reduce_bucket_size")
-    if stage == 0:
+    # BF16_Optimizer: bf16 with FP32 accumulation at stage 1, no offload (DeepSpeed's _do_optimizer_sanity_check)
+    bf16_optimizer = stage == 1 and s.param_bytes == 2 and s.grad_bytes == 4 and not offloaded
+    if stage == 0 or bf16_optimizer:
         if written is not None:
-            r.line(key, written, "stage 0 all-reduces without ZeRO's gradient buckets: not read", "ignored")
-    elif reduce_bucket is not None and not contiguous:
+            why = "stage 0 all-reduces" if stage == 0 else "bf16 with FP32 accumulation runs DeepSpeed's BF16_Optimizer"
+            r.line(key, written, f"{why} without ZeRO's gradient buckets: not read", "ignored")
+    elif reduce_bucket is not None and not (contiguous or (offloaded and stage < 3)):
         r.line(key, written, "contiguous_gradients is false: no flat gradient bucket is allocated", "checked")
     elif reduce_bucket is not None:
-        # DeepSpeed allocates reduce_bucket_size elements of the gradient type when contiguous_gradients is on:
-        # stages 1 and 2 a second one when overlap_comm double-buffers; stage 3 one flat bucket.
+        # DeepSpeed's flat buckets: stages 1–2 in the gradient-reduction type (the model's), two when
+        # overlap_comm double-buffers (offload forces contiguous_gradients on); stage 3 one, in the
+        # communication type (the reduce width).
         buffers = 2 if overlap and stage < 3 else 1
-        total = buffers * reduce_bucket * s.grad_bytes
+        width, which = (s.reduce_bytes, "reduce width") if stage == 3 else (s.param_bytes, "the model's type")
+        total = buffers * reduce_bucket * width
         what = "two flat gradient buckets (overlap_comm double-buffers them)" if buffers == 2 else "one flat bucket"
+        forced = "; offload turns contiguous_gradients on" if offloaded and stage < 3 and not contiguous else ""
         r.set(
             key,
             written,
             "bucket_bytes",
             total,
-            f"{source}{buffers} × {reduce_bucket:,} elements × {s.grad_bytes} B (gradient width) = {total:,} B: {what}",
+            f"{source}{buffers} × {reduce_bucket:,} elements × {width} B ({which}) = {total:,} B: {what}{forced}",
         )
     for flag, value in (("contiguous_gradients", contiguous), ("overlap_comm", overlap)):
         state = "true" if value else "false"

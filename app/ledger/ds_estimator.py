@@ -119,7 +119,8 @@ def compare(ledger: Ledger, host: HostLedger) -> Comparison | None:
     else:
         cpu, gpu = _zero2(s.params, per_node, nodes, cpu_offload)
         options = f"offload_optimizer={'cpu' if cpu_offload else 'none'}"
-    printed = f"{_gib(cpu):>7}GB | {_gib(gpu):>6}GB | {options}"
+    # As DeepSpeed prints it on Python 3.11+, where f"{OffloadDeviceEnum.cpu:4}" formats the member's name
+    printed = f" {_gib(cpu):>7}GB | {_gib(gpu):>6}GB | " + options.replace("=cpu", "=OffloadDeviceEnum.cpu")
     stage = ledger.stages[s.stage]
     lab_gpu = stage.persistent
     lab_cpu = host.stages[s.stage].peak

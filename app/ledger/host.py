@@ -12,8 +12,10 @@ Per rank, at each stage (P = ⌈N ÷ D⌉, the rank's partition), as DeepSpeed a
 * to NVMe (ZeRO-Infinity, stage 3): the same state lives on the NVMe device; the host keeps the
   stage-3 gradient buffer and the optimizer's swap buffers, 4 × the largest sub-group's partition
   (min(P, 10⁹) elements) × 4 B. Below stage 3 DeepSpeed has no NVMe path: counted as the CPU.
-* parameter offload, stage 3: the 16-bit partition (P × parameter width) in pinned host memory, or
-  on NVMe with 5 swap buffers of 10⁸ elements × parameter width pinned on the host.
+* parameter offload, stage 3: the 16-bit partition (P × parameter width) in pinned host memory; to
+  NVMe, up to ``max_in_cpu`` (10⁹) elements of it stay in pinned host memory, the rest on NVMe, with
+  5 swap buffers of 10⁸ elements × parameter width pinned on the host.
+* with FP32 training (no separate master) the CPU optimizer still steps an FP32 copy of the partition.
 
 Node: the run's ranks on one node (ranks_per_node, or D when smaller) × a rank's. Loading: built
 partitioned (``zero_init``, stage 3: each module is created on the device and partitioned as it is
@@ -48,6 +50,7 @@ SUB_GROUP = 1_000_000_000  # DeepSpeed's sub_group_size default: the optimizer s
 OPTIMIZER_SWAP_BUFFERS = 4  # offload_optimizer.buffer_count's default
 PARAM_SWAP_BUFFERS = 5  # offload_param.buffer_count's default
 PARAM_SWAP_ELEMENTS = 100_000_000  # offload_param.buffer_size's default
+MAX_IN_CPU = 1_000_000_000  # offload_param.max_in_cpu's default: elements of the partition kept in CPU memory
 _DS = "DeepSpeed 0.19.8"
 
 
@@ -107,17 +110,19 @@ def _rank_lines(s: Scenario, stage: int, rules: Rules) -> list[HostLine]:
         why = f"{_DS} offload_optimizer = {optimizer}"
         if optimizer == "nvme" and stage < 3:
             why += " (ZeRO-Infinity's NVMe path is stage 3's: counted in host memory, as cpu)"
-        if s.master_bytes:
-            lines.append(
-                HostLine(
-                    "FP32 master partition",
-                    state_on,
-                    state_on == "host" and stage < 3,
-                    p * s.master_bytes,
-                    f"{n(p)} elements × {s.master_bytes} B = {n(p * s.master_bytes)} B",
-                    why,
-                )
+        # The CPU optimizer steps an FP32 partition: the master copy, or with FP32 training a copy of the
+        # parameters' own (stage_1_and_2.py and stage3.py clone it to the CPU in FP32 either way).
+        master = s.master_bytes or FP32
+        lines.append(
+            HostLine(
+                "FP32 master partition" if s.master_bytes else "FP32 partition the CPU optimizer steps",
+                state_on,
+                state_on == "host" and stage < 3,
+                p * master,
+                f"{n(p)} elements × {master} B = {n(p * master)} B",
+                why,
             )
+        )
         if s.opt_states:
             b = p * s.opt_states * s.opt_bytes
             lines.append(
@@ -154,15 +159,15 @@ def _rank_lines(s: Scenario, stage: int, rules: Rules) -> list[HostLine]:
                     )
                 )
                 big = largest_tensor(s)
-                buf = big * s.grad_bytes
+                buf = big * s.param_bytes  # in the model's type
                 lines.append(
                     HostLine(
                         "pinned gradient buffer of the largest parameter",
                         "host",
                         True,
                         buf,
-                        f"{n(big)} elements × {s.grad_bytes} B = {n(buf)} B",
-                        "stage_1_and_2.py: temp_grad_buffer_for_cpu_offload",
+                        f"{n(big)} elements × {s.param_bytes} B = {n(buf)} B",
+                        "stage_1_and_2.py: temp_grad_buffer_for_cpu_offload, in the model's type",
                     )
                 )
             else:
@@ -191,18 +196,31 @@ def _rank_lines(s: Scenario, stage: int, rules: Rules) -> list[HostLine]:
                         )
                     )
     if stage == 3 and s.offload_param != "none":
-        shard = p * s.param_bytes
+        # NVMe: up to max_in_cpu elements (10⁹ by default) of the partition stay pinned in host RAM.
+        in_ram = p if s.offload_param == "cpu" else min(p, MAX_IN_CPU)
         on = "nvme" if s.offload_param == "nvme" else "host"
         lines.append(
             HostLine(
-                "parameter partition",
-                on,
-                on == "host",
-                shard,
-                f"{n(p)} elements × {s.param_bytes} B = {n(shard)} B",
+                "parameter partition" if on == "host" else "parameter partition kept in CPU memory (max_in_cpu)",
+                "host",
+                True,
+                in_ram * s.param_bytes,
+                f"{n(in_ram)} elements × {s.param_bytes} B = {n(in_ram * s.param_bytes)} B",
                 f"{_DS} offload_param = {s.offload_param}",
             )
         )
+        if p > in_ram:
+            rest = (p - in_ram) * s.param_bytes
+            lines.append(
+                HostLine(
+                    "parameter partition beyond max_in_cpu",
+                    "nvme",
+                    False,
+                    rest,
+                    f"({n(p)} − {n(in_ram)}) elements × {s.param_bytes} B = {n(rest)} B",
+                    f"{_DS} offload_param = nvme",
+                )
+            )
         if on == "nvme" and rules.pinned_buffers:
             swap = PARAM_SWAP_BUFFERS * PARAM_SWAP_ELEMENTS * s.param_bytes
             lines.append(

@@ -74,22 +74,23 @@ def host_table(
     allocations (stage_1_and_2.py, stage3.py, the swappers), every cell by hand."""
     p = (params + dp - 1) // dp
     opt = opt_states * opt_bytes
+    master = master_bytes if master_bytes else 4  # FP32 training: the CPU optimizer's own FP32 copy
     cpu, nvme = offload_optimizer == "cpu", offload_optimizer == "nvme"
     below3 = cpu or nvme  # stages 1–2 have no NVMe path: the state stays in host RAM either way
     per_rank = {
         0: 0,
-        # master + optimizer + FP32 grads + 16-bit staging copy + the largest parameter's gradient buffer
-        1: (p * master_bytes + p * opt + p * 4 + p * param_bytes + largest_tensor * grad_bytes) if below3 else 0,
-        2: (p * master_bytes + p * opt + p * 4 + p * param_bytes + largest_tensor * grad_bytes) if below3 else 0,
+        # master (or FP32 copy) + optimizer + FP32 grads + 16-bit staging copy + the largest parameter's gradient buffer
+        1: (p * master + p * opt + p * 4 + p * param_bytes + largest_tensor * param_bytes) if below3 else 0,
+        2: (p * master + p * opt + p * 4 + p * param_bytes + largest_tensor * param_bytes) if below3 else 0,
         3: 0,
     }
     if cpu:  # master + optimizer + FP32 grads in RAM, and the 16-bit gradient partition
-        per_rank[3] += p * master_bytes + p * opt + p * 4 + p * grad_bytes
+        per_rank[3] += p * master + p * opt + p * 4 + p * grad_bytes
     if nvme:  # the state is on NVMe: RAM keeps the 16-bit gradient partition and 4 swap buffers
         per_rank[3] += p * grad_bytes + 4 * min(p, 1_000_000_000) * 4
     if offload_param == "cpu":
         per_rank[3] += p * param_bytes
-    if offload_param == "nvme":  # 5 swap buffers of 100,000,000 elements
-        per_rank[3] += 5 * 100_000_000 * param_bytes
+    if offload_param == "nvme":  # max_in_cpu (10⁹) elements kept in RAM, and 5 swap buffers of 10⁸ elements
+        per_rank[3] += min(p, 1_000_000_000) * param_bytes + 5 * 100_000_000 * param_bytes
     ranks = ranks_per_node if ranks_per_node < dp else dp  # a run of fewer ranks than a node has
     return {stage: ranks * per_rank[stage] for stage in (0, 1, 2, 3)}

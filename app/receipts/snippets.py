@@ -17,10 +17,23 @@ from app.receipts.links import link
 __all__ = ["DEEPSPEED_FIELDS", "Snippet", "deepspeed_config", "deepspeed_snippet", "fsdp2_snippet"]
 
 # The scenario inputs a ds_config.json carries; the others come from the script and the launcher.
-DEEPSPEED_FIELDS = frozenset({
-    "stage", "param_bytes", "master_bytes", "grad_bytes", "reduce_bytes", "opt_states", "opt_bytes",
-    "micro_batch", "bucket_bytes", "prefetch", "act_policy", "offload_optimizer", "offload_param",
-})  # fmt: skip
+DEEPSPEED_FIELDS = frozenset(
+    {
+        "stage",
+        "param_bytes",
+        "master_bytes",
+        "grad_bytes",
+        "reduce_bytes",
+        "opt_states",
+        "opt_bytes",
+        "micro_batch",
+        "bucket_bytes",
+        "prefetch",
+        "act_policy",
+        "offload_optimizer",
+        "offload_param",
+    }
+)
 _OPTIMIZERS = {2: "AdamW", 1: "Adagrad", 0: "SGD"}  # FP32 states per parameter -> a DeepSpeed optimizer.type
 _GRAD_TYPES = {4: "fp32", 2: "bf16"}
 _TORCH_TYPES = {1: "torch.float8_e4m3fn", 2: "torch.bfloat16", 4: "torch.float32", 8: "torch.float64"}
@@ -35,28 +48,52 @@ class Snippet:
 
 
 def _buckets(s: Scenario, zero: dict[str, object], notes: list[str]) -> None:
-    """bucket_bytes as reduce_bucket_size elements of the gradient width (one flat bucket, two when
-    overlap_comm double-buffers them at stages 1 and 2), as the importer reads them back."""
-    g = s.grad_bytes
+    """bucket_bytes as reduce_bucket_size elements, as the importer reads them back: stages 1–2 in the
+    model's type (one flat bucket, two when overlap_comm double-buffers them), stage 3 one in the reduce
+    width."""
+    g = s.reduce_bytes if s.stage == 3 else (2 if _mixed(s) else 4)
+    offloaded = s.offload_optimizer != "none"
     if s.stage == 0:
         if s.bucket_bytes:
             notes.append(f"bucket_bytes {s.bucket_bytes:,} B: stage 0 has no ZeRO gradient buckets; not written")
         return
+    if s.stage == 1 and _mixed(s) and s.grad_bytes == 4 and not offloaded:
+        if s.bucket_bytes:
+            notes.append(
+                f"bucket_bytes {s.bucket_bytes:,} B: bf16 with FP32 accumulation at stage 1 runs DeepSpeed's "
+                "BF16_Optimizer, which has no ZeRO buckets; not written"
+            )
+        return
     if s.bucket_bytes == 0:
         zero["contiguous_gradients"] = False  # no flat bucket at all
         zero["overlap_comm"] = s.stage == 3
-        notes.append(f"bucket_bytes 0: written as contiguous_gradients false (no flat gradient bucket); DeepSpeed's "
-                     f"default keeps 500,000,000 elements × {g} B = {500_000_000 * g:,} B: set bucket_bytes to "
-                     "count it")  # fmt: skip
+        if offloaded and s.stage < 3:
+            notes.append(
+                "bucket_bytes 0 with offload at stages 1–2: DeepSpeed turns contiguous_gradients on, so it "
+                "keeps a bucket the scenario does not count; not expressible"
+            )
+        else:
+            notes.append(
+                f"bucket_bytes 0: written as contiguous_gradients false (no flat gradient bucket); "
+                f"DeepSpeed's default keeps 500,000,000 elements × {g} B = {500_000_000 * g:,} B: set "
+                "bucket_bytes to count it"
+            )
         return
     double = s.stage < 3 and s.bucket_bytes % (2 * g) == 0
     elements = s.bucket_bytes // (2 * g if double else g)
     if s.bucket_bytes % g:
-        notes.append(f"bucket_bytes {s.bucket_bytes:,} B is not a whole number of {g}-byte gradient elements: "
-                     f"written as {elements:,} elements")  # fmt: skip
+        notes.append(
+            f"bucket_bytes {s.bucket_bytes:,} B is not a whole number of {g}-byte elements: "
+            f"written as {elements:,} elements"
+        )
     zero["contiguous_gradients"] = True
     zero["overlap_comm"] = double or s.stage == 3
     zero["reduce_bucket_size"] = elements
+
+
+def _mixed(s: Scenario) -> bool:
+    """Written as bf16 (16-bit parameters with an FP32 master), unless FP32 parameters are their own master."""
+    return not (s.param_bytes == 4 and s.master_bytes == 0)
 
 
 def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
@@ -69,24 +106,24 @@ def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
         "gradient_accumulation_steps": 1,
         "train_batch_size": s.micro_batch * s.dp,
     }
-    if s.param_bytes == 4 and s.master_bytes == 0:
-        mixed = False  # FP32 parameters: neither fp16 nor bf16
-    else:
-        mixed = True
+    mixed = _mixed(s)
+    if mixed:
         config["bf16"] = {"enabled": True}
         if (s.param_bytes, s.master_bytes) != (2, 4):
             notes.append(
                 f"param_bytes {s.param_bytes} with master_bytes {s.master_bytes}: DeepSpeed keeps 16-bit parameters "
                 "with an FP32 master, or FP32 parameters alone; written as bf16 (2 and 4)"
             )
-    derived_grad = 4 if not mixed or s.stage == 0 else 2  # DeepSpeed's get_data_types
-    if s.grad_bytes != derived_grad:
+    model_width = 2 if mixed else 4  # DeepSpeed's get_data_types: gradients, and communication, in the model's type
+    if s.grad_bytes != model_width:
         config["data_types"] = {"grad_accum_dtype": _GRAD_TYPES[s.grad_bytes]}
-    if s.reduce_bytes != s.grad_bytes:
+    if s.reduce_bytes != model_width:
         config["communication_data_type"] = _GRAD_TYPES[s.reduce_bytes]
     if s.gather_bytes != s.param_bytes:
-        notes.append(f"gather_bytes {s.gather_bytes}: DeepSpeed all-gathers parameters in their own width "
-                     f"({s.param_bytes if mixed else 4} B); not written")  # fmt: skip
+        notes.append(
+            f"gather_bytes {s.gather_bytes}: DeepSpeed all-gathers parameters in their own width "
+            f"({s.param_bytes if mixed else 4} B); not written"
+        )
     if s.opt_states in _OPTIMIZERS:
         optimizer: dict[str, object] = {"type": _OPTIMIZERS[s.opt_states]}
         if s.opt_states == 0:
@@ -97,8 +134,10 @@ def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
         if s.opt_bytes != 4:
             notes.append(f"opt_bytes {s.opt_bytes}: DeepSpeed keeps optimizer state in FP32 (4 B); not written")
     else:
-        notes.append(f"opt_states {s.opt_states} (opt_bytes {s.opt_bytes}): no DeepSpeed optimizer keeps that many "
-                     "states; no optimizer section written (the training script's optimizer is used)")  # fmt: skip
+        notes.append(
+            f"opt_states {s.opt_states} (opt_bytes {s.opt_bytes}): no DeepSpeed optimizer keeps that many "
+            "states; no optimizer section written (the training script's optimizer is used)"
+        )
     zero: dict[str, object] = {"stage": s.stage}
     _buckets(s, zero, notes)
     if s.offload_optimizer != "none":
@@ -115,21 +154,27 @@ def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
         if live > 1_000_000_000:  # DeepSpeed's default would release before the ledger's gather is done
             zero["stage3_max_live_parameters"] = live
         if not s.reshard_after_forward:
-            notes.append("reshard_after_forward 0: DeepSpeed's stage 3 has no such switch (it releases each "
-                         "module's parameters after use); not written")  # fmt: skip
+            notes.append(
+                "reshard_after_forward 0: DeepSpeed's stage 3 has no such switch (it releases each "
+                "module's parameters after use); not written"
+            )
     elif s.prefetch:
         notes.append(f"prefetch {s.prefetch}: only stage 3 gathers parameters; not written")
     config["zero_optimization"] = zero
     if s.act_policy == "full":
         config["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False}
-        notes.append("full recomputation: the model must checkpoint each layer (deepspeed.checkpointing, or the "
-                     "Trainer's --gradient_checkpointing); the section configures it")  # fmt: skip
+        notes.append(
+            "full recomputation: the model must checkpoint each layer (deepspeed.checkpointing, or the "
+            "Trainer's --gradient_checkpointing); the section configures it"
+        )
     elif s.act_policy == "selective":
         notes.append("selective recomputation: not a DeepSpeed setting (the model's own attention checkpointing)")
     if s.tp > 1:
         notes.append(f"tp {s.tp}: tensor parallelism comes from the model code (Megatron-DeepSpeed), not the config")
-    notes.append(f"from the launcher and the script, not the config: the model, D = {s.dp:,} data-parallel ranks, "
-                 f"the sequence length ({s.seq_len:,})")  # fmt: skip
+    notes.append(
+        f"from the launcher and the script, not the config: the model, D = {s.dp:,} data-parallel ranks, "
+        f"the sequence length ({s.seq_len:,})"
+    )
     return config, tuple(notes)
 
 
@@ -151,18 +196,24 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
     reshard = bool(s.reshard_after_forward)
     if s.stage == 2 and reshard:
         reshard = False
-        notes.append("stage 2: the layers keep their gathered parameters from forward to backward "
-                     "(reshard_after_forward=False), FSDP2's nearest to ZeRO-2")  # fmt: skip
+        notes.append(
+            "stage 2: the layers keep their gathered parameters from forward to backward "
+            "(reshard_after_forward=False), FSDP2's nearest to ZeRO-2"
+        )
     elif s.stage < 2:
         closer = "DDP" if s.stage == 0 else "ZeRO-1"
-        notes.append(f"stage {s.stage}: FSDP2 shards parameters, so it cannot keep them replicated ({closer} is "
-                     "the closer fit); the snippet shards fully")  # fmt: skip
+        notes.append(
+            f"stage {s.stage}: FSDP2 shards parameters, so it cannot keep them replicated ({closer} is "
+            "the closer fit); the snippet shards fully"
+        )
     offload = ", offload_policy=CPUOffloadPolicy()" if _fsdp2_offload(s) else ""
     if s.offload_optimizer != "none" or s.offload_param != "none":
         if not _fsdp2_offload(s):
-            notes.append(f"offload_optimizer {s.offload_optimizer}, offload_param {s.offload_param}: FSDP2's "
-                         "CPUOffloadPolicy moves parameters, gradients and the optimizer step to the CPU together "
-                         "(both cpu); not written")  # fmt: skip
+            notes.append(
+                f"offload_optimizer {s.offload_optimizer}, offload_param {s.offload_param}: FSDP2's "
+                "CPUOffloadPolicy moves parameters, gradients and the optimizer step to the CPU together "
+                "(both cpu); not written"
+            )
         elif s.stage != 3:
             notes.append("CPUOffloadPolicy offloads the sharded parameters too: the lab's stage 3 rows are FSDP2's")
     lines = [
@@ -210,11 +261,14 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
     else:
         notes.append(f"opt_states {s.opt_states}: no torch.optim optimizer written; use one with that many states")
     if s.opt_states and s.opt_bytes != s.param_bytes:
-        notes.append(f"opt_bytes {s.opt_bytes}: torch.optim keeps its states in the parameters' width "
-                     f"({s.param_bytes} B)")  # fmt: skip
+        notes.append(
+            f"opt_bytes {s.opt_bytes}: torch.optim keeps its states in the parameters' width ({s.param_bytes} B)"
+        )
     if s.master_bytes:
-        notes.append(f"master_bytes {s.master_bytes}: FSDP2 keeps no separate master copy (the optimizer steps "
-                     "the sharded parameters); use FP32 parameters (param_bytes 4) for the same precision")  # fmt: skip
+        notes.append(
+            f"master_bytes {s.master_bytes}: FSDP2 keeps no separate master copy (the optimizer steps "
+            "the sharded parameters); use FP32 parameters (param_bytes 4) for the same precision"
+        )
     if s.act_policy == "selective":
         notes.append("selective recomputation: checkpoint the attention core inside each layer (not written)")
     if s.bucket_bytes:

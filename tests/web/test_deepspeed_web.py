@@ -133,7 +133,10 @@ def test_the_page_shows_the_host_ledger_and_the_cheapest_offload(client: TestCli
     optimizer offloaded, and the node holds the run's 4 ranks' host state."""
     page = client.get("/?model=llama-2-7b&offload_optimizer=cpu").text
     assert 'id="h-host"' in page and 'data-bytes="121291481088"' in page
-    assert "DeepSpeed prints <code> 150.62GB |   2.06GB | offload_param=none, offload_optimizer=cpu" in page
+    assert (
+        "DeepSpeed prints <code>  150.62GB |   2.06GB | offload_param=none, offload_optimizer=OffloadDeviceEnum.cpu"
+        in page
+    )
     query = "model=llama-2-13b&dp=4&capacity_bytes=24GB&act_policy=full"
     small = client.get("/?" + query, headers={"HX-Request": "true"}).text
     assert "Cheapest offload on which stage 3 fits at D = 4: optimizer to cpu" in small
