@@ -397,3 +397,26 @@ def test_any_json_object_is_read_or_refused_by_name(cfg: dict[str, object], mode
         return
     assert all(line.key and line.effect for line in result.lines)
     assert 0 <= result.scenario.stage <= 3
+
+
+def test_offload_sizes_other_than_deepspeed_s_defaults_are_not_modelled() -> None:
+    """The host ledger's swap buffers and CPU-resident parameters take DeepSpeed's defaults: a config that
+    sets others says so, key by key; a partial optimizer offload is stage 3's (DeepSpeed refuses it below)."""
+    cfg = {
+        "bf16": {"enabled": True},
+        "zero_optimization": {
+            "stage": 3, "sub_group_size": 1e8,
+            "offload_optimizer": {"device": "nvme", "buffer_count": 8},
+            "offload_param": {"device": "nvme", "buffer_count": 5, "buffer_size": 1e9},
+        },
+    }  # fmt: skip
+    result = import_deepspeed(cfg, {"model": "llama-2-7b"})
+    status = {line.key: line.status for line in result.lines}
+    assert status["zero_optimization.offload_optimizer.buffer_count"] == "not modelled"
+    assert status["zero_optimization.offload_param.buffer_size"] == "not modelled"
+    assert status["zero_optimization.offload_param.buffer_count"] == "checked"  # the default
+    assert status["zero_optimization.sub_group_size"] == "not modelled"
+    partial = {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}
+    with pytest.raises(DeepSpeedConfigError) as refused:
+        import_deepspeed(partial, {})
+    assert refused.value.key == "zero_optimization.offload_optimizer.ratio"

@@ -541,6 +541,11 @@ def _activation_checkpointing(r: _Reader, config: Mapping[str, object]) -> None:
 
 
 # Offload sub-keys: what the host ledger takes from DeepSpeed's defaults instead (the lab has no input for them).
+# The sizes the host ledger takes from DeepSpeed's defaults (offload_config.py).
+_OFFLOAD_DEFAULTS: dict[str, dict[str, int]] = {
+    "offload_optimizer": {"buffer_count": 4},
+    "offload_param": {"buffer_count": 5, "buffer_size": 100_000_000, "max_in_cpu": 1_000_000_000},
+}
 _OFFLOAD_DETAIL = {
     "pin_memory": "pinned or not, the bytes are the same (pinning copies once, briefly)",
     "buffer_count": "the swap buffers' count: the host ledger takes DeepSpeed's default (4 optimizer, 5 parameter)",
@@ -582,9 +587,27 @@ def _offload(r: _Reader, zero: Mapping[str, object], stage: int) -> None:
             if note is None:
                 raise DeepSpeedConfigError(f"{path}.{sub}", f"not a key of {key} in {DEEPSPEED}")
             status: Status = "not modelled" if "not modelled" in note else "no memory effect"
-            if sub == "ratio" and section[sub] == 1:  # the whole optimizer: what the host ledger counts
-                note, status = "the whole optimizer is offloaded, as the host ledger counts it", "checked"
-            r.line(f"{path}.{sub}", section[sub], note, status)
+            value = section[sub]
+            if sub == "ratio":
+                ratio = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+                if ratio is None or not 0 <= ratio <= 1:
+                    raise DeepSpeedConfigError(f"{path}.ratio", f"must be a number from 0 to 1, not {_shown(value)}")
+                if ratio < 1 and stage != 3:
+                    raise DeepSpeedConfigError(f"{path}.ratio", "a partial offload is stage 3's (DeepSpeed refuses it)")
+                if ratio == 1:  # the whole optimizer: what the host ledger counts
+                    note, status = "the whole optimizer is offloaded, as the host ledger counts it", "checked"
+            elif sub in _OFFLOAD_DEFAULTS[key]:
+                default = _OFFLOAD_DEFAULTS[key][sub]
+                given = _elements(f"{path}.{sub}", value, default)
+                if given == default:
+                    note, status = f"DeepSpeed's default ({default:,}), as the host ledger counts it", "checked"
+                else:
+                    note = (
+                        f"{given:,}, not DeepSpeed's default {default:,}: not modelled (the host ledger's swap "
+                        "buffers take the default)"
+                    )
+                    status = "not modelled"
+            r.line(f"{path}.{sub}", value, note, status)
     for key, new in (("cpu_offload", "offload_optimizer"), ("cpu_offload_param", "offload_param")):
         if _bool(f"zero_optimization.{key}", zero.get(key), False):
             r.set(f"zero_optimization.{key}", True, new, "cpu", f"deprecated spelling of {new}.device = cpu")
@@ -800,7 +823,13 @@ def _sized(r: _Reader, config: Mapping[str, object], s: Scenario, stage: int) ->
     )
     for name, text, status in rows:
         setting = _get(zero, name)
-        _elements(f"zero_optimization.{name}", setting)
+        given = _elements(f"zero_optimization.{name}", setting)
+        if name == "sub_group_size" and given not in (None, 1_000_000_000) and s.offload_optimizer == "nvme":
+            text, status = (
+                f"{given:,}, not DeepSpeed's default 10⁹: not modelled (the host ledger's optimizer swap "
+                "buffers take the default)",
+                "not modelled",
+            )
         r.line(f"zero_optimization.{name}", setting, text, status)
     _save_flag(r, zero)
 
