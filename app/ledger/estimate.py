@@ -72,6 +72,8 @@ def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
         activation_source=source,
         model=md,
         fsdp2=None if md is None else fsdp2_shard(md.model.inventory, s.dp, 1),
-        # the scenario's own rung is the ledger's own peak: walked once, not again
-        offload_fit=cheapest_offload(s, lambda t: ledger.stages[s.stage].peak.total if t == s else _run_stage_peak(t)),
+        # the scenario's own rung is the ledger's own peak and host ledger: computed once, not again
+        offload_fit=cheapest_offload(
+            s, lambda t: ledger.stages[s.stage].peak.total if t == s else _run_stage_peak(t), ledger.host
+        ),
     )

@@ -293,16 +293,19 @@ class OffloadFit:
     host_peak: int
 
 
-def cheapest_offload(s: Scenario, device_peak: Callable[[Scenario], int]) -> OffloadFit | None:
+def cheapest_offload(
+    s: Scenario, device_peak: Callable[[Scenario], int], own_host: HostLedger | None = None
+) -> OffloadFit | None:
     """The least offload that makes the run's stage fit both the device (``device_peak`` of the scenario
     with that offload, against its capacity) and the host memory per node; None when none does. Rungs a
-    stage cannot use are skipped: no offload at stage 0, parameter offload at stage 3 only."""
+    stage cannot use are skipped: no offload at stage 0, parameter offload at stage 3 only. ``own_host``, the
+    scenario's own host ledger when the caller has it, answers for the scenario's own rung."""
     for optimizer, params in OFFLOAD_LADDER:
         if (optimizer != "none" and s.stage == 0) or (params != "none" and s.stage != 3):
             continue
         t = s.with_(offload_optimizer=optimizer, offload_param=params)
         peak = device_peak(t)
-        host = host_ledger(t).stages[s.stage]
+        host = (own_host if own_host is not None and t == s else host_ledger(t)).stages[s.stage]
         if peak <= s.capacity_bytes and host.fits:
             return OffloadFit(optimizer, params, peak, host.peak)
     return None
