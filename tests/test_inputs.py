@@ -116,7 +116,12 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
     if "x-default" in schema:
         assert STATIC_DEFAULTS[field.name] == schema["x-default"]
     else:
-        assert field.name in ("unit_params", "gather_bytes", "reduce_bytes")  # their defaults follow other inputs
+        assert field.name in (
+            "unit_params",
+            "gather_bytes",
+            "reduce_bytes",
+            "shard_group",
+        )  # defaults follow other inputs
 
 
 def test_the_static_defaults_are_the_core_scenarios_defaults() -> None:
@@ -287,8 +292,9 @@ def test_field_and_cross_field_errors_come_in_one_answer() -> None:
     assert [e.field for e in again.value.errors] == ["dp", "tp"]  # no params from a model that failed
     with pytest.raises(ScenarioError) as third:
         parse_scenario({"dp": 0, "unit_params": "8B", "model": "llama-2-7b", "tp": 2})
+    # with tp = 2 the model gives one tensor-parallel rank's parameters: the split matmuls and embeddings halved
     assert [str(e) for e in third.value.errors] == [
-        "unit_params: 8,000,000,000 is larger than params (6,738,415,616) (allowed: 0 … params (6,738,415,616))",
+        "unit_params: 8,000,000,000 is larger than params (3,369,340,928) (allowed: 0 … params (3,369,340,928))",
         "dp: 0 is out of range (allowed: 1 … 131,072)",
     ]
 

@@ -248,6 +248,9 @@ def test_there_is_no_dp_input() -> None:
         "sequence_parallel",
         "logits_bytes",
         "norms",
+        "pp",
+        "pp_stage",
+        "ep",
     }
     assert not any("dp" in name or "data" in name or "world" in name for name in names)
 

@@ -91,6 +91,11 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "ranks_per_node": 8,
         "host_bytes": 2_000_000_000_000,
         "zero_init": 1,
+        "shard_group": 8,
+        "hpz": 1,
+        "pp": 1,
+        "pp_stage": "first",
+        "ep": 1,
     }
 
 

@@ -14,7 +14,17 @@ NUMERIC = [f for f in FIELDS if f.kind not in ("text", "choice")]
 
 def context_for(field: Field) -> dict[str, object]:
     """Other inputs a boundary value needs to be valid on its own (U ≤ N: test U with N at its maximum)."""
-    return {"params": TEN_13} if field.name == "unit_params" else {}
+    if field.name == "unit_params":
+        return {"params": TEN_13}
+    if field.name in ("shard_group", "hpz"):  # each must divide D
+        return {"dp": 131_072}
+    if field.name == "ep":  # a mixture of experts with as many experts as ep allows, over as many ranks
+        return {
+            "dp": 1_024,
+            "model": "cfg:model_type=mixtral;hidden_size=64;num_hidden_layers=1;"
+            "num_attention_heads=4;intermediate_size=64;vocab_size=128;num_local_experts=1024;num_experts_per_tok=2",
+        }
+    return {}
 
 
 def only_error(raw: dict[str, object], **kwargs: bool) -> FieldError:
@@ -129,6 +139,11 @@ def test_every_spec_field_is_in_the_table() -> None:
         "ranks_per_node",
         "host_bytes",
         "zero_init",
+        "shard_group",
+        "hpz",
+        "pp",
+        "pp_stage",
+        "ep",
     }
 
 

@@ -166,6 +166,7 @@ def oracle_agreement(ledger: Ledger) -> CheckResult:
     table = stage_table(
         s.params, s.dp, s.param_bytes, s.grad_bytes, s.master_bytes, s.opt_states, s.opt_bytes,
         optimizer_offloaded=s.offload_optimizer != "none", params_offloaded=s.offload_param != "none",
+        expert_params=s.expert_params, ep=s.ep, shard_group=min(s.shard_group, s.dp), hpz=s.hpz,
     )  # fmt: skip
     for stage in ledger.stages:
         row = table[stage.stage]
@@ -191,7 +192,8 @@ def host_agreement(ledger: Ledger) -> CheckResult:
         table = host_table(
             scenario.params, scenario.dp, scenario.param_bytes, scenario.grad_bytes, scenario.master_bytes,
             scenario.opt_states, scenario.opt_bytes, scenario.offload_optimizer, scenario.offload_param,
-            scenario.ranks_per_node, largest_tensor(scenario),
+            scenario.ranks_per_node, largest_tensor(scenario), scenario.dp * scenario.tp * scenario.pp,
+            scenario.expert_params, scenario.ep, min(scenario.shard_group, scenario.dp),
         )  # fmt: skip
         for stage in host.stages:
             if stage.per_node != table[stage.stage]:
@@ -258,7 +260,8 @@ def gather_presence(ledger: Ledger) -> CheckResult:
     if s.dp == 1 or s.unit_params == 0:
         return _ok("gather-presence", "not applicable: dp = 1 or unit_params = 0")
     peak = ledger.stages[3].peak
-    remote = (s.unit_params - (s.unit_params + s.dp - 1) // s.dp) * s.gather_bytes
+    # The remote shards of the unit as the layout splits it: over D, a shard group, or for experts D ÷ ep.
+    remote = sum(p - (p + o - 1) // o for p, o in s.unit_shards()) * s.gather_bytes
     if peak.schedule is not None:
         # the instant that gathers most (backward at a layer: the root, the layer, the one prefetched)
         most = max(peak.schedule.instants, key=lambda i: i.part("gather"))

@@ -1,4 +1,17 @@
-"""Ring-algorithm volume sent per rank per optimizer step (spec "Communication per step")."""
+"""Ring-algorithm volume sent per rank per optimizer step (spec "Communication per step").
+
+Each collective sends (G − 1) ÷ G of its buffer per rank over a group of G ranks. Plain ZeRO runs every
+collective over the D ranks. Hierarchical layouts run some over smaller groups:
+
+- **HSDP / MiCS** (a shard group of S < D ranks): the all-gathers and the reduce-scatter run within the
+  group, and the gradient shard (1 ÷ S of the gradients) is then all-reduced across the D ÷ S groups
+  (FSDP2's HSDP, DeepSpeed's MiCS hierarchical all-reduce);
+- **ZeRO++ hpZ** (stage 3): forward all-gathers the primary shards over D, backward the secondary ones
+  within the hpz group (Wang et al., ZeRO++, §3.2);
+- **expert parallelism**: the experts' collectives run over their D ÷ ep expert-data-parallel ranks.
+
+Terms over the same group size are summed before the one rounding up, so plain ZeRO is one ⌈…⌉.
+"""
 
 from __future__ import annotations
 
@@ -17,17 +30,38 @@ EVIDENCE = "ring collectives send (D − 1) ÷ D of the buffer per pass (Rajbhan
 
 
 @dataclass(frozen=True, slots=True)
+class Term:
+    """One collective's buffer per rank and the size of the group it runs over."""
+
+    what: str
+    buffer: int  # bytes per rank before the (G − 1) ÷ G factor
+    group: int
+    spelled: str  # the buffer as a formula, e.g. "2 × Ψ_p"
+
+
+@dataclass(frozen=True, slots=True)
 class Communication:
     """One stage's collectives and their volume."""
 
     stage: int
-    volume: int  # before the (D − 1) ÷ D factor
-    bytes: int  # ⌈volume × (D − 1) ÷ D⌉
+    volume: int  # before the (G − 1) ÷ G factors
+    bytes: int  # Σ over group sizes G of ⌈Σ buffers × (G − 1) ÷ G⌉
     scenario: Scenario
+    terms: tuple[Term, ...] = ()
 
     @property
     def collectives(self) -> str:
-        return COLLECTIVES[self.stage]
+        s = self.scenario
+        text = COLLECTIVES[self.stage]
+        if self.stage == 3 and s.hpz > 1:
+            text = (f"all-gather in forward (over D) + all-gather in backward (within the hpZ group of {s.hpz}) + "
+                    "reduce-scatter of gradients")  # fmt: skip
+        if self.stage >= 1 and _replicas(s) > 1:
+            text += f" (within the shard group of {s.shard_group}) + all-reduce of the gradient shard across the "
+            text += f"{_replicas(s)} groups"
+        if s.ep > 1:
+            text += f"; the experts' over their D ÷ ep = {s.dp // s.ep} ranks"
+        return text
 
     @property
     def evidence(self) -> str:
@@ -35,24 +69,66 @@ class Communication:
 
     @property
     def formula(self) -> str:
-        s = self.scenario
-        psi_p, psi_g = s.params * s.param_bytes, s.params * s.grad_bytes
-        if self.stage == 0:
-            terms = f"2 × Ψ_g = 2 × {n(psi_g)}"
-        elif self.stage in (1, 2):
-            terms = f"Ψ_g + Ψ_p = {n(psi_g)} + {n(psi_p)}"
-        else:
-            terms = f"2 × Ψ_p + Ψ_g = 2 × {n(psi_p)} + {n(psi_g)}"
-        return f"⌈({terms}) × {n(s.dp - 1)} ÷ {n(s.dp)}⌉ = {n(self.bytes)} B"
+        groups = sorted({t.group for t in self.terms}, reverse=True)
+        if len(self.terms) == len(_plain_terms(self.stage)) and groups == [self.scenario.dp]:
+            s = self.scenario
+            psi_p, psi_g = s.params * s.param_bytes, s.params * s.grad_bytes
+            if self.stage == 0:
+                terms = f"2 × Ψ_g = 2 × {n(psi_g)}"
+            elif self.stage in (1, 2):
+                terms = f"Ψ_g + Ψ_p = {n(psi_g)} + {n(psi_p)}"
+            else:
+                terms = f"2 × Ψ_p + Ψ_g = 2 × {n(psi_p)} + {n(psi_g)}"
+            return f"⌈({terms}) × {n(s.dp - 1)} ÷ {n(s.dp)}⌉ = {n(self.bytes)} B"
+        shown = []
+        for g in groups:
+            inner = " + ".join(f"{t.what} {t.spelled} = {n(t.buffer)}" for t in self.terms if t.group == g)
+            shown.append(f"⌈({inner}) × {n(g - 1)} ÷ {n(g)}⌉")
+        return " + ".join(shown) + f" = {n(self.bytes)} B"
+
+
+def _replicas(s: Scenario) -> int:
+    """HSDP's replica groups: D ÷ S."""
+    return max(1, s.dp // s.shard_group) if s.shard_group < s.dp else 1
+
+
+def _plain_terms(stage: int) -> tuple[str, ...]:
+    return {0: ("all-reduce",), 1: ("reduce-scatter", "all-gather"), 2: ("reduce-scatter", "all-gather"),
+            3: ("all-gather forward", "all-gather backward", "reduce-scatter")}[stage]  # fmt: skip
+
+
+def _terms(s: Scenario, stage: int) -> list[Term]:
+    terms: list[Term] = []
+    parts = s.shards()
+    expert = len(parts) > 1
+    for params, group in parts:
+        psi_p, psi_g = params * s.param_bytes, params * s.grad_bytes
+        tag = " (experts)" if expert and group != parts[0][1] else ""
+        p_, g_ = ("Ψ_p(experts)", "Ψ_g(experts)") if tag else ("Ψ_p", "Ψ_g")
+        if stage == 0:
+            # Plain data parallelism all-reduces over every data-parallel rank (the experts' over theirs).
+            terms.append(Term("all-reduce" + tag, 2 * psi_g, s.dp if not tag else group, f"2 × {g_}"))
+            continue
+        if stage == 3 and s.hpz > 1:
+            terms.append(Term("all-gather forward" + tag, psi_p, s.dp, p_))
+            terms.append(Term("all-gather backward (hpZ)" + tag, psi_p, s.hpz, p_))
+        elif stage == 3:
+            terms.append(Term("all-gather forward" + tag, psi_p, group, p_))
+            terms.append(Term("all-gather backward" + tag, psi_p, group, p_))
+        terms.append(Term("reduce-scatter" + tag, psi_g, group, g_))
+        if stage in (1, 2):
+            terms.append(Term("all-gather" + tag, psi_p, group, p_))
+    replicas = _replicas(s)
+    if stage >= 1 and replicas > 1:
+        shard = ceil_div(s.params, s.shard_group) * s.grad_bytes
+        terms.append(Term("all-reduce of the gradient shard", 2 * shard, replicas, f"2 × ⌈N ÷ {n(s.shard_group)}⌉ × "
+                          f"{s.grad_bytes} B"))  # fmt: skip
+    return terms
 
 
 def communication(s: Scenario, stage: int) -> Communication:
-    psi_p = s.params * s.param_bytes
-    psi_g = s.params * s.grad_bytes
-    if stage == 0:
-        volume = 2 * psi_g
-    elif stage in (1, 2):
-        volume = psi_g + psi_p
-    else:
-        volume = 2 * psi_p + psi_g
-    return Communication(stage, volume, ceil_div(volume * (s.dp - 1), s.dp), s)
+    terms = tuple(_terms(s, stage))
+    total = 0
+    for g in {t.group for t in terms}:
+        total += ceil_div(sum(t.buffer for t in terms if t.group == g) * (g - 1), g)
+    return Communication(stage, sum(t.buffer for t in terms), total, s, terms)

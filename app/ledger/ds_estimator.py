@@ -50,6 +50,8 @@ def not_comparable(s: Scenario) -> str | None:
         )
     if "nvme" in (s.offload_optimizer, s.offload_param):
         return "DeepSpeed's estimators cover offload to the CPU only, not NVMe"
+    if (s.tp, s.pp, s.ep, s.hpz) != (1, 1, 1, 1) or s.shard_group != s.dp:
+        return "DeepSpeed's estimators take one data-parallel model: no tp, pp, ep, shard group or hpZ"
     if s.dp > s.ranks_per_node and s.dp % s.ranks_per_node:
         return f"D = {n(s.dp)} does not fill whole nodes of {n(s.ranks_per_node)} ranks"
     if s.stage not in (2, 3):

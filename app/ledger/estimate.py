@@ -48,7 +48,18 @@ def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
     if source != "modelled":
         return None
     return lambda b: modelled_activation_total(
-        s.model, s.seq_len, b, s.act_bytes, s.act_policy, s.tp, s.sequence_parallel, s.logits_bytes, s.norms
+        s.model,
+        s.seq_len,
+        b,
+        s.act_bytes,
+        s.act_policy,
+        s.tp,
+        s.sequence_parallel,
+        s.logits_bytes,
+        s.norms,
+        s.pp,
+        s.pp_stage,
+        s.ep,
     )
 
 

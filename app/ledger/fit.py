@@ -14,6 +14,7 @@ answer, one step before it and at every point of the curve.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -62,15 +63,34 @@ class _PeakModel:
             self.widths.append((sharded, replicated))
         self.fixed = s.bucket_bytes + s.overhead_bytes
         self.room = self._max_subtotal()
+        # A shard group, hpZ or expert parallelism: ⌈N ÷ D⌉ is no longer the only term in D, and D must be a
+        # multiple of the groups (``step``); the smallest D is then bisected instead of solved for.
+        self.plain = len(s.shards()) == 1 and s.shard_group == s.dp and s.hpz == 1
+        self.step = math.lcm(s.ep, s.hpz, 1 if s.shard_group == s.dp else s.shard_group)
+        width, copies, _ = width_and_copies(s, "parameters", PRODUCTION, 3)
+        self.secondary = ceil_div(s.params, s.hpz) * width * copies if s.hpz > 1 else 0
+
+    def persistent(self, stage: int, dp: int) -> int:
+        s = self.s
+        sharded, replicated = self.widths[stage]
+        if self.plain:
+            return ceil_div(s.params, dp) * sharded + s.params * replicated
+        shard = sum(ceil_div(p, o) for p, o in s.shards(dp))
+        return shard * sharded + s.params * replicated + (self.secondary if stage == 3 else 0)
+
+    def remote_unit(self, dp: int) -> int:
+        """Elements of the largest unit a rank gathers at D = ``dp``."""
+        s = self.s
+        if self.plain:
+            return s.unit_params - ceil_div(s.unit_params, dp)
+        return sum(p - ceil_div(p, o) for p, o in s.unit_shards(dp))
 
     def peak(self, stage: int, dp: int, activations: int) -> int:
         s = self.s
-        sharded, replicated = self.widths[stage]
-        persistent = ceil_div(s.params, dp) * sharded + s.params * replicated
         gather = 0
         if stage == 3:
-            gather = (1 + s.prefetch) * (s.unit_params - ceil_div(s.unit_params, dp)) * s.gather_bytes
-        subtotal = persistent + gather + self.fixed + activations
+            gather = (1 + s.prefetch) * self.remote_unit(dp) * s.gather_bytes
+        subtotal = self.persistent(stage, dp) + gather + self.fixed + activations
         return subtotal + ceil_div(subtotal * s.contingency_pct, 100)
 
     def curve(self, activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
@@ -86,6 +106,8 @@ class _PeakModel:
         s = self.s
         sharded, replicated = self.widths[stage]
         room = self.room - s.params * replicated - self.fixed - activations
+        if not self.plain:
+            return self._bisected(stage, activations)
         if room < 0:
             return None
         if sharded == 0:
@@ -107,12 +129,11 @@ class _PeakModel:
         the bound repeats, it fits. Most scenarios settle in one or two steps."""
         s = self.s
         per_element = (1 + s.prefetch) * s.gather_bytes
-        unit = s.unit_params
         low = self.smallest_dp_without_gather(3, activations)
         for _ in range(_TIGHTEN):
             if low is None:
                 return None, True
-            tighter = self.smallest_dp_without_gather(3, activations + per_element * (unit - ceil_div(unit, low)))
+            tighter = self.smallest_dp_without_gather(3, activations + per_element * self.remote_unit(low))
             if tighter == low:
                 return low, True
             low = tighter
@@ -131,7 +152,22 @@ class _PeakModel:
         assert low is not None  # the tightening started from it
         high = self.smallest_dp_without_gather(3, activations + (1 + s.prefetch) * s.gather_bytes * s.unit_params)
         cap = s.capacity_bytes
-        return _smallest(lambda d: self.peak(3, d, activations) <= cap, low, DP_MAX if high is None else high)
+        found = _smallest(lambda d: self.peak(3, d, activations) <= cap, low, DP_MAX if high is None else high)
+        if found is None or self.step == 1:
+            return found
+        dp = ceil_div(found, self.step) * self.step  # the groups must divide D
+        return dp if dp <= DP_MAX and self.peak(3, dp, activations) <= cap else None
+
+    def _bisected(self, stage: int, activations: int) -> int | None:
+        """The smallest multiple of ``step`` at which the state without the gather fits: the persistent state
+        never grows with D, so bisect over the multiples."""
+        step = self.step
+
+        def fits(k: int) -> bool:
+            return self.persistent(stage, k * step) + self.fixed + activations <= self.room
+
+        k = _smallest(fits, 1, DP_MAX // step)
+        return None if k is None else k * step
 
 
 # Tightening steps before the stage-3 search falls back to bisection: of 80,000 random scenarios

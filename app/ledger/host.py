@@ -17,7 +17,7 @@ Per rank, at each stage (P = ⌈N ÷ D⌉, the rank's partition), as DeepSpeed a
   5 swap buffers of 10⁸ elements × parameter width pinned on the host.
 * with FP32 training (no separate master) the CPU optimizer still steps an FP32 copy of the partition.
 
-Node: the run's ranks on one node (ranks_per_node, or D when smaller) × a rank's. Loading: built
+Node: the run's ranks on one node (ranks_per_node, or the run's D × tp × pp GPUs when fewer) × a rank's. Loading: built
 partitioned (``zero_init``, stage 3: each module is created on the device and partitioned as it is
 built) the host holds nothing more; otherwise every rank builds the whole model in FP32 first (N × 4 B
 each). The node's peak is the larger of the two.
@@ -102,7 +102,7 @@ def _largest_tensor(model: str) -> int:
 
 
 def _rank_lines(s: Scenario, stage: int, rules: Rules) -> list[HostLine]:
-    p = ceil_div(s.params, s.dp)
+    p = sum(ceil_div(part, owners) for part, owners in s.shards())  # the rank's ZeRO shard
     lines: list[HostLine] = []
     optimizer = s.offload_optimizer if stage >= 1 else "none"
     if optimizer != "none":
@@ -247,8 +247,8 @@ def _load(s: Scenario, stage: int) -> tuple[int, str, str]:
 
 
 def node_ranks(s: Scenario) -> int:
-    """The run's ranks on one node: ranks_per_node, or all D of them when D is smaller."""
-    return min(s.ranks_per_node, s.dp)
+    """The run's ranks on one node: ranks_per_node, or all of the run's D × tp × pp GPUs when fewer."""
+    return min(s.ranks_per_node, s.world)
 
 
 def host_ledger(s: Scenario, rules: Rules = PRODUCTION) -> HostLedger:

@@ -74,6 +74,7 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("host", "Offload and host memory"),
 )
 ActPolicy = Literal["none", "selective", "full"]
+PipelineStage = Literal["first", "last"]
 OffloadDevice = Literal["none", "cpu", "nvme"]
 NormsImpl = Literal["fused", "unfused"]
 
@@ -161,6 +162,7 @@ StageRun = Annotated[Literal[0, 1, 2, 3] | None, BeforeValidator(read_plain), _k
 Policy = Annotated[ActPolicy | None, BeforeValidator(_read_choice), _kind("choice")]
 Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
+PpStage = Annotated[PipelineStage | None, BeforeValidator(_read_choice), _kind("choice")]
 
 
 def _form(group: str, unit: str, default: int | str | None) -> dict[str, Any]:
@@ -282,6 +284,59 @@ class ScenarioIn(BaseModel):
         "The comparison shows all four stages either way.",
         examples=[3],
         json_schema_extra=_form("parallelism", "stage", 3),
+    )
+    shard_group: Plain = Field(
+        default=None,
+        ge=1,
+        le=131_072,
+        title="Shard group (HSDP / MiCS)",
+        description="Ranks of one shard group: state is sharded within it and replicated across the D ÷ group "
+        "groups (FSDP2's HSDP mesh (replicate, shard), DeepSpeed mics_shard_size); gradients are reduce-scattered "
+        "within the group, then all-reduced across groups. Must divide D. Default: D (one group, plain ZeRO).",
+        examples=[8],
+        json_schema_extra=_form("parallelism", "ranks", None),
+    )
+    hpz: Plain = Field(
+        default=None,
+        ge=1,
+        le=131_072,
+        title="Secondary partition (ZeRO++ hpZ)",
+        description="DeepSpeed zero_hpz_partition_size at stage 3: besides its 1 ÷ D shard, each rank keeps a "
+        "secondary 1 ÷ hpz shard of the parameters (usually hpz = GPUs per node), so backward all-gathers "
+        "within the hpz group only. Must divide D; 1 is off.",
+        examples=[8],
+        json_schema_extra=_form("parallelism", "ranks", 1),
+    )
+    pp: Plain = Field(
+        default=None,
+        ge=1,
+        le=1_024,
+        title="Pipeline parallel (pp)",
+        description="Pipeline stages: with a model, each holds L ÷ pp layers (pp must divide L), the first also "
+        "the embedding, the last the head; under 1F1B the first stage keeps pp micro batches of activations. "
+        "The GPU count is D × tp × pp.",
+        examples=[1],
+        json_schema_extra=_form("parallelism", "stages", 1),
+    )
+    pp_stage: PpStage = Field(
+        default=None,
+        title="Pipeline stage budgeted",
+        description="Which end of the pipeline this ledger is for (with pp > 1): first (the embedding and pp "
+        "micro batches in flight) or last (the head, the logits, one micro batch). The answer shows both ends' "
+        "peaks and which is the busier.",
+        examples=["first"],
+        json_schema_extra=_form("parallelism", "stage", "first"),
+    )
+    ep: Plain = Field(
+        default=None,
+        ge=1,
+        le=1_024,
+        title="Expert parallel (ep)",
+        description="A mixture-of-experts model's experts split over ep ranks of the D (ep divides D and the "
+        "experts): each rank holds E ÷ ep experts per layer, ZeRO shards them over D ÷ ep, and each MoE layer "
+        "all-to-alls its tokens.",
+        examples=[1],
+        json_schema_extra=_form("parallelism", "ranks", 1),
     )
     prefetch: Plain = Field(
         default=None,
@@ -525,7 +580,7 @@ def default_seq_len(model: str) -> int:
 
 # The inputs a model's defaults depend on, in model_defaults()'s argument order.
 MODEL_INPUTS: tuple[str, ...] = ("model", "seq_len", "micro_batch", "act_bytes", "act_policy", "tp",
-                                 "sequence_parallel", "logits_bytes", "norms")  # fmt: skip
+                                 "sequence_parallel", "logits_bytes", "norms", "pp", "pp_stage", "ep")  # fmt: skip
 MODEL_ALLOWED = "a known model id or a compact config (cfg:…)"
 
 
@@ -579,15 +634,19 @@ def _model_fill(inp: ScenarioIn) -> ModelFill | Problem:
     from app.ledger.model_inputs import model_defaults
     from app.ledger.models.activations import ActivationInputError
     from app.ledger.models.architecture import ModelConfigError
+    from app.ledger.models.parallel import ParallelLayoutError
 
     model = str(inp.model)
     try:
         seq_len = inp.seq_len if inp.seq_len is not None else default_seq_len(model)
         md = model_defaults(model, seq_len, _int(inp, "micro_batch"), _int(inp, "act_bytes"),
                             str(_value(inp, "act_policy")), _int(inp, "tp"), _int(inp, "sequence_parallel"),
-                            _int(inp, "logits_bytes"), str(_value(inp, "norms")))  # fmt: skip
+                            _int(inp, "logits_bytes"), str(_value(inp, "norms")), _int(inp, "pp"),
+                            str(_value(inp, "pp_stage")), _int(inp, "ep"))  # fmt: skip
     except ModelConfigError as exc:
         return Problem("model", "model_config", str(exc), MODEL_ALLOWED)
+    except ParallelLayoutError as exc:
+        return Problem(exc.field, "parallel_layout", str(exc), exc.allowed)
     except ActivationInputError as exc:
         message = str(exc).removeprefix(f"{exc.field}: ")
         return Problem(exc.field, "activation_input", message)
@@ -596,7 +655,7 @@ def _model_fill(inp: ScenarioIn) -> ModelFill | Problem:
     # A typed activation_bytes replaces the modelled total, but where the schedule-aware peak is walked
     # (the model's own params and U, tp = 1) its loss and backward temporaries stay modelled: they too
     # must stay in bounds, or a receipt's integers could pass 2^53.
-    walked = inp.params is None and inp.unit_params is None and _int(inp, "tp") == 1
+    walked = inp.params is None and inp.unit_params is None and all(_int(inp, k) == 1 for k in ("tp", "pp", "ep"))
     if activation > top and (inp.activation_bytes is None or walked):
         typed = inp.activation_bytes is not None
         why = " (the schedule-aware peak models its temporaries even with activation_bytes typed)" if typed else ""
@@ -632,4 +691,39 @@ def across_fields(inp: ScenarioIn, unchecked: frozenset[str] = frozenset()) -> A
             problems.append(Problem("unit_params", "unit_above_params",
                                     f"{inp.unit_params:,} is larger than params ({params:,})",
                                     f"0 … params ({params:,})"))  # fmt: skip
+    blamed = {p.field for p in problems}
+    problems.extend(p for p in _sharding_problems(inp, unchecked) if p.field not in blamed)
     return Across(fill, tuple(problems))
+
+
+def _sharding_problems(inp: ScenarioIn, unchecked: frozenset[str]) -> list[Problem]:
+    """The shard group, the secondary partition and expert parallelism against D and each other."""
+    if "dp" in unchecked:
+        return []
+    dp = _int(inp, "dp")
+    problems: list[Problem] = []
+    divisor = f"a divisor of dp ({dp:,})"
+    group = inp.shard_group if "shard_group" not in unchecked else None
+    hpz = _int(inp, "hpz") if "hpz" not in unchecked else 1
+    ep = _int(inp, "ep") if "ep" not in unchecked else 1
+    if group is not None and dp % group:
+        problems.append(Problem("shard_group", "shard_group_divides", f"{group:,} does not divide dp ({dp:,})",
+                                divisor))  # fmt: skip
+    if hpz > 1 and dp % hpz:
+        problems.append(Problem("hpz", "hpz_divides", f"{hpz:,} does not divide dp ({dp:,})", f"1 or {divisor}"))
+    elif hpz > 1 and group is not None and group < dp:
+        why = "ZeRO++'s secondary partition and a shard group smaller than D are exclusive (DeepSpeed refuses hpZ with MiCS)"
+        problems.append(Problem("hpz", "hpz_with_hsdp", why, "1 with a shard group"))
+    if ep > 1:
+        why = ""
+        if dp % ep:
+            why = f"{ep:,} does not divide dp ({dp:,}): the experts' data-parallel group is D ÷ ep ranks"
+        elif not inp.model and "model" not in unchecked:
+            why = f"{ep:,} needs a mixture-of-experts model (which of the parameters are experts)"
+        elif inp.params is not None or inp.unit_params is not None:
+            why = "needs the model's own parameter counts (params and unit_params not typed): which are experts"
+        elif (group is not None and group < dp) or hpz > 1:
+            why = "expert parallelism with a shard group or hpZ is not modelled"
+        if why:
+            problems.append(Problem("ep", "expert_parallel", why, f"1, or a divisor of dp ({dp:,}) and the experts"))
+    return problems

@@ -13,16 +13,23 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
+from app.ledger.models.parallel import RankShare, rank_share
 from app.ledger.models.reference import ModelRef, resolve
 
 
 @dataclass(frozen=True, slots=True)
 class ModelDefaults:
     model: ModelRef
-    params: int
+    params: int  # per rank: the whole model, or with tp, pp, ep one rank's share (``share``)
     unit_params: int
     unit_name: str
     activations: ActivationLedger
+    share: RankShare
+
+    @property
+    def expert_params(self) -> int:
+        """Expert parameters per rank (ZeRO shards them over D ÷ ep)."""
+        return self.share.experts
 
 
 # Cached because a scenario asks for its model's defaults many times over (each default_for and
@@ -39,10 +46,15 @@ def model_defaults(
     sequence_parallel: int,
     logits_bytes: int,
     norms: str = "fused",
+    pp: int = 1,
+    pp_stage: str = "first",
+    ep: int = 1,
 ) -> ModelDefaults:
-    """Raises ``ModelConfigError`` (the model) or ``ActivationInputError`` (naming its field)."""
+    """Raises ``ModelConfigError`` (the model), ``ActivationInputError`` or ``ParallelLayoutError``
+    (naming its field)."""
     ref = resolve(model)
     inv = ref.inventory
+    share = rank_share(ref.architecture, tp, pp, pp_stage, ep)
     ledger = activation_ledger(
         ref.architecture,
         seq_len=seq_len,
@@ -53,8 +65,13 @@ def model_defaults(
         sequence_parallel=bool(sequence_parallel),
         logits_bytes=logits_bytes,
         norms=norms,
+        pp=pp,
+        pp_stage=pp_stage,
+        ep=ep,
     )
-    return ModelDefaults(ref, inv.params, inv.largest_unit.params, inv.largest_unit.name, ledger)
+    if share.params == inv.params and share.largest.params == inv.largest_unit.params:
+        return ModelDefaults(ref, inv.params, inv.largest_unit.params, inv.largest_unit.name, ledger, share)
+    return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)
 
 
 def modelled_activation_total(
@@ -67,8 +84,11 @@ def modelled_activation_total(
     sequence_parallel: int,
     logits_bytes: int,
     norms: str = "fused",
+    pp: int = 1,
+    pp_stage: str = "first",
+    ep: int = 1,
 ) -> int:
     """The modelled activation peak for these inputs (the fit finder probes micro batches with it)."""
     md = model_defaults(model, seq_len, micro_batch, act_bytes, act_policy, tp, sequence_parallel, logits_bytes,
-                        norms)  # fmt: skip
+                        norms, pp, pp_stage, ep)  # fmt: skip
     return md.activations.total_bytes

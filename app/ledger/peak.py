@@ -87,8 +87,9 @@ class Peak:
         if not self.gather_counted:
             return "all-gather not counted"
         remote = remote_unit_elements(s)
+        own = " + ".join(f"⌈{n(p)} ÷ {n(o)}⌉" for p, o in s.unit_shards())
         return (
-            f"(1 + {s.prefetch}) × ({n(s.unit_params)} − ⌈{n(s.unit_params)} ÷ {n(s.dp)}⌉) × "
+            f"(1 + {s.prefetch}) × ({n(s.unit_params)} − {own}) × "
             f"{s.gather_bytes} B = {1 + s.prefetch} × {n(remote)} × {s.gather_bytes} B = {n(self.gather)} B"
         )
 
@@ -107,8 +108,9 @@ class Peak:
 
 
 def remote_unit_elements(s: Scenario) -> int:
-    """Elements of the largest unit this rank does not own: U − ⌈U ÷ D⌉."""
-    return s.unit_params - ceil_div(s.unit_params, s.dp)
+    """Elements of the largest unit this rank does not own: U − ⌈U ÷ D⌉ (D: the shard group; with expert
+    parallelism the unit's experts over D ÷ ep)."""
+    return sum(p - ceil_div(p, o) for p, o in s.unit_shards())
 
 
 def gather_bytes(s: Scenario, stage: int, rules: Rules) -> int:

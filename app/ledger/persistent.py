@@ -32,7 +32,12 @@ def offloaded(s: Scenario, stage: int, tensor_class: str) -> str:
 @dataclass(frozen=True, slots=True)
 class LedgerLine:
     """bytes = ⌈N ÷ owners⌉ × width × copies, for one tensor class at one stage (the stage ledger
-    holding the line says which stage)."""
+    holding the line says which stage).
+
+    With expert parallelism a sharded class splits in two parts, each ⌈part ÷ its owners⌉ (``parts``:
+    the dense parameters over D, the experts over D ÷ ep); with ZeRO++'s hpZ stage 3's parameters add
+    the secondary partition, ⌈N ÷ hpz⌉ elements (``secondary``). ``elements`` counts them all.
+    """
 
     tensor_class: str
     width: int
@@ -43,12 +48,21 @@ class LedgerLine:
     params: int
     sharded: bool
     note: str
+    parts: tuple[tuple[int, int], ...] = ()  # (parameters, owners) when a sharded class splits in several
+    secondary: int = 0  # hpZ: elements of the secondary partition
+    hpz: int = 1
 
     @property
     def formula(self) -> str:
         """The rule with its numbers substituted."""
         noun = "copy" if self.copies == 1 else "copies"
         tail = f"elements × {self.width} B × {self.copies} {noun} = {n(self.bytes)} B"
+        if len(self.parts) > 1:
+            terms = " + ".join(f"⌈{n(p)} ÷ {n(o)}⌉" for p, o in self.parts)
+            return f"{terms} (dense over D, experts over D ÷ ep) = {n(self.elements)} {tail}"
+        if self.secondary:
+            return (f"⌈{n(self.params)} ÷ {n(self.owners)}⌉ + ⌈{n(self.params)} ÷ {n(self.hpz)}⌉ (hpZ secondary "
+                    f"partition) = {n(self.elements)} {tail}")  # fmt: skip
         if self.owners > 1:
             return f"⌈{n(self.params)} ÷ {n(self.owners)}⌉ = {n(self.elements)} {tail}"
         return f"{n(self.elements)} {tail}"
@@ -83,9 +97,16 @@ def width_and_copies(s: Scenario, tensor_class: str, rules: Rules, stage: int = 
 
 def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> LedgerLine:
     sharded = rules.sharded(tensor_class, stage)
-    owners = s.dp if sharded else 1
-    elements = ceil_div(s.params, owners)  # the busiest rank's share
+    parts = s.shards() if sharded else ((s.params, 1),)
+    owners = parts[0][1]
+    elements = sum(ceil_div(p, o) for p, o in parts)  # the busiest rank's share
+    secondary = 0
+    if tensor_class == "parameters" and stage == 3 and sharded and s.hpz > 1:
+        secondary = ceil_div(s.params, s.hpz)  # ZeRO++ keeps it beside the primary shard
+        elements += secondary
     width, copies, note = width_and_copies(s, tensor_class, rules, stage)
+    if secondary and not note:
+        note = f"ZeRO++ hpZ: a secondary 1 ÷ {s.hpz} partition, which backward all-gathers within its group"
     return LedgerLine(
         tensor_class=tensor_class,
         width=width,
@@ -96,4 +117,7 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> Led
         params=s.params,
         sharded=sharded,
         note=note,
+        parts=parts if len(parts) > 1 else (),
+        secondary=secondary,
+        hpz=s.hpz,
     )

@@ -52,6 +52,11 @@ class Scenario:
     gather_bytes: int = 2
     prefetch: int = 0
     stage: int = 3  # the stage the run uses (the comparison shows all four)
+    shard_group: int = 8  # HSDP / MiCS: state sharded over this many ranks, replicated across D ÷ it; default D
+    hpz: int = 1  # ZeRO++'s secondary parameter partition over this many ranks (1: none)
+    pp: int = 1
+    pp_stage: str = "first"  # the end of the pipeline budgeted (pp > 1)
+    ep: int = 1
     bucket_bytes: int = 0
     activation_bytes: int = 20_000_000_000
     overhead_bytes: int = 0
@@ -75,7 +80,10 @@ class Scenario:
     zero_init: int = 1
 
     def with_(self, **changes: int | str) -> Scenario:
-        """A copy with some inputs changed (no re-validation: callers pass in-bound values)."""
+        """A copy with some inputs changed (no re-validation: callers pass in-bound values). A shard group
+        left at its default (D) follows a new D, as it would in a link."""
+        if "dp" in changes and "shard_group" not in changes and self.shard_group == self.dp:
+            changes["shard_group"] = changes["dp"]
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def as_dict(self) -> dict[str, int | str]:
@@ -86,7 +94,43 @@ class Scenario:
         if not self.model:
             return None
         return model_defaults(self.model, self.seq_len, self.micro_batch, self.act_bytes, self.act_policy,
-                              self.tp, self.sequence_parallel, self.logits_bytes, self.norms)  # fmt: skip
+                              self.tp, self.sequence_parallel, self.logits_bytes, self.norms, self.pp,
+                              self.pp_stage, self.ep)  # fmt: skip
+
+    @property
+    def world(self) -> int:
+        """GPUs in the run: D × tp × pp (expert parallelism splits the D ranks, it adds none)."""
+        return self.dp * self.tp * self.pp
+
+    @property
+    def expert_params(self) -> int:
+        """Of ``params``, the expert parameters ZeRO shards over D ÷ ep (0 unless ep > 1: with ep = 1
+        experts and the rest are sharded alike)."""
+        if self.ep == 1:
+            return 0
+        md = self.model_defaults()
+        return 0 if md is None else md.expert_params
+
+    def shards(self, degree: int | None = None) -> tuple[tuple[int, int], ...]:
+        """(parameters, owners) of each part a ZeRO-sharded class splits into on this rank: the dense part
+        over the shard group (D, or HSDP's group), the experts over D ÷ ep; ``degree`` evaluates the same
+        layout at another D (the fit finder's)."""
+        dp = self.dp if degree is None else degree
+        group = dp if self.shard_group == self.dp else min(self.shard_group, dp)
+        experts = self.expert_params
+        if not experts:
+            return ((self.params, group),)
+        return ((self.params - experts, group), (experts, max(1, dp // self.ep)))
+
+    def unit_shards(self, degree: int | None = None) -> tuple[tuple[int, int], ...]:
+        """The largest unit's (parameters, owners) parts, as :meth:`shards` splits the whole."""
+        dp = self.dp if degree is None else degree
+        group = dp if self.shard_group == self.dp else min(self.shard_group, dp)
+        md = self.model_defaults() if self.ep > 1 else None
+        experts = 0 if md is None else md.share.largest.experts
+        if not experts:
+            return ((self.unit_params, group),)
+        return ((self.unit_params - experts, group), (experts, max(1, dp // self.ep)))
 
     def default_for(self, name: str) -> int | str:
         """The default of ``name`` given the other inputs: U and the gather width depend on them,
@@ -95,6 +139,8 @@ class Scenario:
             return self.param_bytes
         if name == "reduce_bytes":
             return self.grad_bytes
+        if name == "shard_group":
+            return self.dp
         if name == "seq_len" and self.model:
             return default_seq_len(self.model)
         if name in MODEL_FILLED:
@@ -188,6 +234,8 @@ def to_scenario(inp: ScenarioIn) -> Scenario:
         values["gather_bytes"] = values["param_bytes"]
     if inp.reduce_bytes is None:
         values["reduce_bytes"] = values["grad_bytes"]
+    if inp.shard_group is None:
+        values["shard_group"] = values["dp"]
     return Scenario(**values)  # type: ignore[arg-type]
 
 

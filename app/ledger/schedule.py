@@ -184,6 +184,12 @@ def not_schedulable(s: Scenario) -> str | None:
         return "params or unit_params typed: the model's layer structure no longer describes the scenario"
     if s.tp != 1:
         return "tensor parallelism: the schedule walks one data-parallel mesh (tp = 1)"
+    if s.pp != 1:
+        return "pipeline parallelism: the schedule walks one whole model per rank (pp = 1)"
+    if s.ep != 1:
+        return "expert parallelism: the schedule walks every expert on every rank (ep = 1)"
+    if s.shard_group != s.dp or s.hpz != 1:
+        return "a shard group or hpZ: the schedule walks one flat mesh of D ranks"
     return None
 
 

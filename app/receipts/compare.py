@@ -159,6 +159,11 @@ def _stage(index: int, sa: Mapping[str, Any], sb: Mapping[str, Any]) -> StageCom
     )
 
 
+def _follows_dp(name: str, a: Scenario, b: Scenario) -> bool:
+    """A shard group left at its default on both sides is D on each: the change is D's, not its own."""
+    return name == "shard_group" and a.shard_group == a.dp and b.shard_group == b.dp
+
+
 def compare(a: Scenario, b: Scenario) -> Comparison:
     """A against B: both receipts, and every stage's figures with their difference."""
     ra, rb = receipt(estimate(a)), receipt(estimate(b))
@@ -166,7 +171,7 @@ def compare(a: Scenario, b: Scenario) -> Comparison:
     inputs = tuple(
         InputChange(f.name, getattr(a, f.name), getattr(b, f.name))
         for f in FIELDS
-        if getattr(a, f.name) != getattr(b, f.name)
+        if getattr(a, f.name) != getattr(b, f.name) and not _follows_dp(f.name, a, b)
     )
     return Comparison(a, b, ra, rb, stages, inputs)
 

@@ -64,6 +64,11 @@ class ScenarioOut(_Strict):
     ranks_per_node: Count
     host_bytes: Bytes
     zero_init: Count
+    shard_group: Count
+    hpz: Count
+    pp: Count
+    pp_stage: Literal["first", "last"]
+    ep: Count
 
 
 class ByClass(_Strict):

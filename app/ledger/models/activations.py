@@ -78,8 +78,10 @@ class Saved:
 class ActivationLedger:
     """Activation bytes per rank for one micro batch, and what recomputation costs.
 
-    ``total_bytes`` = ``layers`` × ``per_layer_bytes`` + ``working_set_bytes`` + ``embedding_bytes``
-    + ``head_bytes`` + ``logits_bytes``. Under ``full``, ``per_layer_bytes`` is the checkpointed
+    ``total_bytes`` = ``in_flight`` × (``layers`` × ``per_layer_bytes`` + ``embedding_bytes``) +
+    ``working_set_bytes`` + ``head_bytes`` + ``logits_bytes`` + ``all_to_all_bytes``, where ``layers`` are
+    the decoder layers on the pipeline stage and a stage without the embedding or the head has 0 for it
+    (pp = 1: one stage with both, one micro batch in flight). Under ``full``, ``per_layer_bytes`` is the checkpointed
     layer input and ``working_set_bytes`` one layer's complete saved set during its recompute;
     otherwise the working set is 0. ``recompute_flops`` is the extra forward FLOPs as an exact
     fraction (numerator, denominator) of a step without recomputation (forward + backward).
@@ -98,6 +100,11 @@ class ActivationLedger:
     assumptions: str
     saved: tuple[Saved, ...]  # one layer's complete saved set (what `none` keeps; `core`: what selective drops)
     source: str = "modelled"
+    # Pipeline parallelism: the stage budgeted (only, first or last), and how many micro batches' activations
+    # it keeps at once under 1F1B (the first stage: pp; every other: fewer, the last one).
+    stage: str = "only"
+    in_flight: int = 1
+    all_to_all_bytes: int = 0  # expert parallelism: one MoE layer's dispatch send and receive buffers
 
     def recompute_fraction_text(self, places: int = 3) -> str:
         """The recompute fraction as a decimal, rounded half up to ``places`` digits (e.g. "0.326")."""
@@ -345,6 +352,9 @@ def activation_ledger(
     sequence_parallel: bool = False,
     logits_bytes: int = 4,
     norms: str = "fused",
+    pp: int = 1,
+    pp_stage: str = "first",
+    ep: int = 1,
 ) -> ActivationLedger:
     """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
 
@@ -356,7 +366,15 @@ def activation_ledger(
     (FP32 loss = 4); ``tp``: tensor-parallel degree (must divide the heads);
     ``sequence_parallel``: Megatron-style sequence parallelism over the same tp ranks.
     Policies: ``none``, ``selective`` (attention core recomputed), ``full`` (layer inputs only,
-    plus one layer's saved set while it is recomputed). Raises :class:`ActivationInputError`.
+    plus one layer's saved set while it is recomputed).
+
+    ``pp`` > 1: the stage ``pp_stage`` (``first`` or ``last``) holds L ÷ pp layers. Under 1F1B
+    (Narayanan et al. 2021, §2.2) the first stage runs pp forwards before its first backward, so it
+    keeps pp micro batches' activations (embedding output included) and no logits; the last keeps one
+    micro batch's, with the head's and the logits. Assumes at least pp micro batches per step.
+    ``ep`` > 1 (a MoE model): one layer's all-to-all send and receive buffers of the k·s·b dispatched
+    tokens are resident beside the saved set (balanced routing, no capacity padding).
+    Raises :class:`ActivationInputError`.
     """
     s = _check("seq_len", seq_len, *SEQ_LEN_BOUNDS)
     b = _check("micro_batch", micro_batch, *MICRO_BATCH_BOUNDS)
@@ -402,7 +420,21 @@ def activation_ledger(
     embedding = _per_rank(tuple(embed_saved), t, sp)
     head = _per_rank(tuple(head_saved), t, sp)
     logits = s * b * ceil_div(arch.vocab, t) * logits_bytes
-    total = arch.layers * per_layer + working_set + embedding + head + logits
+    stage = "only" if pp == 1 else pp_stage
+    if stage not in ("only", "first", "last") or arch.layers % pp:
+        raise ActivationInputError("pp", f"must divide the model's {arch.layers:,} layers")
+    in_flight = pp if stage == "first" else 1
+    if stage == "first":
+        head = logits = 0
+    elif stage == "last":
+        embedding = 0
+    all_to_all = 0
+    if ep > 1 and arch.experts:
+        k = arch.experts_per_token
+        all_to_all = _per_rank((Saved("all-to-all send and receive buffers", "2·k·s·b·h", 2 * k * s * b * h, w,
+                                      False),), t, sp)  # fmt: skip
+    stage_layers = arch.layers // pp
+    total = in_flight * (stage_layers * per_layer + embedding) + working_set + head + logits + all_to_all
 
     variables = f"s={n(s)}, b={n(b)}, h={n(h)}, i={n(arch.intermediate)}, a={arch.heads}"
     if not gpt:
@@ -439,11 +471,25 @@ def activation_ledger(
         f"logits = s·b·⌈V ÷ t⌉·{logits_bytes} B = {n(s)}·{n(b)}·{n(ceil_div(arch.vocab, t))}·{logits_bytes}"
         f" = {n(logits)} B"
     )
-    layers = f"{arch.layers} layer{'' if arch.layers == 1 else 's'}"
-    lines.append(
-        f"total = {layers} × {n(per_layer)} B + working set {n(working_set)} B + embedding {n(embedding)} B"
-        f" + head {n(head)} B + logits {n(logits)} B = {n(total)} B"
-    )
+    layers = f"{stage_layers} layer{'' if stage_layers == 1 else 's'}"
+    if stage == "only":
+        lines.append(
+            f"total = {layers} × {n(per_layer)} B + working set {n(working_set)} B + embedding {n(embedding)} B"
+            f" + head {n(head)} B + logits {n(logits)} B"
+            + (f" + all-to-all {n(all_to_all)} B" if all_to_all else "")
+            + f" = {n(total)} B"
+        )
+    else:
+        where = f"the first of {pp} pipeline stages" if stage == "first" else f"the last of {pp} pipeline stages"
+        held = f"{in_flight} micro batches in flight (1F1B)" if in_flight > 1 else "1 micro batch in flight"
+        ends = f" + embedding {n(embedding)} B" if stage == "first" else ""
+        tail = f" + head {n(head)} B + logits {n(logits)} B" if stage == "last" else ""
+        lines.append(
+            f"total ({where}, {held}) = {in_flight} × ({layers} × {n(per_layer)} B{ends}) + working set "
+            f"{n(working_set)} B{tail}"
+            + (f" + all-to-all {n(all_to_all)} B" if all_to_all else "")
+            + f" = {n(total)} B"
+        )
 
     assumptions = _GPT_ASSUMPTIONS if gpt else _SWIGLU_ASSUMPTIONS
     if arch.family == "gpt_neox":
@@ -466,7 +512,7 @@ def activation_ledger(
     return ActivationLedger(
         policy=policy,
         per_layer_bytes=per_layer,
-        layers=arch.layers,
+        layers=stage_layers,
         working_set_bytes=working_set,
         embedding_bytes=embedding,
         head_bytes=head,
@@ -476,4 +522,7 @@ def activation_ledger(
         formula="\n".join(lines),
         assumptions=assumptions,
         saved=full_set,
+        stage=stage,
+        in_flight=in_flight,
+        all_to_all_bytes=all_to_all,
     )
