@@ -217,8 +217,12 @@ def test_frozen_scenario_evaluates_the_frozen_scenario() -> None:
         return compute_ledger(s)
 
     assert frozen_scenario(evaluate).passed
-    # the seed, then the seed with both offloads to the CPU (its host RAM is hand-computed too)
-    assert seen == [FROZEN_SCENARIO, FROZEN_SCENARIO.with_(offload_optimizer="cpu", offload_param="cpu")]
+    # the seed, then with both offloads to the CPU (its host RAM is hand-computed too), then in shard groups of 4
+    assert seen == [
+        FROZEN_SCENARIO,
+        FROZEN_SCENARIO.with_(offload_optimizer="cpu", offload_param="cpu"),
+        FROZEN_SCENARIO.with_(shard_group=4),
+    ]
 
 
 def test_frozen_scenario_fails_if_the_evaluator_changes_the_scenario() -> None:

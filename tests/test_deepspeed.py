@@ -249,6 +249,95 @@ def test_a_bad_key_is_refused_by_name(cfg: dict[str, object], key: str, words: s
     assert words in refused.value.message
 
 
+def test_hpz_at_stage_3_adds_the_secondary_partition() -> None:
+    """ZeRO++ hpZ: a 7B model (N = 7,000,000,000) on D = 64 with ``zero_hpz_partition_size`` 8, bf16.
+
+    * hpz = 8 (8 divides 64): beside its primary shard of ⌈N ÷ 64⌉ = 109,375,000 parameters each rank
+      keeps a secondary ⌈N ÷ 8⌉ = 875,000,000, so stage 3's parameters are
+      (109,375,000 + 875,000,000) × 2 B = 1,968,750,000 B.
+    * the rest of stage 3's persistent state is over D: 109,375,000 × (2 gradients + 4 master + 2 × 4 Adam)
+      = 1,531,250,000 B; in all 3,500,000,000 B.
+    """
+    cfg = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}}
+    result = import_deepspeed(cfg, {"params": "7B", "dp": 64})
+    s = result.scenario
+    assert (s.hpz, s.shard_group, s.stage) == (8, 64, 3)
+    (line,) = lines_of(result, "zero_optimization.zero_hpz_partition_size")
+    assert line.startswith("sets: hpz = 8: ZeRO++ hpZ") and "within 8 ranks (8 groups)" in line
+    assert result.origin["hpz"] == "zero_optimization.zero_hpz_partition_size"
+    stage3 = compute_ledger(s).stages[3]
+    assert stage3.bytes_of("parameters") == 1_968_750_000
+    assert stage3.persistent == 3_500_000_000
+
+
+def test_mics_at_stage_3_is_the_shard_group() -> None:
+    """MiCS: a 7B model on D = 32 with ``mics_shard_size`` 8 (and the hierarchical gather, a comm detail).
+
+    * shard_group = 8: state sharded over 8 ranks, replicated across 32 ÷ 8 = 4 groups.
+    * stage 3's persistent state is over the group: ⌈N ÷ 8⌉ = 875,000,000 × (2 + 2 + 4 + 8) B
+      = 14,000,000,000 B.
+    """
+    cfg = {
+        "bf16": {"enabled": True},
+        "zero_optimization": {"stage": 3, "mics_shard_size": 8, "mics_hierarchical_params_gather": True},
+    }
+    result = import_deepspeed(cfg, {"params": "7B", "dp": 32})
+    s = result.scenario
+    assert (s.shard_group, s.hpz) == (8, 1)
+    (line,) = lines_of(result, "zero_optimization.mics_shard_size")
+    assert line.startswith("sets: shard_group = 8: MiCS: state sharded over 8 ranks, replicated across 4 groups")
+    (gather,) = lines_of(result, "zero_optimization.mics_hierarchical_params_gather")
+    assert gather.startswith("no memory effect")
+    assert compute_ledger(s).stages[3].persistent == 14_000_000_000
+    assert_every_key_accounted(cfg, result)
+    # a shard group of all D is plain ZeRO-3; off (-1, 0) too
+    for size, group in ((32, 32), (-1, 32), (0, 32), (1, 1)):
+        cfg = {"zero_optimization": {"stage": 3, "mics_shard_size": size}}
+        assert import_deepspeed(cfg, {"params": "7B", "dp": 32}).scenario.shard_group == group
+
+
+def test_hpz_and_mics_below_stage_3_are_ignored_as_deepspeed_ignores_them() -> None:
+    """Stages 1–2's optimizer takes neither (DeepSpeed's _configure_zero_optimizer): the lines say
+    ignored and the scenario shards over all D; a shard group the inputs carried is reset."""
+    cfg = {"zero_optimization": {"stage": 2, "zero_hpz_partition_size": 8, "mics_shard_size": 4}}
+    result = import_deepspeed(cfg, {"params": "7B", "dp": 32, "shard_group": 4}, typed=frozenset({"params", "dp"}))
+    assert (result.scenario.hpz, result.scenario.shard_group) == (1, 32)
+    for key in ("zero_optimization.zero_hpz_partition_size", "zero_optimization.mics_shard_size"):
+        (line,) = lines_of(result, key)
+        assert line.startswith("ignored: read only at stage 3 (this is stage 2")
+    absent = import_deepspeed({"zero_optimization": {"stage": 3}}, {"dp": 32, "hpz": 8}, typed=frozenset({"dp"}))
+    assert absent.scenario.hpz == 1  # DeepSpeed's default when the key is absent
+    assert lines_of(absent, "zero_optimization.zero_hpz_partition_size")[0].startswith("sets: hpz = 1")
+
+
+@pytest.mark.parametrize(
+    ("zero", "inputs", "key", "words"),
+    [
+        ({"zero_hpz_partition_size": 3}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
+         "3 does not divide D = 8"),
+        ({"zero_hpz_partition_size": 16}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
+         "16 does not divide D = 8"),
+        ({"mics_shard_size": 3}, {"dp": 8}, "zero_optimization.mics_shard_size", "3 does not divide D = 8"),
+        ({"zero_hpz_partition_size": 4, "mics_shard_size": 2}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
+         "MiCS together are not modelled"),
+        ({"zero_hpz_partition_size": "auto"}, {}, "zero_optimization.zero_hpz_partition_size", "whole number of ranks"),
+        ({"zero_hpz_partition_size": -1}, {}, "zero_optimization.zero_hpz_partition_size", "between 0"),
+        ({"mics_shard_size": 2.5}, {}, "zero_optimization.mics_shard_size", "whole number"),
+        ({"zero_hpz_partition_size": 4}, {"dp": 8, "shard_group": 4}, "zero_optimization.zero_hpz_partition_size",
+         "not modelled"),
+        ({"mics_shard_size": 4}, {"model": "mixtral-8x7b-v0.1", "dp": 8, "ep": 8},
+         "zero_optimization.mics_shard_size", "_validate_zero3_moe_compatibility"),
+    ],
+)  # fmt: skip
+def test_a_bad_partition_is_refused_by_name(
+    zero: dict[str, object], inputs: dict[str, object], key: str, words: str
+) -> None:
+    with pytest.raises(DeepSpeedConfigError) as refused:
+        import_deepspeed({"zero_optimization": {"stage": 3, **zero}}, inputs)
+    assert refused.value.key == key
+    assert words in refused.value.message
+
+
 def test_an_unknown_top_level_key_is_reported_not_refused() -> None:
     result = import_deepspeed({"train_micro_batch_size_per_gpu": 2, "zero_optimisation": {"stage": 3}}, {})
     (line,) = (line for line in result.lines if line.key == "zero_optimisation")
@@ -319,19 +408,32 @@ def test_config_scenario_config_is_stable(name: str, inputs: dict[str, object]) 
     assert deepspeed_config(again) == deepspeed_config(first)
 
 
+def divisors(number: int) -> list[int]:
+    small = [d for d in range(1, int(number**0.5) + 1) if number % d == 0]
+    return sorted({*small, *(number // d for d in small)})
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     s=scenarios(),
     micro_batch=st.integers(1, 64),
     act_policy=st.sampled_from(["none", "full"]),
     reduce_bytes=st.sampled_from([2, 4]),
+    layout=st.sampled_from(["plain", "hpz", "shard_group"]),
+    pick=st.integers(0, 2**20),
 )
 def test_every_expressible_input_survives_the_round_trip(
-    s: Scenario, micro_batch: int, act_policy: str, reduce_bytes: int
+    s: Scenario, micro_batch: int, act_policy: str, reduce_bytes: int, layout: str, pick: int
 ) -> None:
     """A scenario written as a config and read back keeps every DeepSpeed input the notes do not name
-    as inexpressible, and its config reads back to the same config."""
+    as inexpressible, and its config reads back to the same config. The layout draws ZeRO++'s hpz or a
+    shard group (MiCS) among D's divisors (not modelled together): at stage 3 they are written and read back,
+    below it a note names them."""
     s = s.with_(micro_batch=micro_batch, act_policy=act_policy, reduce_bytes=reduce_bytes, name="")
+    if layout != "plain":
+        size = divisors(s.dp)[pick % len(divisors(s.dp))]
+        s = s.with_(**{layout: size})
+        assert parse_scenario(dict(s.non_default_items())) == s  # a valid scenario
     cfg, notes = deepspeed_config(s)
     back = reimported(s)
     said = " ".join(notes)
@@ -361,6 +463,53 @@ def test_the_fsdp2_snippet_reads_the_scenario() -> None:
     assert "model.to(" not in text  # FP32 shards: the model stays in FP32
     compile(text, "fsdp2_snippet.py", "exec")  # valid Python
     assert snippet.notes == ()  # FSDP2's own layout: nothing it cannot say
+
+
+def test_the_round_trip_keeps_hpz_and_the_shard_group() -> None:
+    """At stage 3 hpz and a shard group are written (zero_hpz_partition_size, mics_shard_size) and read
+    back; a shard group equal to D, and hpz 1, are DeepSpeed's defaults and are not written."""
+    for fields in ({"hpz": 8}, {"shard_group": 8}, {"shard_group": 1}, {"shard_group": 64}, {"hpz": 1}):
+        s = parse_scenario({"params": "7B", "dp": 64, **fields})
+        zero = deepspeed_config(s)[0]["zero_optimization"]
+        assert isinstance(zero, dict)
+        assert zero.get("zero_hpz_partition_size") == (s.hpz if s.hpz > 1 else None)
+        assert zero.get("mics_shard_size") == (s.shard_group if s.shard_group < s.dp else None)
+        back = reimported(s)
+        assert (back.hpz, back.shard_group) == (s.hpz, s.shard_group)
+        assert deepspeed_config(back) == deepspeed_config(s)
+
+
+def test_below_stage_3_hpz_and_a_shard_group_are_notes() -> None:
+    s = parse_scenario({"params": "7B", "dp": 64, "stage": 2, "shard_group": 8})
+    cfg, notes = deepspeed_config(s)
+    assert "mics_shard_size" not in json.dumps(cfg)
+    assert any(note.startswith("shard_group 8: DeepSpeed has no such layout below stage 3") for note in notes)
+    hpz = parse_scenario({"params": "7B", "dp": 64, "stage": 1, "hpz": 8})
+    cfg, notes = deepspeed_config(hpz)
+    assert "zero_hpz_partition_size" not in json.dumps(cfg)
+    assert any(note.startswith("hpz 8: ") and "not written" in note for note in notes)
+
+
+def test_pipeline_and_expert_parallelism_are_notes() -> None:
+    pp = parse_scenario({"model": "llama-2-7b", "pp": 4})
+    assert any("PipelineModule(num_stages=4)" in note for note in deepspeed_config(pp)[1])
+    assert any("torch.distributed.pipelining" in note for note in fsdp2_snippet(pp).notes)
+    ep = parse_scenario({"model": "mixtral-8x7b-v0.1", "dp": 8, "ep": 8, "stage": 2})
+    assert any("deepspeed.moe.layer.MoE(ep_size=8)" in note for note in deepspeed_config(ep)[1])
+    assert any(note.startswith("ep 8: ") for note in fsdp2_snippet(ep).notes)
+
+
+def test_the_fsdp2_snippet_writes_hsdp_as_a_2d_mesh() -> None:
+    """A shard group of 8 on D = 32: FSDP2's HSDP, a (replicate, shard) mesh of 32 ÷ 8 = 4 × 8 that every
+    fully_shard takes; hpz has no FSDP2 equivalent (a note)."""
+    s = parse_scenario({"model": "llama-2-7b", "dp": 32, "shard_group": 8})
+    text = fsdp2_snippet(s).text
+    assert 'init_device_mesh("cuda", (4, 8), mesh_dim_names=("replicate", "shard"))' in text
+    assert text.count("fully_shard(") == text.count("mesh=mesh") == 2  # each layer (in the loop) and the root
+    compile(text, "fsdp2_snippet.py", "exec")
+    hpz = fsdp2_snippet(parse_scenario({"model": "llama-2-7b", "dp": 32, "hpz": 8}))
+    assert 'init_device_mesh("cuda", (32,))' in hpz.text
+    assert any(note.startswith("hpz 8: ") and "no FSDP2 equivalent" in note for note in hpz.notes)
 
 
 def test_the_fsdp2_snippet_names_what_it_cannot_say() -> None:

@@ -32,7 +32,8 @@ SPEC_IDS = [
 ]
 SCHEDULE_IDS = ["drop-reduce-scatter-buffer", "keep-all-grads-at-activation-peak"]
 HOST_IDS = ["forget-pinned-buffers"]
-ALL_IDS = [*SPEC_IDS, *SCHEDULE_IDS, *HOST_IDS]
+LAYOUT_IDS = ["flatten-shard-groups"]
+ALL_IDS = [*SPEC_IDS, *SCHEDULE_IDS, *LAYOUT_IDS, *HOST_IDS]
 NO_SCHEDULE = (
     "the declared peak has no schedule to break (no model: without the layer structure there is no schedule to walk)"
 )
@@ -60,6 +61,10 @@ FROZEN_KILLS: dict[str, tuple[str, str, str, str, str]] = {
                                           "expected 0 B"),
     # both offloads to the CPU, stage 1 per node: 8 × (875e6 × (4 + 8 + 4) B) = 112e9 without the pinned 16-bit
     # staging copy (875e6 × 2 B) and the largest parameter's gradient buffer (400e6 × 2 B): 132.4e9 with them
+    # split over all 8 ranks instead of the shard group's 4: stage 1 master 875e6 × 4 = 3.5e9 instead of
+    # ⌈7e9 ÷ 4⌉ × 4 = 7e9
+    "flatten-shard-groups": ("oracle-agreement", "stage 1", "master_weights in shard groups of 4", "3,500,000,000",
+                             "7,000,000,000"),
     "forget-pinned-buffers": ("host-agreement", "stage 1", "host with both offloads", "112,000,000,000",
                               "132,400,000,000"),
 }  # fmt: skip
@@ -72,7 +77,7 @@ def by_id(results: tuple[MutationResult, ...]) -> dict[str, MutationResult]:
 def test_mutant_ids_are_the_spec_ids() -> None:
     assert [m.id for m in MUTANTS] == ALL_IDS
     assert all(m.rules != PRODUCTION for m in MUTANTS)
-    assert len({m.rule for m in MUTANTS}) == 8
+    assert len({m.rule for m in MUTANTS}) == 9
 
 
 @pytest.mark.parametrize("mutant_id", ALL_IDS)
@@ -145,6 +150,7 @@ def test_seed_kill_list_kills_the_spec_five_with_checks_1_to_4(seed: Scenario) -
                 "shard-params-stage2": "dp = 1: sharding is the identity",
                 "divide-activations-by-dp": "dp = 1: dividing by D is the identity",
                 "erase-gather-peak": "dp = 1: the rank already holds every unit whole",
+                "flatten-shard-groups": "dp = 1: sharding is the identity",
             },
         ),
         ({"activation_bytes": 0}, {"divide-activations-by-dp": "activation_bytes = 0: nothing to divide"}),
@@ -157,6 +163,7 @@ def test_seed_kill_list_kills_the_spec_five_with_checks_1_to_4(seed: Scenario) -
                 "replicate-optimizer-stage1": "params = 1: ⌈1 ÷ D⌉ = 1, one element cannot be split",
                 "shard-params-stage2": "params = 1: ⌈1 ÷ D⌉ = 1, one element cannot be split",
                 "erase-gather-peak": "unit_params = 1: the rank's own shard is the whole unit",
+                "flatten-shard-groups": "params = 1: ⌈1 ÷ D⌉ = 1, one element cannot be split",
             },
         ),
         (
@@ -222,6 +229,7 @@ def test_each_mutant_changes_exactly_one_rule() -> None:
                 "reduce_scatter_buffer",
                 "gradients_fill_during_backward",
                 "pinned_buffers",
+                "hierarchical_groups",
             )
             if getattr(mutant.rules, name) != getattr(production, name)
         ]

@@ -33,6 +33,7 @@ from app.receipts.csv_rows import read_csv as parse_csv
 from app.receipts.display import gb, gib, integer, percent_bp
 from app.receipts.links import canonical_query, link, slug
 from app.receipts.receipt import DEFAULT_BASE_URL, SCHEMA_VERSION, check_base_url, page_url, receipt
+from app.receipts.schema import Receipt
 from app.receipts.table import render_table
 from tests.json_data import as_json_data
 from tests.strategies import names, scenarios
@@ -124,7 +125,7 @@ def test_json_receipt_checkpoint_and_mutations(seed_estimate: Estimate) -> None:
         assert {"device_bytes", "host_bytes"} <= set(policy)
     assert data["checkpoint"]["full_state"]["host_bytes"] == 98 * 10**9
     assert data["checkpoint"]["full_state"]["flagged"] is True
-    assert len(data["mutations"]) == 8
+    assert len(data["mutations"]) == 9
     for m in data["mutations"]:
         assert {"id", "killed", "check", "message"} <= set(m)
         assert isinstance(m["killed"], bool)
@@ -157,6 +158,101 @@ def test_json_receipt_is_json(seed_estimate: Estimate) -> None:
     assert json.loads(json.dumps(data)) == as_json_data(data)
 
 
+# --------------------------------------------------------------------------- parallelism
+
+
+def test_the_parallelism_key_of_a_plain_scenario(seed_estimate: Estimate) -> None:
+    assert receipt(seed_estimate)["parallelism"] == {
+        "world": 8, "dp": 8, "tp": 1, "pp": 1, "ep": 1, "shard_group": 8, "replicas": 1, "hpz": 1,
+        "params_per_rank": 7_000_000_000, "expert_params_per_rank": 0,
+        "share": None, "activations": None, "pipeline": None,
+    }  # fmt: skip
+    assert "Parallelism" not in render_table(seed_estimate)
+
+
+def test_the_parallelism_key_of_llama_2_70b_on_128_gpus() -> None:
+    """tp 8 × pp 4 × dp 4 = 128 GPUs. Each rank of the first stage holds 80 ÷ 4 = 20 decoder layers' tensor-parallel
+    shares and the embedding's vocabulary share: one layer's 8,192·8,192 (q) + 2 · 1,024·8,192 (k, v; 8 key-value
+    heads of 128) + 8,192·8,192 (o) + 3 · 28,672·8,192 (MLP) split 8 ways, plus both norms' 2 · 8,192 whole."""
+    layer = (8192 * 8192 + 2 * 1024 * 8192 + 8192 * 8192 + 3 * 28672 * 8192) // 8 + 2 * 8192
+    embed = 32000 * 8192 // 8
+    assert layer == 106_971_136 and embed == 32_768_000
+    e = estimate(parse_scenario({"model": "llama-2-70b", "tp": 8, "pp": 4, "dp": 4}), with_kill_lists=False)
+    data = receipt(e)
+    par = data["parallelism"]
+    assert (par["world"], par["dp"], par["tp"], par["pp"], par["ep"]) == (128, 4, 8, 4, 1)
+    assert par["params_per_rank"] == 20 * layer + embed == 2_172_190_720 == data["scenario"]["params"]
+    assert par["expert_params_per_rank"] == 0
+    share = par["share"]
+    assert (share["stage"], share["layers"], share["dense"], share["experts"]) == ("first", 20, 2_172_190_720, 0)
+    assert share["largest_unit"] == {"name": "layers.0", "params": layer}
+    assert share["whole_model"] == 68_976_648_192
+    assert share["lines"][-1].endswith("= 2,172,190,720 parameters per rank")
+    assert par["activations"] == {"stage": "first", "in_flight": 4, "all_to_all_bytes": 0}
+    pipe = par["pipeline"]
+    assert (pipe["budgeted"], pipe["busier"], pipe["budgeted_is_busier"], pipe["other_problem"]) == (
+        "first", "first", True, "")  # fmt: skip
+    first, last = pipe["ends"]
+    assert first["pp_stage"] == "first" and last["pp_stage"] == "last"
+    # the first end is the scenario's own ledger at the run's stage
+    assert first["peak"] == data["stages"][3]["peak"]["total"]
+    assert first["activation_bytes"] == e.scenario.activation_bytes
+    # the last end: 20 layers, the final norm 8,192 and the LM head's share 32,000 · 8,192 ÷ 8 (untied)
+    assert last["params"] == 20 * layer + 8192 + embed == 2_172_198_912
+    assert first["peak"] > last["peak"]
+    Receipt.model_validate(data)
+    table = read_csv(e)
+    cell = {(r["stage"], r["ledger"], r["category"]): r for r in table}
+    assert cell[("", "parallelism", "world")]["value"] == "128"
+    assert cell[("", "parallelism", "world")]["formula"] == "4 × 8 × 4 = 128"
+    assert cell[("", "parallelism", "params_per_rank")]["value"] == "2172190720"
+    assert cell[("3", "parallelism", "pipeline.first.peak")]["bytes"] == str(first["peak"])
+    assert cell[("3", "parallelism", "pipeline.last.peak")]["bytes"] == str(last["peak"])
+    text = render_table(e)
+    assert "world size = D × tp × pp = 4 × 8 × 4 = 128 GPUs" in text
+    assert "first (budgeted, busier)" in text and "WARNING" not in text
+
+
+def test_the_parallelism_key_of_mixtral_with_expert_parallelism() -> None:
+    """ep 4 on D = 8: each rank holds 2 of every layer's 8 experts, 32 × 2 × 3 · 14,336·4,096 = 11,274,289,152
+    expert parameters (sharded over D ÷ ep = 2), beside 1,605,636,096 dense ones (sharded over D)."""
+    experts = 32 * 2 * 3 * 14336 * 4096
+    assert experts == 11_274_289_152
+    e = estimate(parse_scenario({"model": "mixtral-8x7b-v0.1", "ep": 4, "dp": 8}), with_kill_lists=False)
+    data = receipt(e)
+    par = data["parallelism"]
+    assert (par["world"], par["ep"], par["pipeline"]) == (8, 4, None)
+    assert par["expert_params_per_rank"] == experts
+    assert par["share"]["dense"] == 1_605_636_096
+    assert par["share"]["experts"] == experts
+    assert par["params_per_rank"] == 1_605_636_096 + experts
+    assert par["activations"]["stage"] == "only" and par["activations"]["all_to_all_bytes"] > 0
+    Receipt.model_validate(data)
+    cell = {(r["stage"], r["ledger"], r["category"]): r for r in read_csv(e)}
+    assert cell[("", "parallelism", "expert_params_per_rank")]["value"] == str(experts)
+    assert not any(r["category"].startswith("pipeline.") for r in read_csv(e) if r["ledger"] == "parallelism")
+    assert "of which 11,274,289,152 expert, sharded over D ÷ ep = 2" in render_table(e)
+
+
+def test_the_table_warns_when_the_budgeted_end_is_not_the_busier() -> None:
+    """GPT-2 on two stages with full recomputation: the last stage's logits outweigh the first's embedding."""
+    e = estimate(parse_scenario({"model": "gpt2", "pp": 2, "act_policy": "full"}), with_kill_lists=False)
+    pipe = receipt(e)["parallelism"]["pipeline"]
+    assert (pipe["budgeted"], pipe["busier"], pipe["budgeted_is_busier"]) == ("first", "last", False)
+    text = render_table(e)
+    assert "WARNING: the last stage is busier than the budgeted first stage" in text
+    assert "--pp-stage last" in text
+
+
+@pytest.mark.parametrize("raw", [{"dp": 16, "hpz": 8}, {"dp": 16, "shard_group": 8}, {"tp": 2}])
+def test_the_table_shows_parallelism_for_any_non_trivial_layout(raw: dict[str, object]) -> None:
+    e = estimate(parse_scenario(raw), with_kill_lists=False)
+    text = render_table(e)
+    assert "Parallelism: world size" in text
+    par = receipt(e)["parallelism"]
+    assert par["replicas"] == par["dp"] // par["shard_group"]
+
+
 # --------------------------------------------------------------------------- CSV
 
 
@@ -176,6 +272,7 @@ def test_csv_readable_by_dictreader(seed_estimate: Estimate) -> None:
     assert len(keys) == len(set(keys)), "one row per (stage, ledger, category)"
     assert {r["ledger"] for r in table} == {
         "host",
+        "parallelism",
         "input",
         "persistent",
         "peak",

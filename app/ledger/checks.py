@@ -17,7 +17,7 @@ from app.ledger.arithmetic import n
 from app.ledger.host import host_ledger, largest_tensor
 from app.ledger.ledger import Ledger, StageLedger, compute_ledger
 from app.ledger.models.reference import resolve
-from app.ledger.oracle import host_table, stage_table
+from app.ledger.oracle import host_table, rank_params, stage_table
 from app.ledger.peak import activation_bytes
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
@@ -83,6 +83,9 @@ FROZEN_PERSISTENT: dict[int, dict[str, int]] = {
 # stages 1–2: 8 × (P × (4 + 2 × 4 + 4 + 2) + 400,000,000 × 2) = 8 × 16,550,000,000;
 # stage 3: 8 × P × (4 + 2 × 4 + 4 + 2 + 2) = 8 × 17,500,000,000.
 FROZEN_HOST: dict[int, int] = {0: 0, 1: 132_400_000_000, 2: 132_400_000_000, 3: 140_000_000_000}
+# The seed in two shard groups of 4 (HSDP): every sharded class over 4 ranks, ⌈7e9 ÷ 4⌉ = 1,750,000,000
+# elements: stage 1 14e9 + 14e9 + 1.75e9 × 12 = 49e9; stage 2 14e9 + 1.75e9 × 14 = 38.5e9; stage 3 1.75e9 × 16.
+FROZEN_HSDP: dict[int, int] = {0: 112_000_000_000, 1: 49_000_000_000, 2: 38_500_000_000, 3: 28_000_000_000}
 FROZEN_PEAK: dict[int, dict[str, int]] = {
     0: {"gather": 0, "activations": 20_000_000_000, "total": 132_000_000_000},
     1: {"gather": 0, "activations": 20_000_000_000, "total": 58_500_000_000},
@@ -161,23 +164,63 @@ def _fail(check: str, message: str) -> CheckResult:
     return CheckResult(check, False, message)
 
 
-def oracle_agreement(ledger: Ledger) -> CheckResult:
-    s = ledger.scenario
-    table = stage_table(
-        s.params, s.dp, s.param_bytes, s.grad_bytes, s.master_bytes, s.opt_states, s.opt_bytes,
-        optimizer_offloaded=s.offload_optimizer != "none", params_offloaded=s.offload_param != "none",
-        expert_params=s.expert_params, ep=s.ep, shard_group=min(s.shard_group, s.dp), hpz=s.hpz,
+def oracle_rank_params(s: Scenario) -> tuple[int, int] | None:
+    """The oracle's (dense, experts) parameters per rank for a scenario whose params are its model's own
+    (``from config``), from the architecture's plain numbers; None without a model or with params typed."""
+    if not s.model or s.source_of("params") != "from config":
+        return None
+    a = resolve(s.model).architecture
+    return rank_params(
+        a.family, a.hidden, a.layers, a.heads, a.kv_heads, a.head_dim, a.intermediate, a.vocab, a.experts,
+        a.tied_embeddings, a.qkv_bias, a.o_bias, a.mlp_bias, a.norm == "layernorm",
+        a.max_positions if a.learned_positions else 0, s.tp, s.pp, s.pp_stage, s.ep,
     )  # fmt: skip
-    for stage in ledger.stages:
-        row = table[stage.stage]
-        for line in stage.lines:
-            expected = row[line.tensor_class]
-            if line.bytes != expected:
-                return _fail(
-                    "oracle-agreement",
-                    f"stage {stage.stage} {line.tensor_class}: ledger {n(line.bytes)} B ≠ oracle {n(expected)} B",
-                )
-    return _ok("oracle-agreement", "all 16 (stage, class) cells equal the oracle's")
+
+
+def oracle_agreement(ledger: Ledger) -> CheckResult:
+    """Every (stage, class) cell equals the oracle's stage table. With a model's own parameter count the
+    oracle also counts the parameters per rank itself (tensor, pipeline and expert parallelism): the
+    scenario's must equal it, and the table is built from the oracle's count, not the ledger's."""
+    s = ledger.scenario
+    params, experts = s.params, s.expert_params
+    own = oracle_rank_params(s)
+    if own is not None:
+        dense, expert = own
+        params, experts = dense + expert, expert if s.ep > 1 else 0
+        if params != s.params or experts != s.expert_params:
+            layout = f"tp = {s.tp}, pp = {s.pp}" + (f" ({s.pp_stage} stage)" if s.pp > 1 else "") + f", ep = {s.ep}"
+            return _fail(
+                "oracle-agreement",
+                f"params per rank ({layout}): ledger {n(s.params)} ({n(s.expert_params)} expert) ≠ oracle "
+                f"{n(params)} ({n(experts)} expert)",
+            )
+    variants = [("", s, ledger)]
+    if s.dp % 2 == 0 and s.shard_group == s.dp and s.ep == 1 and s.hpz == 1:
+        # The same scenario in two shard groups of D ÷ 2 (HSDP): a layout that ignored the group would pass
+        # on a flat mesh, where every group is all D ranks.
+        split = s.with_(shard_group=s.dp // 2)
+        variants.append(
+            (f" in shard groups of {n(s.dp // 2)}", split, compute_ledger(split, ledger.rules, schedule=False))
+        )
+    for label, scenario, evaluated in variants:
+        table = stage_table(
+            params, scenario.dp, scenario.param_bytes, scenario.grad_bytes, scenario.master_bytes,
+            scenario.opt_states, scenario.opt_bytes, optimizer_offloaded=scenario.offload_optimizer != "none",
+            params_offloaded=scenario.offload_param != "none", expert_params=experts, ep=scenario.ep,
+            shard_group=min(scenario.shard_group, scenario.dp), hpz=scenario.hpz,
+        )  # fmt: skip
+        for stage in evaluated.stages:
+            row = table[stage.stage]
+            for line in stage.lines:
+                expected = row[line.tensor_class]
+                if line.bytes != expected:
+                    return _fail(
+                        "oracle-agreement",
+                        f"stage {stage.stage} {line.tensor_class}{label}: ledger {n(line.bytes)} B ≠ oracle "
+                        f"{n(expected)} B",
+                    )
+    tail = "" if own is None else f", from the oracle's own {n(params)} parameters per rank"
+    return _ok("oracle-agreement", f"all 16 (stage, class) cells equal the oracle's{tail}")
 
 
 def host_agreement(ledger: Ledger) -> CheckResult:
@@ -308,9 +351,18 @@ def frozen_scenario(evaluate: Evaluate) -> CheckResult:
                 f"stage {host.stage} host, both offloads to the CPU: got {n(host.per_node)} B per node, hand-computed "
                 f"{n(FROZEN_HOST[host.stage])} B",
             )
+    hsdp = evaluate(FROZEN_SCENARIO.with_(shard_group=4))
+    for st in hsdp.stages:
+        if st.persistent != FROZEN_HSDP[st.stage]:
+            return _fail(
+                "frozen-scenario",
+                f"stage {st.stage} persistent in shard groups of 4: got {n(st.persistent)} B, hand-computed "
+                f"{n(FROZEN_HSDP[st.stage])} B",
+            )
     return _ok(
         "frozen-scenario",
-        "the seed's example reproduces 112 / 38.5 / 26.25 / 14 GB, a 0.7 GB gather and, offloaded, its host RAM",
+        "the seed's example reproduces 112 / 38.5 / 26.25 / 14 GB, a 0.7 GB gather, offloaded its host RAM, and in "
+        "shard groups of 4 112 / 49 / 38.5 / 28 GB",
     )
 
 

@@ -10,7 +10,7 @@ collective over the D ranks. Hierarchical layouts run some over smaller groups:
   within the hpz group (Wang et al., ZeRO++, §3.2);
 - **expert parallelism**: the experts' collectives run over their D ÷ ep expert-data-parallel ranks.
 
-Terms over the same group size are summed before the one rounding up, so plain ZeRO is one ⌈…⌉.
+Terms over the same group of ranks are summed before the one rounding up, so plain ZeRO is one ⌈…⌉.
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ class Term:
     buffer: int  # bytes per rank before the (G − 1) ÷ G factor
     group: int
     spelled: str  # the buffer as a formula, e.g. "2 × Ψ_p"
+    across: bool = False  # across HSDP's replica groups: another group of ranks, even when of the same size
+
+    @property
+    def key(self) -> tuple[bool, int]:
+        """Which group of ranks it runs over: terms over the same group share one rounding."""
+        return self.across, self.group
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +75,8 @@ class Communication:
 
     @property
     def formula(self) -> str:
-        groups = sorted({t.group for t in self.terms}, reverse=True)
-        if len(self.terms) == len(_plain_terms(self.stage)) and groups == [self.scenario.dp]:
+        groups = sorted({t.key for t in self.terms}, key=lambda k: (k[0], -k[1]))
+        if len(self.terms) == len(_plain_terms(self.stage)) and groups == [(False, self.scenario.dp)]:
             s = self.scenario
             psi_p, psi_g = s.params * s.param_bytes, s.params * s.grad_bytes
             if self.stage == 0:
@@ -81,8 +87,9 @@ class Communication:
                 terms = f"2 × Ψ_p + Ψ_g = 2 × {n(psi_p)} + {n(psi_g)}"
             return f"⌈({terms}) × {n(s.dp - 1)} ÷ {n(s.dp)}⌉ = {n(self.bytes)} B"
         shown = []
-        for g in groups:
-            inner = " + ".join(f"{t.what} {t.spelled} = {n(t.buffer)}" for t in self.terms if t.group == g)
+        for key in groups:
+            g = key[1]
+            inner = " + ".join(f"{t.what} {t.spelled} = {n(t.buffer)}" for t in self.terms if t.key == key)
             shown.append(f"⌈({inner}) × {n(g - 1)} ÷ {n(g)}⌉")
         return " + ".join(shown) + f" = {n(self.bytes)} B"
 
@@ -121,14 +128,15 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
     replicas = _replicas(s)
     if stage >= 1 and replicas > 1:
         shard = ceil_div(s.params, s.shard_group) * s.grad_bytes
-        terms.append(Term("all-reduce of the gradient shard", 2 * shard, replicas, f"2 × ⌈N ÷ {n(s.shard_group)}⌉ × "
-                          f"{s.grad_bytes} B"))  # fmt: skip
+        spelled = f"2 × ⌈N ÷ {n(s.shard_group)}⌉ × {s.grad_bytes} B"
+        terms.append(Term("all-reduce of the gradient shard", 2 * shard, replicas, spelled, across=True))
     return terms
 
 
 def communication(s: Scenario, stage: int) -> Communication:
     terms = tuple(_terms(s, stage))
     total = 0
-    for g in {t.group for t in terms}:
-        total += ceil_div(sum(t.buffer for t in terms if t.group == g) * (g - 1), g)
+    for key in {t.key for t in terms}:
+        g = key[1]
+        total += ceil_div(sum(t.buffer for t in terms if t.key == key) * (g - 1), g)
     return Communication(stage, sum(t.buffer for t in terms), total, s, terms)

@@ -18,8 +18,12 @@ resolves to and what the lab does with it. A typed field always wins over the co
   bf16 both on, batch sizes that do not multiply out) raises :class:`DeepSpeedConfigError` naming
   the key. An unknown top-level key is only reported: DeepSpeed does not read it either.
 
-Some keys change memory in ways the ledger does not model yet (hierarchical partitioning, quantized
-communication, a partial offload ratio): their lines say ``not modelled`` and what the ledger counts instead.
+* **Hierarchical partitioning.** ``zero_hpz_partition_size`` (ZeRO++ hpZ) is the scenario's ``hpz`` and
+  ``mics_shard_size`` (MiCS) its ``shard_group``, both read at stage 3 only, as DeepSpeed reads them
+  (:func:`_partitions` cites where).
+
+Some keys change memory in ways the ledger does not model yet (quantized communication, a partial
+offload ratio): their lines say ``not modelled`` and what the ledger counts instead.
 """
 
 from __future__ import annotations
@@ -158,7 +162,8 @@ _ZERO_NO_MEMORY_EFFECT = {
     "stage3_module_granularity_threshold": "which small modules are fetched as one",
     "stage3_use_all_reduce_for_fetch_params": "the collective that fetches parameters",
     "stage3_allgather_sequential": "all-gathers one parameter at a time instead of a flat bucket",
-    "mics_hierarchical_params_gather": "MiCS's gather order",
+    "mics_hierarchical_params_gather": "MiCS's two-level parameter all-gather (mics.py, "
+    "MiCS_Init._hierarchical_all_gather_params): the same bytes gathered",
     "leaf_module": "modules fetched whole",
     "zenflow": "ZenFlow's asynchronous update",
     "save_muon_momentum_buffer_in_memory": "NVMe swapping of Muon's momentum",
@@ -648,23 +653,6 @@ def _zero(r: _Reader, config: Mapping[str, object]) -> int:
         "the stage the run uses (the comparison shows all four)",
     )
     _offload(r, zero, stage)
-    for key, why in (
-        (
-            "zero_hpz_partition_size",
-            "ZeRO++ hpZ keeps a secondary copy of the parameters sharded within groups of this size",
-        ),
-        ("mics_shard_size", "MiCS shards within groups of this size and replicates across them"),
-    ):
-        value = _elements(f"zero_optimization.{key}", zero.get(key), low=-1 if key == "mics_shard_size" else 0)
-        if value is not None and value > 1:
-            r.line(
-                f"zero_optimization.{key}",
-                value,
-                f"{why}: not modelled yet — the lab shards over all D ranks",
-                "not modelled",
-            )
-        elif value is not None:
-            r.line(f"zero_optimization.{key}", value, "no hierarchical partitioning", "checked")
     for key in ("zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients"):
         if _bool(f"zero_optimization.{key}", zero.get(key), False):
             r.line(
@@ -682,6 +670,112 @@ def _zero(r: _Reader, config: Mapping[str, object]) -> int:
             "not modelled",
         )
     return stage
+
+
+_HPZ = "zero_optimization.zero_hpz_partition_size"
+_MICS = "zero_optimization.mics_shard_size"
+
+
+def _ranks(key: str, value: object, default: int, low: int) -> int:
+    """A count of ranks (DeepSpeed's pydantic int: a JSON 8.0 reads as 8; no "auto" for these keys)."""
+    if isinstance(value, str):
+        raise DeepSpeedConfigError(key, f"must be a whole number of ranks, not {_shown(value)}")
+    got = _elements(key, value, default, low=low)
+    assert got is not None
+    return got
+
+
+def _partitions(r: _Reader, config: Mapping[str, object], stage: int, s: Scenario, at: int) -> None:
+    """``zero_hpz_partition_size`` → ``hpz`` and ``mics_shard_size`` → ``shard_group``, as DeepSpeed reads them.
+
+    Both are stage 3's: ``engine.py``'s ``DeepSpeedEngine._configure_zero_optimizer`` hands
+    ``zero_hpz_partition_size`` to ``DeepSpeedZeroOptimizer_Stage3`` alone and builds ``MiCS_Optimizer``
+    (``_return_mics_optimizer``) when ``mics_shard_size`` > 0 at stage 3 only; stages 1–2's
+    ``DeepSpeedZeroOptimizer`` takes neither, so there DeepSpeed shards over all D (the lines say
+    ``ignored`` and the scenario takes hpz 1, shard_group D). hpZ is on above 1 (``zero/config.py``:
+    ``Field(1, ge=0)``; ``partition_parameters.py``, ``Init.__init__``: ``zero_hpz_partition_size > 1``),
+    MiCS above 0 (``Field(-1)``, no bound; ``engine.py``: ``mics_shard_size > 0``). A size must divide D,
+    as the lab's own hpz and shard_group inputs must (DeepSpeed asserts it divides the world size:
+    ``utils/groups.py``, ``_create_zero_param_parallel_group``; ``zero/mics_utils.py``,
+    ``_generate_mics_config``). DeepSpeed does not refuse the two together, but mixes them:
+    ``_return_mics_optimizer`` does not pass ``zero_hpz_partition_size`` (the optimizer's default 1) while
+    ``MiCS_Init``, a ``zero.Init``, still builds hpZ's group from the config; the lab refuses the pair, as
+    it does not model them together. ``_validate_zero3_moe_compatibility`` refuses both with ZeRO-3's MoE (AutoEP),
+    so with ep > 1 the lab refuses them too. The lines go at ``at``, beside the other zero_optimization keys.
+    """
+    raw = config.get("zero_optimization")
+    zero: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
+    hpz_raw, mics_raw = zero.get("zero_hpz_partition_size"), zero.get("mics_shard_size")
+    hpz = _ranks(_HPZ, hpz_raw, 1, 0)
+    mics = _ranks(_MICS, mics_raw, -1, -ELEMENTS_MAX - 1)
+    dp = s.dp
+    sub = _Reader(r.typed, r.fields, r.origin)  # shares the fields; its lines are spliced in at `at`
+    if stage != 3:
+        for key, written, name, default in ((_HPZ, hpz_raw, "hpz", 1), (_MICS, mics_raw, "shard_group", dp)):
+            if written is not None:
+                kept = f"; {name} was typed, and the typed value is kept" if name in r.typed else ""
+                sub.line(
+                    key,
+                    written,
+                    f"read only at stage 3 (this is stage {stage}: DeepSpeedZeroOptimizer takes no such partition, "
+                    f"engine.py _configure_zero_optimizer), so DeepSpeed shards over all D{kept}",
+                    "ignored",
+                )
+                if name not in r.typed and getattr(s, name) != default:
+                    sub.fields[name] = default  # DeepSpeed's layout below stage 3: one partition over D
+                    sub.origin[name] = key
+            elif name not in r.typed and getattr(s, name) != default:
+                sub.set(key, None, name, default, "below stage 3 DeepSpeed has no such partition: one over all D")
+        r.lines[at:at] = sub.lines
+        return
+    hpz_on, mics_on = hpz > 1, mics > 0
+    if hpz_on and mics_on and not {"hpz", "shard_group"} & r.typed:  # a typed one: the lab's own rule
+        raise DeepSpeedConfigError(
+            _HPZ,
+            f"{n(hpz)} with mics_shard_size {n(mics)}: ZeRO++'s secondary partition and MiCS together are not "
+            "modelled (the lab does not take hpz with a shard group); DeepSpeed mixes them: "
+            "_return_mics_optimizer drops zero_hpz_partition_size while MiCS_Init still builds hpZ's group",
+        )
+    for key, on, size, name in ((_HPZ, hpz_on, hpz, "hpz"), (_MICS, mics_on, mics, "shard_group")):
+        if on and name not in r.typed:
+            if dp % size:
+                where = (
+                    "groups._create_zero_param_parallel_group" if name == "hpz" else "mics_utils._generate_mics_config"
+                )
+                raise DeepSpeedConfigError(
+                    key,
+                    f"{n(size)} does not divide D = {n(dp)} (as the lab's {name} must; DeepSpeed asserts it divides "
+                    f"the world size: {where})",
+                )
+            if s.ep > 1:
+                raise DeepSpeedConfigError(
+                    key,
+                    f"{n(size)} with ep {n(s.ep)}: DeepSpeed refuses hpZ and MiCS with ZeRO-3's expert parallelism "
+                    "(engine.py, _validate_zero3_moe_compatibility), and the lab does not model them together",
+                )
+    if hpz_raw is not None or ("hpz" not in r.typed and s.hpz != 1):
+        why = (
+            f"ZeRO++ hpZ: beside its ⌈N ÷ D {n(dp)}⌉ primary shard each rank keeps a secondary ⌈N ÷ {n(hpz)}⌉ of "
+            f"the parameters (partition_parameters.py, Init._partition_param_sec), so backward all-gathers within "
+            f"{n(hpz)} ranks ({n(dp // hpz)} group{'s' if dp // hpz > 1 else ''})"
+            if hpz_on
+            else "no secondary partition (DeepSpeed's default 1; hpZ is on above 1)"
+        )
+        sub.set(_HPZ, hpz_raw, "hpz", hpz if hpz_on else 1, why)
+    if mics_raw is not None or ("shard_group" not in r.typed and s.shard_group != dp):
+        groups = dp // mics if mics_on else 1
+        if mics_on and mics < dp:
+            why = (
+                f"MiCS: state sharded over {n(mics)} ranks, replicated across {n(groups)} "
+                f"group{'s' if groups > 1 else ''} (mics_utils.create_mics_comm_groups); gradients are "
+                "reduce-scattered within the group, then all-reduced across groups (MiCS_Optimizer)"
+            )
+        elif mics_on:
+            why = f"MiCS over one group of all D = {n(dp)} ranks: plain ZeRO-3's layout"
+        else:
+            why = "MiCS off (DeepSpeed's default -1; on above 0): state sharded over all D ranks"
+        sub.set(_MICS, mics_raw, "shard_group", mics if mics_on else dp, why)
+    r.lines[at:at] = sub.lines
 
 
 def _get(zero: Mapping[str, object], key: str) -> object:
@@ -939,10 +1033,12 @@ def import_deepspeed(
     """
     r = _Reader(frozenset(inputs) if typed is None else typed)
     stage = _zero(r, config)
+    zero_end = len(r.lines)  # the partitioning lines go here, beside the other zero_optimization keys
     _precision(r, config, stage)
     _optimizer(r, config)
     _activation_checkpointing(r, config)
     _top_level(r, config)
+    _partitions(r, config, stage, _parse(r, inputs), zero_end)
     _batch(r, config, _parse(r, inputs).dp)
     _sized(r, config, _parse(r, inputs), stage)
     final = _parse(r, inputs)

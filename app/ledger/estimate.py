@@ -82,7 +82,8 @@ def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
         fit=find_fit(s, _activations_at(s, source)),
         activation_source=source,
         model=md,
-        fsdp2=None if md is None else fsdp2_shard(md.model.inventory, s.dp, 1),
+        # FSDP2's padded shard is of the whole model over one flat mesh: not a model-parallel rank's
+        fsdp2=None if md is None or (s.tp, s.pp, s.ep) != (1, 1, 1) else fsdp2_shard(md.model.inventory, s.dp, 1),
         # the scenario's own rung is the ledger's own peak and host ledger: computed once, not again
         offload_fit=cheapest_offload(
             s, lambda t: ledger.stages[s.stage].peak.total if t == s else _run_stage_peak(t), ledger.host

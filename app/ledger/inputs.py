@@ -712,7 +712,7 @@ def _sharding_problems(inp: ScenarioIn, unchecked: frozenset[str]) -> list[Probl
     if hpz > 1 and dp % hpz:
         problems.append(Problem("hpz", "hpz_divides", f"{hpz:,} does not divide dp ({dp:,})", f"1 or {divisor}"))
     elif hpz > 1 and group is not None and group < dp:
-        why = "ZeRO++'s secondary partition and a shard group smaller than D are exclusive (as in DeepSpeed)"
+        why = "ZeRO++'s secondary partition with a shard group smaller than D is not modelled (DeepSpeed mixes them)"
         problems.append(Problem("hpz", "hpz_with_hsdp", why, "1 with a shard group"))
     if ep > 1:
         why = ""

@@ -7,7 +7,8 @@ tells apart is reported as surviving, with the reason it is equivalent on that s
 The spec's five break the persistent ledger or the declared peak; two more break the
 schedule-aware peak (a model's): ``drop-reduce-scatter-buffer`` and
 ``keep-all-grads-at-activation-peak``; one the host ledger:
-``forget-pinned-buffers``. Those two are equivalent on any scenario without a
+``forget-pinned-buffers``; one the hierarchical layouts (HSDP, hpZ, expert parallelism):
+``flatten-shard-groups``. Those two are equivalent on any scenario without a
 schedule, so the reference kill list runs the scenario checks on the frozen model reference too.
 """
 
@@ -86,6 +87,16 @@ def _why_erase_gather(s: Scenario) -> str | None:
     return None
 
 
+def _why_flat(s: Scenario) -> str | None:
+    # Check 1 also splits the scenario into two shard groups (D ÷ 2 ranks each) when D is even.
+    unsplittable = _unsplittable(s)
+    if unsplittable:
+        return unsplittable
+    if s.dp % 2 and s.shard_group == s.dp and s.ep == 1 and s.hpz == 1:
+        return f"dp = {s.dp} is odd: no shard group to split it into, and no hpZ or experts' group of it"
+    return None
+
+
 def _why_no_schedule(s: Scenario) -> str | None:
     why = not_schedulable(s)
     return None if why is None else f"the declared peak has no schedule to break ({why})"
@@ -140,6 +151,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "every gradient stays resident through the step, at the activation peak too (no set_to_none)",
         Rules(gradients_fill_during_backward=False),
         _why_no_schedule,
+    ),
+    Mutant(
+        "flatten-shard-groups",
+        "a shard group, ZeRO++'s secondary partition and the experts' D ÷ ep are ignored: every sharded class "
+        "is split over all D ranks",
+        Rules(hierarchical_groups=False),
+        _why_flat,
     ),
     # Never equivalent: check 9 also offloads the scenario, where the pinned buffers always hold bytes.
     Mutant(

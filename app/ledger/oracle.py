@@ -119,3 +119,101 @@ def host_table(
     gpus = world if world else dp
     ranks = ranks_per_node if ranks_per_node < gpus else gpus  # a run of fewer GPUs than a node has
     return {stage: ranks * per_rank[stage] for stage in (0, 1, 2, 3)}
+
+
+def rank_params(
+    family: str,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    intermediate: int,
+    vocab: int,
+    experts: int,
+    tied: bool,
+    qkv_bias: bool,
+    o_bias: bool,
+    mlp_bias: bool,
+    layernorm: bool,
+    positions: int,
+    tp: int = 1,
+    pp: int = 1,
+    stage: str = "first",
+    ep: int = 1,
+) -> tuple[int, int]:
+    """(dense, experts): the parameters one rank holds under Megatron-LM's layout, before ZeRO shards them,
+    spelled out family by family from the checkpoint shapes (Shoeybi et al. 2019; Narayanan et al. 2021).
+
+    Tensor parallelism splits a column-parallel weight on its output features (its bias too), a row-parallel
+    weight on its input features (its bias kept whole), the token embedding and the LM head on the vocabulary;
+    norms, the MoE router and GPT-2's ``wpe`` (``positions`` rows; 0 for rotary models) are whole. Attention
+    splits by whole heads: the busiest rank holds ⌈heads ÷ tp⌉ query heads and ⌈kv_heads ÷ tp⌉ key/value heads
+    (fewer key/value heads than tp: one each, replicated, as inference engines do), of the other split
+    dimensions (the MLP's intermediate features, the vocabulary) ⌈dim ÷ tp⌉. Pipeline stage ``stage`` (``first``
+    or ``last``; either is the whole model when pp = 1) holds layers ÷ pp decoder layers, the first the embedding,
+    the last the final norm and the head, and with ``tied`` embeddings and pp > 1 a copy of the token embedding.
+    A rank holds
+    experts ÷ ep of each MoE layer's experts: ``experts`` of the answer counts theirs (at ep = 1 all of them,
+    which ZeRO then shards like the rest). ``layernorm``: each norm has a weight and a bias (else a weight).
+
+    Llama-2-7B, pp = 4, first stage: 8 layers × (4 × 4,096² + 3 × 4,096 × 11,008 + 2 × 4,096 = 202,383,360)
+    + the embedding 32,000 × 4,096 = 131,072,000, so 1,750,138,880 dense. Mixtral-8x7B, ep = 4: 32 layers ×
+    (4,096² × 2 + 1,024 × 4,096 × 2 + 8 × 4,096 + 2 × 4,096 = 41,984,000) + 131,072,000 × 2 + 4,096 =
+    1,605,636,096 dense and 32 × 2 × 3 × 4,096 × 14,336 = 11,274,289,152 expert.
+    """
+    h, i = hidden, intermediate
+    norm = 2 * h if layernorm else h  # one norm's parameters
+    vocab_rows = (vocab + tp - 1) // tp  # the busiest rank's rows of the embedding and of the head
+    layer = expert = 0  # one decoder layer's dense parameters per rank, and one expert's
+    if family in ("llama", "mistral", "qwen2", "mixtral"):
+        q = (heads + tp - 1) // tp * head_dim  # column parallel, whole heads: the query's output features
+        kv = (kv_heads + tp - 1) // tp * head_dim  # each of the key's and the value's (fewer than tp: one, replicated)
+        layer += q * h + (q if qkv_bias else 0)  # q_proj [heads·d, h]
+        layer += 2 * (kv * h + (kv if qkv_bias else 0))  # k_proj, v_proj [kv·d, h]
+        layer += h * q + (h if o_bias else 0)  # o_proj [h, heads·d], row parallel: input features, bias whole
+        inner = (i + tp - 1) // tp  # the MLP's intermediate features per rank
+        if experts == 0:
+            layer += 2 * (inner * h + (inner if mlp_bias else 0))  # gate_proj, up_proj [i, h], column parallel
+            layer += h * inner + (h if mlp_bias else 0)  # down_proj [h, i], row parallel, bias whole
+        else:
+            layer += experts * h  # the router gate [E, h], whole on every rank
+            expert = inner * h + h * inner + inner * h  # w1 [i, h] column, w2 [h, i] row, w3 [i, h] column
+        layer += 2 * norm  # input_layernorm, post_attention_layernorm
+        embed = vocab_rows * h  # model.embed_tokens [V, h]
+        final = norm + (0 if tied else vocab_rows * h)  # model.norm, lm_head [V, h]
+    elif family == "gpt2":
+        row = (heads + tp - 1) // tp * head_dim  # whole heads per rank: the attention's h features split
+        qkv = 3 * row  # c_attn is Conv1D [h, 3h]: column parallel on dim 1 (q, k, v of the rank's heads), bias too
+        inner = (i + tp - 1) // tp
+        layer += 2 * norm  # ln_1, ln_2 (weight and bias)
+        layer += h * qkv + qkv  # attn.c_attn
+        layer += row * h + h  # attn.c_proj Conv1D [h, h]: row parallel on dim 0, bias whole
+        layer += h * inner + inner  # mlp.c_fc Conv1D [h, i], column parallel on dim 1
+        layer += inner * h + h  # mlp.c_proj Conv1D [i, h], row parallel on dim 0, bias whole
+        embed = vocab_rows * h + positions * h  # transformer.wte [V, h] split, wpe [positions, h] whole
+        final = norm + (0 if tied else vocab_rows * h)  # transformer.ln_f, lm_head
+    elif family == "gpt_neox":
+        row = (heads + tp - 1) // tp * head_dim  # whole heads per rank
+        qkv = 3 * row  # query_key_value Linear [3h, h], column parallel (q, k, v of the rank's heads)
+        inner = (i + tp - 1) // tp
+        layer += 2 * norm  # input_layernorm, post_attention_layernorm
+        layer += qkv * h + (qkv if qkv_bias else 0)  # attention.query_key_value
+        layer += h * row + (h if o_bias else 0)  # attention.dense [h, h], row parallel, bias whole
+        layer += inner * h + (inner if mlp_bias else 0)  # mlp.dense_h_to_4h [i, h], column parallel
+        layer += h * inner + (h if mlp_bias else 0)  # mlp.dense_4h_to_h [h, i], row parallel, bias whole
+        embed = vocab_rows * h  # gpt_neox.embed_in
+        final = norm + (0 if tied else vocab_rows * h)  # gpt_neox.final_layer_norm, embed_out
+    else:
+        raise ValueError(f"no tensor-parallel layout for family {family!r}")
+    stage_layers = layers // pp
+    dense = stage_layers * layer
+    if pp == 1:  # one stage: the whole model
+        dense += embed + final
+    elif stage == "first":
+        dense += embed
+    elif stage == "last":
+        dense += final + (vocab_rows * h if tied else 0)  # a tied head keeps its own copy of the token embedding
+    else:
+        raise ValueError(f"pipeline stage {stage!r} is not first or last")
+    return dense, stage_layers * (experts // ep) * expert

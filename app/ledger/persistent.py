@@ -97,11 +97,12 @@ def width_and_copies(s: Scenario, tensor_class: str, rules: Rules, stage: int = 
 
 def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> LedgerLine:
     sharded = rules.sharded(tensor_class, stage)
-    parts = s.shards() if sharded else ((s.params, 1),)
+    hierarchical = rules.hierarchical_groups
+    parts = (s.shards() if hierarchical else ((s.params, s.dp),)) if sharded else ((s.params, 1),)
     owners = parts[0][1]
     elements = sum(ceil_div(p, o) for p, o in parts)  # the busiest rank's share
     secondary = 0
-    if tensor_class == "parameters" and stage == 3 and sharded and s.hpz > 1:
+    if tensor_class == "parameters" and stage == 3 and sharded and s.hpz > 1 and hierarchical:
         secondary = ceil_div(s.params, s.hpz)  # ZeRO++ keeps it beside the primary shard
         elements += secondary
     width, copies, note = width_and_copies(s, tensor_class, rules, stage)

@@ -51,6 +51,9 @@ class Rules:
     gradients_fill_during_backward: bool = True
     # The host ledger (app/ledger/host.py) counts the pinned staging and swap buffers offload allocates.
     pinned_buffers: bool = True
+    # Hierarchical layouts (app/ledger/persistent.py): a shard group smaller than D, ZeRO++'s secondary
+    # partition and the experts' D ÷ ep decide how a sharded class splits; False splits all over D.
+    hierarchical_groups: bool = True
 
     def sharded(self, tensor_class: str, stage: int) -> bool:
         """Whether ``stage`` splits ``tensor_class`` across the D ranks."""

@@ -25,6 +25,7 @@ from app.ledger.arithmetic import n, share_bp
 from app.ledger.estimate import Estimate
 from app.ledger.fields import FIELDS
 from app.ledger.peak import Peak
+from app.ledger.pipeline import pipeline_ends
 from app.receipts.receipt import activations_section, fsdp2_section, model_section
 
 COLUMNS: tuple[str, ...] = (
@@ -164,6 +165,37 @@ def _host_rows(e: Estimate) -> Iterator[Row]:
                "detail": f"host memory {e.ledger.host.capacity:,} B"}  # fmt: skip
 
 
+def _parallelism_rows(e: Estimate) -> Iterator[Row]:
+    """The model-parallel layout: the world size, this rank's parameters and expert parameters before ZeRO
+    shards them, and with pipeline parallelism each end's peak at the run's stage."""
+    s = e.scenario
+    yield {"ledger": "parallelism", "category": "world", "value": s.world,
+           "formula": f"{n(s.dp)} × {n(s.tp)} × {n(s.pp)} = {n(s.world)}", "detail": "GPUs: D × tp × pp"}  # fmt: skip
+    lines = "; ".join(e.model.share.lines) if e.model is not None else ""
+    yield {"ledger": "parallelism", "category": "params_per_rank", "value": s.params,
+           "detail": "; ".join(p for p in ("parameters on this rank before ZeRO shards them", lines) if p)}  # fmt: skip
+    yield {"ledger": "parallelism", "category": "expert_params_per_rank", "value": s.expert_params,
+           "detail": f"of them, expert parameters sharded over D ÷ ep = {n(max(1, s.dp // s.ep))} ranks"
+           if s.expert_params else "ep = 1: any experts are sharded as the rest"}  # fmt: skip
+    ends = pipeline_ends(s)
+    if ends is None:
+        return
+    for end in ends.ends:
+        role = ", ".join(
+            word
+            for word, on in (("budgeted", end.pp_stage == ends.budgeted), ("busier", end.pp_stage == ends.busier))
+            if on
+        )
+        yield {"stage": s.stage, "ledger": "parallelism", "category": f"pipeline.{end.pp_stage}.peak",
+               "bytes": end.peak, "value": "fits" if end.fits else "does not fit",
+               "detail": f"the {end.pp_stage} of {s.pp} pipeline stages{f' ({role})' if role else ''}: "
+               f"{end.params:,} parameters per rank, activations {end.activation_bytes:,} B"}  # fmt: skip
+    if ends.other_problem:
+        other = "last" if ends.budgeted == "first" else "first"
+        yield {"stage": s.stage, "ledger": "parallelism", "category": f"pipeline.{other}.peak",
+               "detail": f"not budgeted: {ends.other_problem}"}  # fmt: skip
+
+
 def _explained(formula_text: str, *detail: str) -> Row:
     """The ``formula`` and ``detail`` cells of a row: the arithmetic, and the given detail followed
     by the remarks taken out of the formula that it does not already say, joined by "; "."""
@@ -237,6 +269,7 @@ def rows(e: Estimate) -> Iterator[Row]:
             yield {"stage": stage, "ledger": "checkpoint", "category": f"{c.policy}.save_peak", "bytes": peak}
     yield from _model_rows(e)
     yield from _host_rows(e)
+    yield from _parallelism_rows(e)
     for fit in e.fit.stages:
         yield {"stage": fit.stage, "ledger": "fit_finder", "category": "smallest_dp", "value": _blank(fit.smallest_dp)}
         if e.fit.micro_batch_modelled:

@@ -12,6 +12,7 @@ from app.ledger.ds_estimator import compare, not_comparable
 from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
 from app.ledger.peak import Peak
+from app.ledger.pipeline import PipelineEnds, pipeline_ends
 from app.ledger.scenario import Scenario
 from app.ledger.schedule import Instant
 from app.receipts.links import canonical_query, link
@@ -19,6 +20,8 @@ from app.receipts.links import canonical_query, link
 # 2: with a model, `peak` is the schedule-aware peak (the worst named instant of a step) and names its
 # `instant`; the seed's declared sum moved to `declared_peak` (spec "Two peaks"; issue 13).
 SCHEMA_VERSION = 2
+# The `parallelism` key (issue 15 item 4) was added without a version bump, as `host` and `url` were: the
+# contract names what a receipt holds "at least", and no existing field changed its name or meaning.
 # Where ``zero3-lab serve`` listens by default: the base of ``url`` when no other is given.
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 DISCLAIMER = (
@@ -309,6 +312,7 @@ def receipt(e: Estimate, base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
         "fsdp2": fsdp2_section(e),
         "fit": fit_section(e),
         "host": host_section(e),
+        "parallelism": parallelism_section(e),
         "disclaimer": DISCLAIMER,
     }
 
@@ -360,4 +364,71 @@ def host_section(e: Estimate) -> dict[str, Any]:
             "differences": list(ds.differences),
         },
         "deepspeed_estimator_note": not_comparable(s) or "",
+    }
+
+
+def parallelism_shown(s: Scenario) -> bool:
+    """Whether the layout is more than plain data parallelism: tp, pp or ep above 1, an HSDP / MiCS shard
+    group smaller than D, or a ZeRO++ secondary partition (the table and the page show it then)."""
+    return s.tp > 1 or s.pp > 1 or s.ep > 1 or s.shard_group < s.dp or s.hpz > 1
+
+
+def pipeline_json(ends: PipelineEnds | None) -> dict[str, Any] | None:
+    """Both ends of the pipeline at the run's stage (None when pp = 1)."""
+    if ends is None:
+        return None
+    return {
+        "budgeted": ends.budgeted,
+        "busier": ends.busier,
+        "budgeted_is_busier": ends.budgeted_is_busier,
+        "other_problem": ends.other_problem,
+        "ends": [
+            {
+                "pp_stage": end.pp_stage,
+                "params": end.params,
+                "unit_params": end.unit_params,
+                "activation_bytes": end.activation_bytes,
+                "peak": end.peak,
+                "fits": end.fits,
+            }
+            for end in ends.ends
+        ],
+    }
+
+
+def parallelism_section(e: Estimate, ends: PipelineEnds | None = None) -> dict[str, Any]:
+    """The model-parallel layout: the world size, this rank's share of the model before ZeRO shards it
+    (with a model), the 1F1B activations (when modelled) and both ends of the pipeline (pp > 1).
+    ``ends``: :func:`~app.ledger.pipeline.pipeline_ends` of the scenario when the caller has it already."""
+    s, md = e.scenario, e.model
+    share = None if md is None else md.share
+    acts = md.activations if md is not None and e.activation_source == "modelled" else None
+    if ends is None and s.pp > 1:
+        ends = pipeline_ends(s)
+    return {
+        "world": s.world,
+        "dp": s.dp,
+        "tp": s.tp,
+        "pp": s.pp,
+        "ep": s.ep,
+        "shard_group": s.shard_group,
+        "replicas": s.dp // s.shard_group,
+        "hpz": s.hpz,
+        "params_per_rank": s.params,
+        "expert_params_per_rank": s.expert_params,
+        "share": None
+        if share is None
+        else {
+            "stage": share.stage,
+            "layers": share.layers,
+            "dense": share.dense,
+            "experts": share.experts,
+            "whole_model": share.whole_model,
+            "largest_unit": {"name": share.largest.name, "params": share.largest.params},
+            "lines": list(share.lines),
+        },
+        "activations": None
+        if acts is None
+        else {"stage": acts.stage, "in_flight": acts.in_flight, "all_to_all_bytes": acts.all_to_all_bytes},
+        "pipeline": pipeline_json(ends),
     }

@@ -395,6 +395,67 @@ class HostSection(_Strict):
     deepspeed_estimator_note: str = Field(description="why DeepSpeed's estimator does not apply; empty when it does")
 
 
+class RankShareOut(_Strict):
+    """The parameters one rank holds under tp, pp and ep before ZeRO shards them, and how they were counted."""
+
+    stage: Literal["only", "first", "last"] = Field(description="the pipeline stage counted; only: pp = 1")
+    layers: Count = Field(description="decoder layers on this pipeline stage")
+    dense: Count = Field(description="parameters ZeRO shards over the shard group")
+    experts: Count = Field(description="expert parameters on this rank (E ÷ ep of each MoE layer's experts)")
+    whole_model: Count = Field(description="the whole model's parameter count")
+    largest_unit: UnitSize = Field(description="the largest wrapped unit on this rank: the stage-3 gather's U")
+    lines: list[str] = Field(description="the counting, one human-readable line each")
+
+
+class ParallelActivations(_Strict):
+    """What pipeline and expert parallelism change in the modelled activation ledger."""
+
+    stage: Literal["only", "first", "last"]
+    in_flight: Count = Field(description="micro batches whose activations the stage holds at once under 1F1B")
+    all_to_all_bytes: Bytes = Field(description="one MoE layer's all-to-all dispatch send and receive buffers")
+
+
+class PipelineEndOut(_Strict):
+    """One end of the pipeline at the run's stage."""
+
+    pp_stage: Literal["first", "last"]
+    params: Count = Field(description="parameters per rank on this end before ZeRO shards them")
+    unit_params: Count
+    activation_bytes: Bytes
+    peak: Bytes = Field(description="the training peak of the run's stage on this end")
+    fits: bool
+
+
+class PipelineOut(_Strict):
+    """Both ends of the pipeline: the ledger budgets pp_stage; the busier end is the busiest rank."""
+
+    budgeted: Literal["first", "last"] = Field(description="the scenario's pp_stage")
+    busier: Literal["first", "last"] = Field(description="the end with the larger peak (first on a tie)")
+    budgeted_is_busier: bool
+    other_problem: str = Field(description="why the other end could not be budgeted; empty when it was")
+    ends: list[PipelineEndOut] = Field(description="first, then last; only the budgeted end when other_problem")
+
+
+class ParallelismSection(_Strict):
+    """The model-parallel layout: world size, this rank's share of the model, and both pipeline ends."""
+
+    world: Count = Field(description="GPUs in the run: dp × tp × pp")
+    dp: Count
+    tp: Count
+    pp: Count
+    ep: Count
+    shard_group: Count = Field(description="ranks ZeRO shards state over (dp unless HSDP / MiCS)")
+    replicas: Count = Field(description="dp ÷ shard_group: copies of the sharded state")
+    hpz: Count = Field(description="ZeRO++ secondary parameter partition size (1: none)")
+    params_per_rank: Count = Field(description="the scenario's N: parameters on this rank before ZeRO shards them")
+    expert_params_per_rank: Count = Field(
+        description="of them, expert parameters sharded over dp ÷ ep (0 unless ep > 1)"
+    )
+    share: RankShareOut | None = Field(description="null without a model")
+    activations: ParallelActivations | None = Field(description="null when activations are not modelled")
+    pipeline: PipelineOut | None = Field(description="null when pp = 1")
+
+
 class Receipt(_Strict):
     """The whole answer for one scenario (spec "Receipt contract"): raw integer bytes per busiest rank."""
 
@@ -420,6 +481,8 @@ class Receipt(_Strict):
     fsdp2: Fsdp2Section | None
     fit: FitSection
     host: HostSection
+    # Added by issue 15 (item 4) without a schema_version bump, as `host` and `url` were.
+    parallelism: ParallelismSection
     disclaimer: str
 
 

@@ -32,6 +32,8 @@ DEEPSPEED_FIELDS = frozenset(
         "act_policy",
         "offload_optimizer",
         "offload_param",
+        "hpz",  # zero_optimization.zero_hpz_partition_size (stage 3)
+        "shard_group",  # zero_optimization.mics_shard_size (stage 3)
     }
 )
 _OPTIMIZERS = {2: "AdamW", 1: "Adagrad", 0: "SGD"}  # FP32 states per parameter -> a DeepSpeed optimizer.type
@@ -89,6 +91,31 @@ def _buckets(s: Scenario, zero: dict[str, object], notes: list[str]) -> None:
     zero["contiguous_gradients"] = True
     zero["overlap_comm"] = double or s.stage == 3
     zero["reduce_bucket_size"] = elements
+
+
+def _partitions(s: Scenario, zero: dict[str, object], notes: list[str]) -> None:
+    """hpz and shard_group as stage 3's zero_hpz_partition_size and mics_shard_size (DeepSpeed reads them at
+    stage 3 only: the importer's ``_partitions`` says where)."""
+    if s.stage != 3:
+        if s.hpz > 1:
+            notes.append(
+                f"hpz {s.hpz}: ZeRO++'s secondary partition is stage 3's (DeepSpeed reads "
+                "zero_hpz_partition_size at stage 3 only); not written"
+            )
+        if s.shard_group < s.dp:
+            notes.append(
+                f"shard_group {s.shard_group}: DeepSpeed has no such layout below stage 3 (MiCS, "
+                "mics_shard_size, is stage 3's); not written"
+            )
+        return
+    if s.hpz > 1:
+        zero["zero_hpz_partition_size"] = s.hpz
+    if s.shard_group < s.dp:
+        zero["mics_shard_size"] = s.shard_group
+        notes.append(
+            "MiCS: build the model under deepspeed.zero.MiCS_Init(config_dict_or_path=ds_config), not "
+            "deepspeed.zero.Init (the Trainer's): MiCS_Optimizer asserts its parameters carry MiCS's groups"
+        )
 
 
 def _mixed(s: Scenario) -> bool:
@@ -160,6 +187,7 @@ def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
             )
     elif s.prefetch:
         notes.append(f"prefetch {s.prefetch}: only stage 3 gathers parameters; not written")
+    _partitions(s, zero, notes)
     config["zero_optimization"] = zero
     if s.act_policy == "full":
         config["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False}
@@ -171,6 +199,22 @@ def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
         notes.append("selective recomputation: not a DeepSpeed setting (the model's own attention checkpointing)")
     if s.tp > 1:
         notes.append(f"tp {s.tp}: tensor parallelism comes from the model code (Megatron-DeepSpeed), not the config")
+    if s.pp > 1:
+        notes.append(
+            f"pp {s.pp}: pipeline parallelism is DeepSpeed's PipelineModule(num_stages={s.pp}) in the training "
+            "script, not the config"
+        )
+    if s.ep > 1:
+        moe = (
+            "; at stage 3 DeepSpeed refuses its native MoE layer (engine.py, _validate_zero3_moe_compatibility: "
+            "AutoEP instead)"
+            if s.stage == 3
+            else ""
+        )
+        notes.append(
+            f"ep {s.ep}: expert parallelism is `deepspeed.moe.layer.MoE(ep_size={s.ep})` in the model code, "
+            f"not the config{moe}"
+        )
     notes.append(
         f"from the launcher and the script, not the config: the model, D = {s.dp:,} data-parallel ranks, "
         f"the sequence length ({s.seq_len:,})"
@@ -188,10 +232,21 @@ def _fsdp2_offload(s: Scenario) -> bool:
     return s.offload_optimizer == "cpu" and s.offload_param == "cpu"
 
 
+def _fsdp2_mesh(s: Scenario) -> str:
+    """The mesh every ``fully_shard`` takes: 1-D over D, or HSDP's 2-D (replicate, shard) for a shard group."""
+    if s.shard_group >= s.dp:
+        return f'mesh = init_device_mesh("cuda", ({s.dp},))  # D = {s.dp:,} ranks shard the state'
+    groups = s.dp // s.shard_group
+    return (
+        f'mesh = init_device_mesh("cuda", ({groups}, {s.shard_group}), mesh_dim_names=("replicate", "shard"))'
+        f"  # HSDP: sharded over {s.shard_group:,} ranks, replicated across {groups:,} groups"
+    )
+
+
 def fsdp2_snippet(s: Scenario) -> Snippet:
-    """``fully_shard`` per decoder layer and on the root, with the scenario's MixedPrecisionPolicy,
-    reshard_after_forward, recomputation, prefetch and optimizer (a sketch for ``model``, a
-    transformers-style decoder whose layers are ``model.model.layers``)."""
+    """``fully_shard`` per decoder layer and on the root, on the scenario's mesh (HSDP's 2-D one for a shard
+    group), with its MixedPrecisionPolicy, reshard_after_forward, recomputation, prefetch and optimizer (a
+    sketch for ``model``, a transformers-style decoder whose layers are ``model.model.layers``)."""
     notes: list[str] = []
     reshard = bool(s.reshard_after_forward)
     if s.stage == 2 and reshard:
@@ -229,7 +284,7 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
         + ("CPUOffloadPolicy, " if _fsdp2_offload(s) else "")
         + "MixedPrecisionPolicy, fully_shard",
         "",
-        f'mesh = init_device_mesh("cuda", ({s.dp},))  # D = {s.dp:,} ranks shard the state',
+        _fsdp2_mesh(s),
     ]
     if s.param_bytes != 4:
         lines.append(f"model.to({_TORCH_TYPES[s.param_bytes]})  # the sharded parameters' width: {s.param_bytes} B")
@@ -275,4 +330,18 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
         notes.append(f"bucket_bytes {s.bucket_bytes:,} B: FSDP2 has no buckets (one collective per unit)")
     if s.tp > 1:
         notes.append(f"tp {s.tp}: a 2-D mesh (dp, tp) with parallelize_module; not written")
+    if s.hpz > 1:
+        notes.append(
+            f"hpz {s.hpz}: ZeRO++'s secondary parameter partition has no FSDP2 equivalent (a shard group, "
+            "HSDP, is the nearest); not written"
+        )
+    if s.pp > 1:
+        notes.append(
+            f"pp {s.pp}: pipeline parallelism is torch.distributed.pipelining (a PipelineStage per rank and a "
+            "schedule such as Schedule1F1B); not written"
+        )
+    if s.ep > 1:
+        notes.append(
+            f"ep {s.ep}: expert parallelism is the model's own code (its experts split over {s.ep} ranks); not written"
+        )
     return Snippet("\n".join(lines) + "\n", tuple(notes))

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from app.ledger.ds_estimator import compare
 from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
+from app.ledger.pipeline import pipeline_ends
 from app.ledger.rules import CLASSES
 from app.receipts.display import gb, gib, integer
-from app.receipts.receipt import DISCLAIMER
+from app.receipts.receipt import DISCLAIMER, parallelism_shown
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
@@ -101,6 +102,48 @@ def _host_lines(e: Estimate) -> Iterator[str]:
             yield f"    - {diff}"
 
 
+def _parallel_lines(e: Estimate) -> Iterator[str]:
+    """The model-parallel layout, shown when it is more than plain data parallelism: the world size, this
+    rank's share of the model and, with a pipeline, both ends' peaks and which is the busier."""
+    s = e.scenario
+    if not parallelism_shown(s):
+        return
+    yield ""
+    yield f"Parallelism: world size = D × tp × pp = {s.dp:,} × {s.tp:,} × {s.pp:,} = {s.world:,} GPUs"
+    layout = [f"expert parallelism ep = {s.ep:,}: E ÷ ep of each MoE layer's experts per rank"] if s.ep > 1 else []
+    if s.shard_group < s.dp:
+        layout.append(f"state sharded over {s.shard_group:,} ranks, {s.dp // s.shard_group:,} replicas (HSDP / MiCS)")
+    if s.hpz > 1:
+        layout.append(f"ZeRO++ secondary parameter partition over {s.hpz:,} ranks")
+    if layout:
+        yield "  " + "; ".join(layout)
+    yield f"  parameters per rank before ZeRO shards them: {integer(s.params)}" + (
+        f" (of which {integer(s.expert_params)} expert, sharded over D ÷ ep = {max(1, s.dp // s.ep):,})"
+        if s.expert_params
+        else ""
+    )
+    if e.model is not None:
+        for line in e.model.share.lines:
+            yield f"  {line}"
+    ends = pipeline_ends(s)
+    if ends is None:
+        return
+    yield f"  both ends of the pipeline at stage {s.stage} (the ledger budgets the {ends.budgeted} stage):"
+    body = []
+    for end in ends.ends:
+        marks = [m for m, on in (("budgeted", end.pp_stage == ends.budgeted), ("busier", end.pp_stage == ends.busier))
+                 if on]  # fmt: skip
+        label = f"{end.pp_stage} ({', '.join(marks)})" if marks else end.pp_stage
+        body.append([label, integer(end.params), gb(end.activation_bytes), gb(end.peak), gib(end.peak),
+                     "fits" if end.fits else "DOES NOT FIT"])  # fmt: skip
+    yield from _table(["end", "params/rank", "activations", "peak", "peak (GiB)", "verdict"], body)
+    if ends.other_problem:
+        yield f"  the other end could not be budgeted: {ends.other_problem}"
+    elif not ends.budgeted_is_busier:
+        yield (f"  WARNING: the {ends.busier} stage is busier than the budgeted {ends.budgeted} stage; "
+               f"budget it with --pp-stage {ends.busier}")  # fmt: skip
+
+
 def render_table(e: Estimate) -> str:
     return "\n".join(_lines(e)) + "\n"
 
@@ -166,6 +209,7 @@ def _lines(e: Estimate) -> Iterator[str]:
     else:
         yield from _schedule_lines(e)
     yield from _model_lines(e)
+    yield from _parallel_lines(e)
     yield ""
     yield f"Fit finder against {gb(s.capacity_bytes)} / {gib(s.capacity_bytes)}"
     body = [

@@ -20,10 +20,12 @@ from app.ledger.ledger import compute_ledger
 from app.ledger.models.activations import ActivationLedger
 from app.ledger.models.inventory import Unit
 from app.ledger.mutants import MutationResult, kill_list, reference_kill_list
+from app.ledger.pipeline import PipelineEnds, other_end, pipeline_ends
 from app.ledger.presets import DEVICES
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario
-from app.receipts.receipt import DISCLAIMER, fsdp2_section
+from app.receipts.links import link
+from app.receipts.receipt import DISCLAIMER, fsdp2_section, parallelism_shown
 from app.web.charts import PARTS, PEAK_PARTS, FitChart, PeakChart, fit_chart, peak_chart
 
 
@@ -223,6 +225,33 @@ class HostView:
 
 
 @dataclass(frozen=True, slots=True)
+class ParallelView:
+    """``_parallel.html``: the model-parallel layout (shown only when it is more than plain data parallelism):
+    the world size, this rank's share of the model and, with a pipeline, both ends at the run's stage."""
+
+    world: int
+    dp: int
+    tp: int
+    pp: int
+    ep: int
+    shard_group: int
+    hpz: int
+    params: int  # per rank, before ZeRO shards them
+    expert_params: int  # of them, sharded over D ÷ ep (0 unless ep > 1)
+    expert_owners: int  # D ÷ ep
+    share_lines: tuple[str, ...]  # how the share was counted (with a model)
+    in_flight: int | None  # micro batches held under 1F1B (modelled activations)
+    all_to_all_bytes: int
+    stage_run: int
+    ends: PipelineEnds | None  # pp > 1
+    switch_link: str  # the scenario budgeting the busier end, when that is not the one budgeted; else ""
+
+    @property
+    def replicas(self) -> int:
+        return self.dp // self.shard_group
+
+
+@dataclass(frozen=True, slots=True)
 class Results:
     """Everything ``_results.html`` shows for a valid scenario."""
 
@@ -237,6 +266,7 @@ class Results:
     checkpoint: tuple[CheckpointPolicy, ...]
     host: HostView
     kills: Kills | None  # None: deferred, loaded when the section comes into view (partials/_kills_pending.html)
+    parallel: ParallelView | None = None  # None: plain data parallelism (nothing to show)
 
 
 def kills(s: Scenario) -> Kills:
@@ -269,6 +299,38 @@ def results(s: Scenario, *, with_kills: bool = True) -> Results:
             not_comparable(s) or "",
         ),
         kills=Kills(e.mutations, e.reference_mutations, e.checks) if with_kills else None,
+        parallel=parallel_view(e),
+    )
+
+
+def parallel_view(e: Estimate) -> ParallelView | None:
+    """The model-parallel layout, or None when the scenario is plain data parallelism."""
+    s = e.scenario
+    if not parallelism_shown(s):
+        return None
+    md = e.model
+    acts = md.activations if md is not None and e.activation_source == "modelled" else None
+    ends = pipeline_ends(s)
+    switch = ""
+    if ends is not None and not ends.other_problem and not ends.budgeted_is_busier:
+        switch = link(other_end(s))
+    return ParallelView(
+        world=s.world,
+        dp=s.dp,
+        tp=s.tp,
+        pp=s.pp,
+        ep=s.ep,
+        shard_group=s.shard_group,
+        hpz=s.hpz,
+        params=s.params,
+        expert_params=s.expert_params,
+        expert_owners=max(1, s.dp // s.ep),
+        share_lines=md.share.lines if md is not None else (),
+        in_flight=acts.in_flight if acts is not None else None,
+        all_to_all_bytes=acts.all_to_all_bytes if acts is not None else 0,
+        stage_run=s.stage,
+        ends=ends,
+        switch_link=switch,
     )
 
 

@@ -285,7 +285,7 @@ def test_the_kill_lists_on_their_own(client: TestClient) -> None:
     """/kills: the section for htmx, a page of its own without JavaScript, a 422 naming a bad field."""
     section = client.get("/kills?dp=16", headers=HX)
     assert section.status_code == 200 and section.text.startswith('<section aria-labelledby="h-kill"')
-    assert "survived: dp = 1" not in section.text and section.text.count('<tr data-mutant="') == 16  # 8 mutants, twice
+    assert "survived: dp = 1" not in section.text and section.text.count('<tr data-mutant="') == 18  # 9 mutants, twice
     page = client.get("/kills?dp=16")
     assert page.text.startswith("<!doctype html>") and section.text in page.text
     assert "Mutation kill list: " in page.text and 'href="/?dp=16"' in page.text  # the way back

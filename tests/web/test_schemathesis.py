@@ -67,6 +67,39 @@ def _with_a_model(data: dict[str, Any]) -> bool:
     return bool(data.get("model"))
 
 
+def _int_of(data: dict[str, Any], name: str, default: int) -> int:
+    try:
+        return int(data.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def _group_not_dividing(data: dict[str, Any]) -> bool:
+    """shard_group must divide dp."""
+    dp = _int_of(data, "dp", DEFAULT_SCENARIO.dp)
+    return dp % _int_of(data, "shard_group", dp) != 0
+
+
+def _hpz_refused(data: dict[str, Any]) -> bool:
+    """hpz > 1 must divide dp and cannot be combined with a shard group smaller than dp."""
+    dp, hpz = _int_of(data, "dp", DEFAULT_SCENARIO.dp), _int_of(data, "hpz", 1)
+    return hpz > 1 and (dp % hpz != 0 or _int_of(data, "shard_group", dp) < dp)
+
+
+def _ep_refused(data: dict[str, Any]) -> bool:
+    """ep > 1 must divide dp and the experts of a MoE model whose own parameter counts are used, without a
+    shard group or hpZ."""
+    dp, ep = _int_of(data, "dp", DEFAULT_SCENARIO.dp), _int_of(data, "ep", 1)
+    if ep == 1:
+        return False
+    if dp % ep or "params" in data or "unit_params" in data or _int_of(data, "hpz", 1) > 1:
+        return True
+    if _int_of(data, "shard_group", dp) < dp or _names_no_model(data) or not data.get("model"):
+        return True
+    experts = resolve(str(data["model"])).architecture.experts
+    return experts == 0 or experts % ep != 0
+
+
 DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "unit_params": _unit_exceeds_params,
     "name": _breaks_name_pattern,
@@ -74,6 +107,10 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "tp": _with_a_model,
     "seq_len": _with_a_model,
     "micro_batch": _with_a_model,
+    "pp": _with_a_model,  # must divide the model's layers
+    "shard_group": _group_not_dividing,
+    "hpz": _hpz_refused,
+    "ep": _ep_refused,
 }
 
 

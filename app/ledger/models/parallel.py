@@ -86,12 +86,19 @@ def _split_dim(t: Tensor) -> int | None:
     return None if kind == "bias" else (0 if conv else 1)  # row: input features; the bias stays whole
 
 
-def tp_elements(t: Tensor, tp: int) -> int:
-    """Elements of one ``t`` on the busiest tensor-parallel rank: ⌈split dimension ÷ tp⌉ × the rest."""
+_HEAD_SPLIT = ("q_proj", "k_proj", "v_proj", "o_proj")  # split by whole attention heads of head_dim rows
+
+
+def tp_elements(t: Tensor, tp: int, head_dim: int = 0) -> int:
+    """Elements of one ``t`` on the busiest tensor-parallel rank: ⌈split dimension ÷ tp⌉ × the rest, or
+    for the attention projections ⌈heads ÷ tp⌉ whole heads (a rank never holds part of a head: with fewer
+    key/value heads than tp each rank keeps one, replicated)."""
     dim = _split_dim(t)
     if dim is None or tp == 1:
         return t.numel
     rest = t.numel // t.shape[dim]
+    if head_dim and t.name.split(".")[-2] in _HEAD_SPLIT:
+        return ceil_div(t.shape[dim] // head_dim, tp) * head_dim * rest
     return ceil_div(t.shape[dim], tp) * rest
 
 
@@ -137,10 +144,10 @@ class RankShare:
         return self.dense + self.experts
 
 
-def _unit_share(unit: Unit, tp: int, ep: int, name: str | None = None) -> UnitShare:
+def _unit_share(unit: Unit, tp: int, ep: int, head_dim: int, name: str | None = None) -> UnitShare:
     dense = experts = 0
     for t in unit.tensors:
-        each = tp_elements(t, tp)
+        each = tp_elements(t, tp, head_dim)
         if _is_expert(t):
             experts += each * (t.count // ep)
         else:
@@ -177,8 +184,9 @@ def rank_share(arch: Architecture, tp: int = 1, pp: int = 1, stage: str = "first
     inv = inventory(arch)
     layers = arch.layers // pp
     where = "only" if pp == 1 else stage
-    layer = _unit_share(inv.units[1], tp, ep, "layer")
-    embed, final = _unit_share(inv.embed, tp, ep), _unit_share(inv.final, tp, ep)
+    d = arch.head_dim
+    layer = _unit_share(inv.units[1], tp, ep, d, "layers.0")
+    embed, final = _unit_share(inv.embed, tp, ep, d), _unit_share(inv.final, tp, ep, d)
     ends: list[UnitShare] = []
     if where in ("only", "first"):
         ends.append(embed)
