@@ -43,6 +43,11 @@ def numbers(ledger: Ledger) -> tuple[int | bool, ...]:
     # check 9 reads the host ledger with both offloads to the CPU too: its figures there count as the ledger's
     offloaded = ledger.scenario.with_(offload_optimizer="cpu", offload_param="cpu")
     out.extend(h.per_node for h in host_ledger(offloaded, ledger.rules).stages)
+    # check 1 reads the persistent lines in two shard groups of D ÷ 2 too (even D, a flat layout)
+    s = ledger.scenario
+    if s.dp % 2 == 0 and s.shard_group == s.dp and s.ep == 1 and s.hpz == 1:
+        split = compute_ledger(s.with_(shard_group=s.dp // 2), ledger.rules, schedule=False)
+        out.extend(ln.bytes for st_ in split.stages for ln in st_.lines)
     return tuple(out)
 
 

@@ -139,6 +139,7 @@ def test_json_receipt_checkpoint_and_mutations(seed_estimate: Estimate) -> None:
         "divide-activations-by-dp",
         "erase-gather-peak",
         *SCHEDULE_MUTANTS,
+        "flatten-shard-groups",
         "forget-pinned-buffers",
     ]
     assert all(m["killed"] for m in data["reference_mutations"])

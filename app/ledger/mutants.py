@@ -92,8 +92,16 @@ def _why_flat(s: Scenario) -> str | None:
     unsplittable = _unsplittable(s)
     if unsplittable:
         return unsplittable
-    if s.dp % 2 and s.shard_group == s.dp and s.ep == 1 and s.hpz == 1:
+    flat = s.shard_group == s.dp and s.ep == 1 and s.hpz == 1
+    if flat and s.dp % 2:
         return f"dp = {s.dp} is odd: no shard group to split it into, and no hpZ or experts' group of it"
+    if flat:
+        split = s.with_(shard_group=s.dp // 2)
+        bytes_of = [[ln.bytes for st in compute_ledger(split, r, schedule=False).stages for ln in st.lines]
+                    for r in (Rules(), Rules(hierarchical_groups=False))]  # fmt: skip
+        if bytes_of[0] == bytes_of[1]:
+            return (f"in shard groups of {s.dp // 2} every sharded class holds what it holds over D = {s.dp} "
+                    "(⌈N ÷ (D ÷ 2)⌉ = ⌈N ÷ D⌉, or the class is off the device)")  # fmt: skip
     return None
 
 

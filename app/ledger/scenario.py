@@ -52,7 +52,7 @@ class Scenario:
     gather_bytes: int = 2
     prefetch: int = 0
     stage: int = 3  # the stage the run uses (the comparison shows all four)
-    shard_group: int = 8  # HSDP / MiCS: state sharded over this many ranks, replicated across D ÷ it; default D
+    shard_group: int = 0  # HSDP / MiCS: state sharded over this many ranks, replicated across D ÷ it; 0 → D
     hpz: int = 1  # ZeRO++'s secondary parameter partition over this many ranks (1: none)
     pp: int = 1
     pp_stage: str = "first"  # the end of the pipeline budgeted (pp > 1)
@@ -78,6 +78,10 @@ class Scenario:
     ranks_per_node: int = 8
     host_bytes: int = 2_000_000_000_000
     zero_init: int = 1
+
+    def __post_init__(self) -> None:
+        if self.shard_group == 0:  # the default: one group of all D ranks (a frozen dataclass: set it once here)
+            object.__setattr__(self, "shard_group", self.dp)
 
     def with_(self, **changes: int | str) -> Scenario:
         """A copy with some inputs changed (no re-validation: callers pass in-bound values). A shard group

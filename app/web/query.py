@@ -14,9 +14,9 @@ def query_dict(request: Request) -> dict[str, str]:
     return dict(request.query_params)
 
 
-# Fields whose default follows other inputs (the model, params, the parameter and gradient widths).
+# Fields whose default follows other inputs (the model, params, the parameter and gradient widths, D).
 # The page's form leaves them empty unless the user types a value, so an empty one means "use the default".
-DERIVED = MODEL_FILLED | {"gather_bytes", "reduce_bytes"}
+DERIVED = MODEL_FILLED | {"gather_bytes", "reduce_bytes", "shard_group"}
 
 
 def form_fields(query: Mapping[str, str]) -> dict[str, str]:

@@ -85,6 +85,8 @@ def derived_hint(s: Scenario | None, name: str) -> str:
         return f"empty = the parameter width ({default} B)"
     if name == "reduce_bytes":
         return f"empty = the gradient width ({default} B)"
+    if name == "shard_group":
+        return f"empty = D ({default:,}): one group, plain ZeRO"
     if s.model and name in ("params", "unit_params"):
         label = "from config"
     elif name == "activation_bytes":
