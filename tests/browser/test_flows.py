@@ -332,9 +332,9 @@ def test_keyboard_only(page: Page, live_server: str) -> None:
     expect(page.locator("a.skip")).to_be_focused()
     tab_to(page, "f-dp")
     page.keyboard.press("Tab")
-    expect(page.locator("#f-stage")).to_be_focused()  # the parallelism group: D, then the stage run
+    expect(page.locator("#f-stage")).to_be_focused()  # the parallelism group: D, the stage run, the shard group
     page.keyboard.press("Tab")
-    expect(page.locator("#f-prefetch")).to_be_focused()
+    expect(page.locator("#f-shard_group")).to_be_focused()
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Shift+Tab")
     expect(page.locator("#f-dp")).to_be_focused()
