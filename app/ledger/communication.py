@@ -76,7 +76,7 @@ class Communication:
     @property
     def formula(self) -> str:
         groups = sorted({t.key for t in self.terms}, key=lambda k: (k[0], -k[1]))
-        if len(self.terms) == len(_plain_terms(self.stage)) and groups == [(False, self.scenario.dp)]:
+        if groups == [(False, self.scenario.dp)]:  # every collective over the D ranks: the spec's formula
             s = self.scenario
             psi_p, psi_g = s.params * s.param_bytes, s.params * s.grad_bytes
             if self.stage == 0:
@@ -97,11 +97,6 @@ class Communication:
 def _replicas(s: Scenario) -> int:
     """HSDP's replica groups: D ÷ S."""
     return max(1, s.dp // s.shard_group) if s.shard_group < s.dp else 1
-
-
-def _plain_terms(stage: int) -> tuple[str, ...]:
-    return {0: ("all-reduce",), 1: ("reduce-scatter", "all-gather"), 2: ("reduce-scatter", "all-gather"),
-            3: ("all-gather forward", "all-gather backward", "reduce-scatter")}[stage]  # fmt: skip
 
 
 def _terms(s: Scenario, stage: int) -> list[Term]:

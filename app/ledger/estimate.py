@@ -16,6 +16,7 @@ from app.ledger.models.fsdp2 import Fsdp2Shard, fsdp2_shard
 from app.ledger.mutants import MutationResult, kill_list, reference_kill_list
 from app.ledger.peak import training_peak
 from app.ledger.persistent import ledger_line
+from app.ledger.pipeline import PipelineEnds, pipeline_ends
 from app.ledger.rules import CLASSES, PRODUCTION
 from app.ledger.scenario import Scenario
 
@@ -35,6 +36,7 @@ class Estimate:
     model: ModelDefaults | None = None  # with a model: its inventory and activation ledger
     fsdp2: Fsdp2Shard | None = None  # with a model: the dim-0-padded shard, in elements per rank
     offload_fit: OffloadFit | None = None  # the least offload on which the run's stage fits device and host
+    pipeline: PipelineEnds | None = None  # pp > 1: both ends of the pipeline at the run's stage
 
 
 def _run_stage_peak(s: Scenario) -> int:
@@ -88,4 +90,5 @@ def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
         offload_fit=cheapest_offload(
             s, lambda t: ledger.stages[s.stage].peak.total if t == s else _run_stage_peak(t), ledger.host
         ),
+        pipeline=pipeline_ends(s, ledger),
     )

@@ -73,17 +73,12 @@ class _PeakModel:
     def persistent(self, stage: int, dp: int) -> int:
         s = self.s
         sharded, replicated = self.widths[stage]
-        if self.plain:
-            return ceil_div(s.params, dp) * sharded + s.params * replicated
-        shard = sum(ceil_div(p, o) for p, o in s.shards(dp))
+        shard = sum(ceil_div(p, o) for p, o in s.shards(dp))  # ⌈N ÷ D⌉ on a flat mesh
         return shard * sharded + s.params * replicated + (self.secondary if stage == 3 else 0)
 
     def remote_unit(self, dp: int) -> int:
         """Elements of the largest unit a rank gathers at D = ``dp``."""
-        s = self.s
-        if self.plain:
-            return s.unit_params - ceil_div(s.unit_params, dp)
-        return sum(p - ceil_div(p, o) for p, o in s.unit_shards(dp))
+        return sum(p - ceil_div(p, o) for p, o in self.s.unit_shards(dp))
 
     def peak(self, stage: int, dp: int, activations: int) -> int:
         s = self.s
@@ -103,11 +98,11 @@ class _PeakModel:
 
     def smallest_dp_without_gather(self, stage: int, activations: int) -> int | None:
         """Stages 0–2 in closed form: ⌈N ÷ D⌉ × sharded ≤ room  ⟺  D ≥ ⌈N ÷ ⌊room ÷ sharded⌋⌉."""
+        if not self.plain:
+            return self._bisected(stage, activations)
         s = self.s
         sharded, replicated = self.widths[stage]
         room = self.room - s.params * replicated - self.fixed - activations
-        if not self.plain:
-            return self._bisected(stage, activations)
         if room < 0:
             return None
         if sharded == 0:

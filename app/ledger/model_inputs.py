@@ -53,7 +53,6 @@ def model_defaults(
     """Raises ``ModelConfigError`` (the model), ``ActivationInputError`` or ``ParallelLayoutError``
     (naming its field)."""
     ref = resolve(model)
-    inv = ref.inventory
     share = rank_share(ref.architecture, tp, pp, pp_stage, ep)
     ledger = activation_ledger(
         ref.architecture,
@@ -69,8 +68,7 @@ def model_defaults(
         pp_stage=pp_stage,
         ep=ep,
     )
-    if share.params == inv.params and share.largest.params == inv.largest_unit.params:
-        return ModelDefaults(ref, inv.params, inv.largest_unit.params, inv.largest_unit.name, ledger, share)
+    # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)
 
 

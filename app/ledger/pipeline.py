@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.ledger.ledger import compute_ledger
+from app.ledger.ledger import Ledger, compute_ledger
 from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 
 ENDS: tuple[str, ...] = ("first", "last")
@@ -48,16 +48,17 @@ def other_end(s: Scenario) -> Scenario:
     return parse_scenario({**typed, "pp_stage": other})
 
 
-def _end(s: Scenario) -> PipelineEnd:
-    peak = compute_ledger(s, schedule=False).stages[s.stage].peak
+def _end(s: Scenario, ledger: Ledger | None = None) -> PipelineEnd:
+    peak = (ledger or compute_ledger(s, schedule=False)).stages[s.stage].peak
     return PipelineEnd(s.pp_stage, s.params, s.unit_params, s.activation_bytes, peak.total, peak.fits)
 
 
-def pipeline_ends(s: Scenario) -> PipelineEnds | None:
-    """Both ends' peaks at the run's stage (None without pipeline parallelism)."""
+def pipeline_ends(s: Scenario, ledger: Ledger | None = None) -> PipelineEnds | None:
+    """Both ends' peaks at the run's stage (None without pipeline parallelism); ``ledger``: the scenario's
+    own, when the caller has it (with pp > 1 its peak is the declared one, as here)."""
     if s.pp == 1:
         return None
-    here = _end(s)
+    here = _end(s, ledger)
     try:
         there = _end(other_end(s))
     except ScenarioError as exc:  # e.g. the first stage's pp micro batches beyond the activation bound

@@ -120,16 +120,20 @@ class Scenario:
         over the shard group (D, or HSDP's group), the experts over D ÷ ep; ``degree`` evaluates the same
         layout at another D (the fit finder's)."""
         dp = self.dp if degree is None else degree
-        group = dp if self.shard_group == self.dp else min(self.shard_group, dp)
+        group = self._group(dp)
         experts = self.expert_params
         if not experts:
             return ((self.params, group),)
         return ((self.params - experts, group), (experts, max(1, dp // self.ep)))
 
+    def _group(self, dp: int) -> int:
+        """The dense parameters' sharding degree at D = ``dp``: D itself, or a typed shard group (at most D)."""
+        return dp if self.shard_group == self.dp else min(self.shard_group, dp)
+
     def unit_shards(self, degree: int | None = None) -> tuple[tuple[int, int], ...]:
         """The largest unit's (parameters, owners) parts, as :meth:`shards` splits the whole."""
         dp = self.dp if degree is None else degree
-        group = dp if self.shard_group == self.dp else min(self.shard_group, dp)
+        group = self._group(dp)
         md = self.model_defaults() if self.ep > 1 else None
         experts = 0 if md is None else md.share.largest.experts
         if not experts:

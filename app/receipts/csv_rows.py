@@ -25,7 +25,6 @@ from app.ledger.arithmetic import n, share_bp
 from app.ledger.estimate import Estimate
 from app.ledger.fields import FIELDS
 from app.ledger.peak import Peak
-from app.ledger.pipeline import pipeline_ends
 from app.receipts.receipt import activations_section, fsdp2_section, model_section
 
 COLUMNS: tuple[str, ...] = (
@@ -177,7 +176,7 @@ def _parallelism_rows(e: Estimate) -> Iterator[Row]:
     yield {"ledger": "parallelism", "category": "expert_params_per_rank", "value": s.expert_params,
            "detail": f"of them, expert parameters sharded over D ÷ ep = {n(max(1, s.dp // s.ep))} ranks"
            if s.expert_params else "ep = 1: any experts are sharded as the rest"}  # fmt: skip
-    ends = pipeline_ends(s)
+    ends = e.pipeline
     if ends is None:
         return
     for end in ends.ends:

@@ -12,7 +12,7 @@ from app.ledger.ds_estimator import compare, not_comparable
 from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
 from app.ledger.peak import Peak
-from app.ledger.pipeline import PipelineEnds, pipeline_ends
+from app.ledger.pipeline import PipelineEnds
 from app.ledger.scenario import Scenario
 from app.ledger.schedule import Instant
 from app.receipts.links import canonical_query, link
@@ -396,15 +396,12 @@ def pipeline_json(ends: PipelineEnds | None) -> dict[str, Any] | None:
     }
 
 
-def parallelism_section(e: Estimate, ends: PipelineEnds | None = None) -> dict[str, Any]:
+def parallelism_section(e: Estimate) -> dict[str, Any]:
     """The model-parallel layout: the world size, this rank's share of the model before ZeRO shards it
-    (with a model), the 1F1B activations (when modelled) and both ends of the pipeline (pp > 1).
-    ``ends``: :func:`~app.ledger.pipeline.pipeline_ends` of the scenario when the caller has it already."""
+    (with a model), the 1F1B activations (when modelled) and both ends of the pipeline (pp > 1)."""
     s, md = e.scenario, e.model
     share = None if md is None else md.share
     acts = md.activations if md is not None and e.activation_source == "modelled" else None
-    if ends is None and s.pp > 1:
-        ends = pipeline_ends(s)
     return {
         "world": s.world,
         "dp": s.dp,
@@ -430,5 +427,5 @@ def parallelism_section(e: Estimate, ends: PipelineEnds | None = None) -> dict[s
         "activations": None
         if acts is None
         else {"stage": acts.stage, "in_flight": acts.in_flight, "all_to_all_bytes": acts.all_to_all_bytes},
-        "pipeline": pipeline_json(ends),
+        "pipeline": pipeline_json(e.pipeline),
     }

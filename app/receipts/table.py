@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from app.ledger.ds_estimator import compare
 from app.ledger.estimate import Estimate
 from app.ledger.mutants import MutationResult
-from app.ledger.pipeline import pipeline_ends
 from app.ledger.rules import CLASSES
 from app.receipts.display import gb, gib, integer
 from app.receipts.receipt import DISCLAIMER, parallelism_shown
@@ -125,7 +124,7 @@ def _parallel_lines(e: Estimate) -> Iterator[str]:
     if e.model is not None:
         for line in e.model.share.lines:
             yield f"  {line}"
-    ends = pipeline_ends(s)
+    ends = e.pipeline
     if ends is None:
         return
     yield f"  both ends of the pipeline at stage {s.stage} (the ledger budgets the {ends.budgeted} stage):"

@@ -20,7 +20,7 @@ from app.ledger.ledger import compute_ledger
 from app.ledger.models.activations import ActivationLedger
 from app.ledger.models.inventory import Unit
 from app.ledger.mutants import MutationResult, kill_list, reference_kill_list
-from app.ledger.pipeline import PipelineEnds, other_end, pipeline_ends
+from app.ledger.pipeline import PipelineEnds, other_end
 from app.ledger.presets import DEVICES
 from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario
@@ -310,7 +310,7 @@ def parallel_view(e: Estimate) -> ParallelView | None:
         return None
     md = e.model
     acts = md.activations if md is not None and e.activation_source == "modelled" else None
-    ends = pipeline_ends(s)
+    ends = e.pipeline
     switch = ""
     if ends is not None and not ends.other_problem and not ends.budgeted_is_busier:
         switch = link(other_end(s))
