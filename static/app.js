@@ -1,7 +1,7 @@
 // zero3-lab's own small script: copy-link, the preset menu's keyboard, config files read into the
-// paste form, the history entries of live updates, open <details> and exact-bytes switches kept
-// across updates, failed updates said in place, and keeping aria-invalid in step with the inline
-// errors that htmx swaps in. No inline scripts anywhere (CSP: script-src 'self').
+// paste form, the history entries of live updates, which deferred parts are on screen, open <details>
+// and exact-bytes switches kept across updates, failed updates said in place, and keeping aria-invalid
+// in step with the inline errors that htmx swaps in. No inline scripts anywhere (CSP: script-src 'self').
 (function () {
   "use strict";
 
@@ -62,11 +62,38 @@
   });
   window.addEventListener("popstate", function () { typedEntry = false; });
 
+  // The parts a live update may defer (#lower: the sections from the fit finder down; #kills: the kill
+  // lists) come inline when they are on screen as the edit is sent, rather than as a placeholder that loads
+  // them by a second request (X-In-View, app/web/pages.py). An IntersectionObserver keeps track without
+  // asking for a layout; it is given the new elements after every swap.
+  var DEFERRABLE = ["lower", "kills"];
+  var inView = {};
+  var viewWatch = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) { inView[entry.target.id] = entry.isIntersecting; });
+  }) : null;
+  function watchDeferrable() {
+    if (!viewWatch) return;
+    viewWatch.disconnect();
+    inView = {};
+    DEFERRABLE.forEach(function (id) {
+      var element = document.getElementById(id);
+      if (element) viewWatch.observe(element);
+    });
+  }
+  watchDeferrable();
+  document.addEventListener("htmx:afterSettle", watchDeferrable);
+  document.addEventListener("htmx:configRequest", function (event) {
+    if (event.detail.elt.id !== "scenario") return;
+    var shown = DEFERRABLE.filter(function (id) { return inView[id]; });
+    if (shown.length) event.detail.headers["X-In-View"] = shown.join(" ");
+  });
+
   // Open <details> in the results stay open across a live update. A <details> is known by its id,
   // else by its section's heading id, its class and its place in that section. So do the switches
   // that show a table's exact bytes (.show-exact, known by their ids).
   var reopen = null;
   var switchedOn = null;
+  var lowerHeight = 0; // the height of the sections from the fit finder down before a live update
   function detailsKey(details) {
     if (details.id) return "#" + details.id;
     var scope = details.closest("section[aria-labelledby]") || details.closest("#results");
@@ -80,18 +107,32 @@
     target.querySelectorAll("details[open]").forEach(function (d) { reopen.push(detailsKey(d)); });
     switchedOn = [];
     target.querySelectorAll("input.show-exact:checked").forEach(function (i) { switchedOn.push(i.id); });
+    var lower = target.querySelector("#lower");
+    lowerHeight = lower ? lower.offsetHeight : 0;
+  });
+  // A live update defers the sections from the fit finder down (#lower[data-pending]): until they arrive,
+  // their placeholder keeps the height they had, so the page below does not move up and back down.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (!event.detail.target || event.detail.target.id !== "results") return;
+    var pending = document.querySelector("#lower[data-pending]");
+    // on the placeholder's section: htmx's settle puts back #lower's own style (it has an id in both)
+    var holder = pending && pending.querySelector("section");
+    if (holder && lowerHeight) holder.style.minHeight = lowerHeight + "px";
   });
   document.addEventListener("htmx:afterSettle", function () {
     var results = document.getElementById("results");
     if (!reopen || !results) return;
     var keys = reopen;
-    // A deferred section (the kill lists, [data-pending]) reopens its own <details> when it arrives.
-    reopen = results.querySelector("[data-pending]") ? keys : null;
-    (switchedOn || []).forEach(function (id) {
+    var switches = switchedOn || [];
+    // A deferred section ([data-pending]: the fit finder's sections, the kill lists) reopens its own
+    // <details> and turns its own switches back on when it arrives.
+    var pending = results.querySelector("[data-pending]") !== null;
+    reopen = pending ? keys : null;
+    switchedOn = pending ? switches : null;
+    switches.forEach(function (id) {
       var input = document.getElementById(id);
       if (input) input.checked = true;
     });
-    switchedOn = null;
     results.querySelectorAll("details").forEach(function (d) {
       if (!d.open && keys.indexOf(detailsKey(d)) >= 0) d.open = true; // a lazy table loads again
     });

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from app.ledger.checkpoint import CheckpointPolicy, checkpoint_policies
 from app.ledger.checks import ALL_CHECKS, CheckResult, run_checks
@@ -21,7 +22,8 @@ from app.ledger.rules import CLASSES, PRODUCTION
 from app.ledger.scenario import Scenario
 
 
-@dataclass(frozen=True, slots=True)
+# Not slots: the fit finder and the cheapest offload are cached properties (they need the instance's __dict__).
+@dataclass(frozen=True)
 class Estimate:
     scenario: Scenario
     ledger: Ledger
@@ -29,14 +31,29 @@ class Estimate:
     checkpoint: tuple[CheckpointPolicy, ...]
     mutations: tuple[MutationResult, ...]  # the kill list on this scenario; () when not asked for
     reference_mutations: tuple[MutationResult, ...]
-    fit: FitFinder
     # scenario.source_of("activation_bytes"): ``modelled`` (from the model), ``measured`` (typed by
     # the user), or ``placeholder`` while the seed's declared 20 GB stands
     activation_source: str
     model: ModelDefaults | None = None  # with a model: its inventory and activation ledger
     fsdp2: Fsdp2Shard | None = None  # with a model: the dim-0-padded shard, in elements per rank
-    offload_fit: OffloadFit | None = None  # the least offload on which the run's stage fits device and host
     pipeline: PipelineEnds | None = None  # pp > 1: both ends of the pipeline at the run's stage
+
+    # The fit finder's two searches are made the first time they are read, not with the rest: a live update
+    # defers the sections that show them to a request of its own (searching D and the micro batch walks the
+    # schedule dozens of times, the costliest part of an answer after the kill lists) and never reads them.
+    @cached_property
+    def fit(self) -> FitFinder:
+        """Per stage, the smallest D and the largest micro batch that fit, and the curve over D."""
+        return find_fit(self.scenario, _activations_at(self.scenario, self.activation_source))
+
+    @cached_property
+    def offload_fit(self) -> OffloadFit | None:
+        """The least offload on which the run's stage fits device and host (None: none does)."""
+        s, ledger = self.scenario, self.ledger
+        # the scenario's own rung is the ledger's own peak and host ledger: computed once, not again
+        return cheapest_offload(
+            s, lambda t: ledger.stages[s.stage].peak.total if t == s else _run_stage_peak(t), ledger.host
+        )
 
 
 def _run_stage_peak(s: Scenario) -> int:
@@ -81,14 +98,9 @@ def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
         checkpoint=checkpoint_policies(s, tuple(stage.persistent for stage in ledger.stages)),
         mutations=kill_list(s) if with_kill_lists else (),
         reference_mutations=reference_kill_list(),
-        fit=find_fit(s, _activations_at(s, source)),
         activation_source=source,
         model=md,
         # FSDP2's padded shard is of the whole model over one flat mesh: not a model-parallel rank's
         fsdp2=None if md is None or (s.tp, s.pp, s.ep) != (1, 1, 1) else fsdp2_shard(md.model.inventory, s.dp, 1),
-        # the scenario's own rung is the ledger's own peak and host ledger: computed once, not again
-        offload_fit=cheapest_offload(
-            s, lambda t: ledger.stages[s.stage].peak.total if t == s else _run_stage_peak(t), ledger.host
-        ),
         pipeline=pipeline_ends(s, ledger),
     )

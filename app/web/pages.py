@@ -26,7 +26,7 @@ from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario, Scenari
 from app.receipts.links import canonical_query, link
 from app.receipts.snippets import deepspeed_snippet, fsdp2_snippet
 from app.web.query import DERIVED, form_fields, query_dict, read_scenario
-from app.web.results import kills
+from app.web.results import DEFERRABLE, kills, lower
 from app.web.templating import templates
 from app.web.views import (
     address_of,
@@ -63,7 +63,20 @@ def wants_fragment(request: Request) -> bool:
 # The page's script says how a live update should touch the history (static/app.js): ``replace``
 # while an edit is being typed (its first update made the entry), else a settled change.
 HISTORY_HEADER = "X-History"
-FRAGMENT_VARY = {"Vary": f"HX-Request, HX-Current-URL, {HISTORY_HEADER}"}
+# ... and which of the parts a live update may defer are on screen (``lower kills``, static/app.js): those
+# come inline, the others are deferred until they come into view.
+IN_VIEW_HEADER = "X-In-View"
+FRAGMENT_VARY = {"Vary": f"HX-Request, HX-Current-URL, {HISTORY_HEADER}, {IN_VIEW_HEADER}"}
+
+
+def deferred_parts(request: Request, present: bool) -> frozenset[str]:
+    """What a live update leaves for later: every deferrable part (the sections from the fit finder down, the
+    kill lists) the page does not have on screen. Checking the mutants and searching D and the micro batch
+    are most of an answer's work, and most edits are made with those parts off screen (docs/performance.md).
+    Presenter mode defers nothing: the stepper shows the kill lists, and the room sees the page as it is."""
+    if present:
+        return frozenset()
+    return DEFERRABLE - frozenset(request.headers.get(IN_VIEW_HEADER, "").split())
 
 
 def history_header(request: Request, address: str) -> str:
@@ -95,10 +108,8 @@ def page(request: Request) -> Response:
         return RedirectResponse(target, status_code=303)
     scenario, error = read_scenario(raw, strict=False)
     fragment, present = wants_fragment(request), presenting(query)
-    # A live update defers the kill lists to /kills, loaded as they come into view: checking seven mutants
-    # against the scenario is most of an answer's work, and most edits happen with the list off screen.
-    # Presenter mode keeps them inline: the stepper shows them, and the room is looking at them.
-    v = replace(view(raw, scenario, error, preset, with_kills=not fragment or present), present=present)
+    deferred = deferred_parts(request, present) if fragment else frozenset()
+    v = replace(view(raw, scenario, error, preset, deferred=deferred), present=present)
     if fragment:
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
         headers = {**FRAGMENT_VARY, history_header(request, v.page_address): v.page_address}
@@ -220,6 +231,17 @@ def kill_lists(request: Request) -> Response:
     return _detail_table(
         request, "Mutation kill list", "partials/_kills.html", lambda s: {"kills": kills(s), "present": False}
     )
+
+
+@router.api_route("/fit-finder", methods=PAGE_METHODS)
+def fit_finder(request: Request) -> Response:
+    """The sections from the fit finder down (fit finder, communication, checkpoint, host, "Run it"): what a
+    live update's results load when they come into view (htmx), or, followed as a link without JavaScript,
+    those sections as a page of their own."""
+    return _detail_table(
+        request, "Fit finder, communication, checkpoint and host", "partials/_lower.html",
+        lambda s: {"lower": lower(s), "q": link(s, "")},
+    )  # fmt: skip
 
 
 @router.api_route("/snippets", methods=PAGE_METHODS)

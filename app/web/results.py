@@ -1,5 +1,6 @@
 """The results section's data, one part per partial of ``templates/partials/``: the answer, the
-model, persistent state by stage, the peak, the fit finder, communication, checkpoint and kill lists.
+model, persistent state by stage, the peak, the sections below it (fit finder, communication, checkpoint,
+host) and the kill lists.
 
 Everything is read off one :class:`~app.ledger.estimate.Estimate`; the figures stay exact integers
 (the templates format them) and the lab's own texts (formulas, evidence, messages) are passed as
@@ -9,6 +10,7 @@ they are, for the templates to escape like any other text.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.ledger.arithmetic import share_bp
 from app.ledger.checkpoint import CheckpointPolicy
@@ -252,6 +254,19 @@ class ParallelView:
 
 
 @dataclass(frozen=True, slots=True)
+class Lower:
+    """``_lower.html``: the sections below the peak, from the fit finder to "Run it" (fit finder,
+    communication, checkpoint save, host memory). A live update defers them as it does the kill lists."""
+
+    capacity: int
+    fit: FitSection
+    communication: tuple[CommunicationRow, ...]
+    communication_evidence: str
+    checkpoint: tuple[CheckpointPolicy, ...]
+    host: HostView
+
+
+@dataclass(frozen=True, slots=True)
 class Results:
     """Everything ``_results.html`` shows for a valid scenario."""
 
@@ -260,12 +275,9 @@ class Results:
     model: ModelSection | None
     persistent: PersistentSection
     peak: PeakSection
-    fit: FitSection
-    communication: tuple[CommunicationRow, ...]
-    communication_evidence: str
-    checkpoint: tuple[CheckpointPolicy, ...]
-    host: HostView
-    kills: Kills | None  # None: deferred, loaded when the section comes into view (partials/_kills_pending.html)
+    # None: deferred, loaded when it comes into view (partials/_lower_pending.html, partials/_kills_pending.html)
+    lower: Lower | None
+    kills: Kills | None
     parallel: ParallelView | None = None  # None: plain data parallelism (nothing to show)
 
 
@@ -274,16 +286,52 @@ def kills(s: Scenario) -> Kills:
     return Kills(kill_list(s), reference_kill_list(), run_checks(compute_ledger(s), compute_ledger, ALL_CHECKS))
 
 
-def results(s: Scenario, *, with_kills: bool = True) -> Results:
-    """Everything the results show for ``s``; ``with_kills=False`` defers the kill lists (a live update)."""
-    e = estimate(s, with_kill_lists=with_kills)
-    stages = e.ledger.stages
+# The parts of the results a live update may defer, each then loaded by a request of its own when it comes
+# into view (partials/_lower_pending.html, partials/_kills_pending.html): the sections from the fit finder
+# down and the kill lists, the two costliest parts of an answer.
+DEFERRABLE = frozenset({"lower", "kills"})
+
+
+def results(s: Scenario, *, deferred: frozenset[str] = frozenset()) -> Results:
+    """Everything the results show for ``s``, less the parts named in ``deferred`` (of :data:`DEFERRABLE`):
+    ``lower`` (the sections from the fit finder down, then from /fit-finder), ``kills`` (the kill lists, then
+    from /kills)."""
+    return _whole_results(s) if not deferred else _results(s, deferred)
+
+
+# Cached: a room opens the same link at once (the default scenario, a preset: a workshop's 200 first page
+# loads are one answer, the costliest there is, kill lists included). Live updates are each attendee's own
+# edits and are not cached: they seldom repeat across a room, and would only push these out. Results are
+# frozen, so requests share them safely; an answer is ~36 KB (tracemalloc), ~2 MB in all.
+@lru_cache(maxsize=64)
+def _whole_results(s: Scenario) -> Results:
+    return _results(s, frozenset())
+
+
+def _results(s: Scenario, deferred: frozenset[str]) -> Results:
+    unknown = deferred - DEFERRABLE
+    if unknown:
+        raise ValueError(f"not a deferrable part of the results: {sorted(unknown)}")
+    with_kills = "kills" not in deferred
+    e = estimate(s, with_kill_lists=with_kills)  # its fit finder is searched only if lower_section reads it
     return Results(
         capacity=s.capacity_bytes,
         answer=answer(e),
         model=model_section(e),
         persistent=persistent_section(e),
         peak=peak_section(e),
+        lower=None if "lower" in deferred else lower_section(e),
+        kills=Kills(e.mutations, e.reference_mutations, e.checks) if with_kills else None,
+        parallel=parallel_view(e),
+    )
+
+
+def lower_section(e: Estimate) -> Lower:
+    """``_lower.html``: the fit finder, communication, checkpoint and host sections of ``e`` (with its fit finder)."""
+    s = e.scenario
+    stages = e.ledger.stages
+    return Lower(
+        capacity=s.capacity_bytes,
         fit=fit_section(e),
         communication=tuple(
             CommunicationRow(st.stage, st.communication.collectives, st.communication.bytes, st.communication.formula)
@@ -298,9 +346,12 @@ def results(s: Scenario, *, with_kills: bool = True) -> Results:
             compare(e.ledger, e.ledger.host),
             not_comparable(s) or "",
         ),
-        kills=Kills(e.mutations, e.reference_mutations, e.checks) if with_kills else None,
-        parallel=parallel_view(e),
     )
+
+
+def lower(s: Scenario) -> Lower:
+    """``_lower.html`` on its own (``/fit-finder``): what :func:`results` shows when it is not deferred."""
+    return lower_section(estimate(s, with_kill_lists=False))
 
 
 def parallel_view(e: Estimate) -> ParallelView | None:

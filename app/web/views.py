@@ -313,17 +313,18 @@ def view(
     error: ScenarioError | None,
     preset: Preset | None = None,
     *,
-    with_kills: bool = True,
+    deferred: frozenset[str] = frozenset(),
 ) -> View:
     """The page for what was typed. ``preset`` is the preset the request named: it is kept (its id in
     the address, its title as the heading) only while the scenario is still exactly the preset's.
-    ``with_kills=False`` defers the kill lists to ``/kills`` (see :func:`app.web.results.results`)."""
+    ``deferred`` names the parts a live update defers (the sections from the fit finder down to
+    ``/fit-finder``, the kill lists to ``/kills``; see :func:`app.web.results.results`)."""
     errors = error.by_field() if error else {}
     if scenario is None:
         return View(raw, None, errors, raw_query(raw, errors), "fix the highlighted fields", None)
     kept = preset if preset is not None and preset.scenario == scenario else None
     title = kept.title if kept else title_of(scenario)
-    return View(raw, scenario, errors, canonical_query(scenario), title, results(scenario, with_kills=with_kills), kept)
+    return View(raw, scenario, errors, canonical_query(scenario), title, results(scenario, deferred=deferred), kept)
 
 
 def ranks(dp: int) -> str:

@@ -31,24 +31,32 @@ _seeds = itertools.count(1)
 
 class Attendee(FastHttpUser):  # type: ignore[misc]  # locust's classes are Any to mypy
     """Loads the page once (GET / and its versioned assets, cold cache), then edits one field every
-    1–3 s; each edit is the htmx request the form makes: GET /?<every field> with HX-Request."""
+    1–3 s; each edit is the htmx request the form makes: GET /?<every field> with HX-Request.
+
+    A live update brings the sections from the fit finder down inline only when the page has them on screen
+    (it says so: ``X-In-View: lower``), and otherwise defers them until they are scrolled to. A share
+    ``scrolled`` of the room (drawn once per attendee) keeps them on screen and sends the header, as the
+    page's script does; the others never scroll to them. The kill lists, at the very bottom and deferred
+    too, are taken to be off screen for everyone."""
 
     wait_time = between(1, 3)
+    scrolled: ClassVar[float] = 0.25  # set by workshop.py --scrolled
 
     def on_start(self) -> None:
         self.rng = random.Random(next(_seeds))  # noqa: S311 - scenarios, not secrets
+        self.watching_lower = self.rng.random() < self.scrolled
         self.form: dict[str, str] = {}
         with self.client.get("/", name="page", headers=BROWSER, catch_response=True) as response:
-            html = response.text or ""
+            page = response.text or ""
             if response.status_code != 200:
                 response.failure(f"page: status {response.status_code}")
                 return
             try:
-                self.form = _scenarios.form_state(html)
+                self.form = _scenarios.form_state(page)
             except ValueError as exc:
                 response.failure(str(exc))
                 return
-        assets = ASSET.findall(html)
+        assets = ASSET.findall(page)
         if not assets:
             raise RuntimeError("the page links no versioned /static/ asset")
         for url in assets:
@@ -68,6 +76,8 @@ class Attendee(FastHttpUser):  # type: ignore[misc]  # locust's classes are Any 
         _scenarios.edit(self.rng, self.form)
         query = "/?" + urlencode(self.form)
         headers = {**HTMX, "HX-Current-URL": self.host + self.current}
+        if self.watching_lower:
+            headers["X-In-View"] = "lower"
         with self.client.get(query, name="fragment", headers=headers, catch_response=True) as response:
             body = response.text or ""
             if response.status_code != 200:
@@ -76,6 +86,8 @@ class Attendee(FastHttpUser):  # type: ignore[misc]  # locust's classes are Any 
                 response.failure("fragment: no #results section")
             elif 'role="alert"' in body:
                 response.failure(f"fragment: the scenario was refused: {query}")
+            elif self.watching_lower and 'class="fit-chart"' not in body:
+                response.failure("fragment: the fit finder on screen did not come inline")
         self.current = query
 
     tasks: ClassVar[list[Callable[[Attendee], None]]] = [change_a_field]
@@ -85,6 +97,7 @@ class SoloClient(Attendee):
     """One client, one fragment request after another (no pause): the solo baseline."""
 
     wait_time = constant(0)
+    scrolled: ClassVar[float] = 0.0  # fragments only: the solo median is a live update's
 
     def reading(self) -> None:
         pass

@@ -114,6 +114,7 @@ def breakdown(app: Any, count: int) -> None:
     """Mean and median of building a live update's answer and of rendering it, over workshop queries
     (the first 200 warm the caches, as a room that has been editing for a while has)."""
     from app.web.query import form_fields, read_scenario
+    from app.web.results import DEFERRABLE
     from app.web.templating import templates
     from app.web.views import results_context, view
 
@@ -123,7 +124,7 @@ def breakdown(app: Any, count: int) -> None:
         raw = form_fields(dict(parse_qsl(q, keep_blank_values=True)))
         scenario, error = read_scenario(raw, strict=False)
         t0 = time.perf_counter()
-        v = view(raw, scenario, error, None, with_kills=False)  # as a live update builds it
+        v = view(raw, scenario, error, None, deferred=DEFERRABLE)  # as a live update builds it
         t1 = time.perf_counter()
         template.render(results_context(v, oob=True))
         t2 = time.perf_counter()

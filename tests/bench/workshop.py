@@ -2,6 +2,7 @@
 
     .venv/bin/pip install -e '.[bench]'        # once: locust 2.47.0 (not needed by the tests)
     .venv/bin/python tests/bench/workshop.py [--users 200] [--spawn-rate 50] [--seconds 60] [--workers 1]
+                                             [--scrolled 0.25]
     .venv/bin/python tests/bench/workshop.py --url http://127.0.0.1:8000   # a lab you started yourself
 
 Starts ``zero3-lab serve --no-access-log`` (one uvicorn worker unless ``--workers``) on a free
@@ -15,7 +16,9 @@ loopback port, warms it up, then:
    as a power of two, a model preset, the recomputation policy, micro-batch, device capacity …,
    see ``_scenarios.py``) and sends what htmx sends: ``GET /?<every field>`` with
    ``HX-Request: true``. A fragment counts as failed unless it is a 200 holding ``#results`` and
-   no refused field.
+   no refused field. A live update brings the sections from the fit finder down inline only when
+   the page has them on screen, and defers them otherwise: the attendees who keep them on screen
+   (``--scrolled``, a quarter of the room by default) say so as the page does (``X-In-View``).
 
 Prints requests, failures and p50/p95/p99/max per kind of request, the solo median, the ratio of
 the workshop's fragment p99 to it, the server's CPU use, and PASS/FAIL for each goal (0 failures;
@@ -117,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=60, help="the workshop's length, ramp included (default 60)")
     ap.add_argument("--solo-seconds", type=float, default=10, help="the solo baseline's length (default 10)")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn workers: zero3-lab serve --workers (default 1)")
+    ap.add_argument("--scrolled", type=float, default=0.25,
+                    help="the share of attendees with the fit finder's sections on screen, whose live "
+                         "updates bring them inline (default 0.25)")  # fmt: skip
     ap.add_argument("--url", help="run against a lab already serving at this base URL instead of starting one "
                                   "(its CPU then counts as other processes)")  # fmt: skip
     args = ap.parse_args(argv)
@@ -125,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from tests.bench import _attendees, _server  # locust first: it monkey-patches the process for gevent
+
+    if not 0 <= args.scrolled <= 1:
+        ap.error(f"--scrolled {args.scrolled:g} is out of bounds (0 … 1)")
+    _attendees.Attendee.scrolled = args.scrolled
 
     print("command: " + shlex.join([Path(sys.executable).name, *sys.argv]))
     print(machine())
@@ -160,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     print("  " + solo_cpu.line())
     print()
     print(f"workshop: {args.users} attendees (spawned {args.spawn_rate:g}/s), {args.seconds:g} s, each loading the "
-          "page once then editing a field every 1–3 s")  # fmt: skip
+          "page once then editing a field every 1–3 s;")  # fmt: skip
+    print(f"  {args.scrolled:.0%} of them with the fit finder's sections on screen (their updates bring them inline)")
     print(f"  {'request kind':<32}{'requests':>9}{'failures':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'max ms':>9}")
     for kind, label in LABELS.items():
         times = room.times.get(kind, [])

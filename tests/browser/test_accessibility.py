@@ -183,6 +183,8 @@ def test_touch_shows_the_exact_bytes_and_formulas_and_a_live_update_keeps_them(p
     page.locator("#f-dp").fill("16")
     expect(page).to_have_url(live_server + "/?dp=16")
     expect(page.locator("#exact-peak")).to_be_checked()
+    # the checkpoint's switch is in the sections a live update defers: on again once they load, in view
+    page.locator("#lower").scroll_into_view_if_needed()
     expect(page.locator("#exact-ckpt")).to_be_checked()
     expect(page.locator(PEAK3_EXACT)).to_have_text(stage3_peak_bytes(page))
     box = page.locator(PEAK3_EXACT).bounding_box()

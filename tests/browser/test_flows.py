@@ -493,6 +493,7 @@ def test_picking_a_model_fills_the_ledger_from_its_config(page: Page, live_serve
     # the schedule-aware peak holds the activations still saved at its instant
     expect(peak3).to_have_attribute("data-bytes", str(receipt["stages"][3]["peak"]["activations"]))
     smallest = page.locator('table.fit tr[data-stage="3"] td[data-fit="smallest_dp"]')
+    page.locator("#lower").scroll_into_view_if_needed()  # a live update loads the fit finder as it comes into view
     expect(smallest).to_have_text(f"{receipt['fit']['stages'][3]['smallest_dp']:,}")
 
     # the chart's table twin loads when opened
@@ -501,6 +502,43 @@ def test_picking_a_model_fills_the_ledger_from_its_config(page: Page, live_serve
 
 
 @pytest.mark.browser
+def test_the_fit_finder_comes_inline_when_on_screen_and_is_deferred_when_not(page: Page, live_server: str) -> None:
+    """A live update defers the sections from the fit finder down when they are off screen, and brings them
+    inline when they are on screen as the edit is sent (the page says so, X-In-View): one request either way
+    until they are scrolled to, and the page does not move. A placeholder keeps the sections' height and loads
+    them (/fit-finder) when it comes into view."""
+    page.goto(live_server + "/?model=llama-2-7b")
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url) if r.url.startswith(live_server + "/") else None)
+    frame = "new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(done))))"
+
+    page.evaluate("document.getElementById('h-fit').scrollIntoView({block: 'start'})")
+    page.evaluate(frame)  # the IntersectionObserver has seen it
+    before = page.evaluate("window.scrollY")
+    top = page.evaluate("document.getElementById('h-fit').getBoundingClientRect().top")
+    # an edit made without scrolling the page (the field is off screen), as a keyboard user's change is
+    page.locator("#f-dp").evaluate("el => { el.value = '16'; el.dispatchEvent(new Event('change', {bubbles: true})); }")
+    expect(page).to_have_url(live_server + "/?dp=16&model=llama-2-7b")
+    expect(page.locator("#lower .fit-chart .now-label")).to_have_text("D = 16")
+    expect(page.locator("[data-pending]#lower")).to_have_count(0)
+    assert page.evaluate("window.scrollY") == before
+    assert abs(page.evaluate("document.getElementById('h-fit').getBoundingClientRect().top") - top) < 2
+    assert [u for u in requests if "/fit-finder?" in u] == []  # inline: no second request
+
+    # at the top of the page the fit finder is off screen: the update defers it until it is scrolled to
+    page.evaluate("window.scrollTo(0, 0)")
+    page.evaluate(frame)
+    height = page.evaluate("document.getElementById('lower').offsetHeight")
+    page.locator("#f-dp").fill("32")
+    expect(page).to_have_url(live_server + "/?dp=32&model=llama-2-7b")
+    expect(page.locator("[data-pending]#lower")).to_have_count(1)
+    assert page.evaluate("document.getElementById('lower').offsetHeight") == height  # the page keeps its length
+    assert [u for u in requests if "/fit-finder?" in u] == []
+    page.locator("#lower").scroll_into_view_if_needed()
+    expect(page.locator("#lower .fit-chart .now-label")).to_have_text("D = 32")
+    assert [u for u in requests if "/fit-finder?" in u] == [live_server + "/fit-finder?dp=32&model=llama-2-7b"]
+
+
 def test_pasting_a_config_json_uses_it(page: Page, live_server: str) -> None:
     from app.ledger.models.known import KNOWN_BY_ID
 

@@ -104,9 +104,9 @@ def test_the_charts_on_the_page_are_the_macros_output() -> None:
     s = Scenario()
     v = view({}, s, None)
     page = templates.get_template("index.html").render(page_context(v))
-    assert v.results is not None
+    assert v.results is not None and v.results.lower is not None
     assert str(CHARTS.peak_chart(v.results.peak.chart)) in page
-    assert str(CHARTS.fit_chart(v.results.fit.chart)) in page
+    assert str(CHARTS.fit_chart(v.results.lower.fit.chart)) in page
 
 
 # --- colours, textures, labels and the current D (issue 14, item 8) --------------------------------

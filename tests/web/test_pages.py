@@ -238,47 +238,79 @@ def test_pages_are_utf8_and_show_the_lab_s_symbols_as_text(client: TestClient) -
 
 
 PENDING_KILLS = re.compile(r'<section aria-labelledby="h-kill"[^>]*\bdata-pending\b.*?</section>\n', re.DOTALL)
+PENDING_LOWER = re.compile(r'<div id="lower" class="lower" data-pending\b.*?</div>\n', re.DOTALL)
 
 
-def _with_deferred_kills_loaded(client: TestClient, section: str) -> str:
-    """``section`` with its deferred kill lists replaced by what ``/kills`` answers, as htmx swaps them."""
-    pending = PENDING_KILLS.search(section)
-    if pending is None:
-        return section
-    found = re.search(r'hx-get="([^"]+)"', pending.group())
-    assert found is not None
-    answer = client.get(html.unescape(found.group(1)), headers=HX)
-    assert answer.status_code == 200
-    return section.replace(pending.group(), answer.text)
+def _with_deferred_loaded(client: TestClient, section: str) -> str:
+    """``section`` with its deferred parts (the sections from the fit finder down, the kill lists) replaced by
+    what they ask for (``/fit-finder``, ``/kills``), as htmx swaps them in when they come into view."""
+    for pattern in (PENDING_LOWER, PENDING_KILLS):
+        pending = pattern.search(section)
+        if pending is None:
+            continue
+        found = re.search(r'hx-get="([^"]+)"', pending.group())
+        assert found is not None
+        answer = client.get(html.unescape(found.group(1)), headers=HX)
+        assert answer.status_code == 200
+        section = section.replace(pending.group(), answer.text)
+    return section
 
 
 @pytest.mark.parametrize("query", [*SCENARIOS, "model=llama-2-7b&act_policy=full", "dp=0&params=x", "name=%3Cb%3E"])
 def test_the_fragment_is_the_very_results_section_the_page_includes(client: TestClient, query: str) -> None:
     """One file, partials/_results.html, is both included by the page and returned for htmx: the
     fragment's section appears verbatim in the page, so the two cannot drift. A live update defers
-    the kill lists to ``/kills`` (loaded when they come into view): with that answer swapped in, as
-    htmx does, the fragment is the page's section byte for byte."""
+    the sections from the fit finder down to ``/fit-finder`` and the kill lists to ``/kills`` (each loaded
+    when it comes into view): with those answers swapped in, as htmx does, the fragment is the page's
+    section byte for byte."""
     fragment = client.get(f"/?{query}", headers=HX).text
     start = fragment.index('<section id="results"')
     section = fragment[start : fragment.index('</section>\n<div class="field-error"') + len("</section>\n")]
     page = client.get(f"/?{query}").text
-    assert ('class="summary' in section) == (PENDING_KILLS.search(section) is not None)  # results: deferred
-    assert _with_deferred_kills_loaded(client, section) in page
+    valid = 'class="summary' in section
+    assert valid == (PENDING_KILLS.search(section) is not None) == (PENDING_LOWER.search(section) is not None)
+    assert _with_deferred_loaded(client, section) in page
 
 
 @pytest.mark.parametrize("query", ["", "model=llama-2-7b&dp=64", "dp=1&activation_bytes=0"])
-def test_a_live_update_defers_the_kill_lists_unless_presenting(client: TestClient, query: str) -> None:
-    """The fragment asks /kills (for its own scenario's address) for its kill lists once they come into view;
-    the page (no JavaScript, a first load, a history restore) and presenter mode's live update (the stepper
-    shows them) have them."""
+def test_a_live_update_defers_the_fit_finder_and_the_kill_lists_unless_presenting(
+    client: TestClient, query: str
+) -> None:
+    """The fragment asks /fit-finder and /kills (for its own scenario's address) for the sections from the fit
+    finder down and for its kill lists once they come into view; the page (no JavaScript, a first load, a
+    history restore) and presenter mode's live update (the stepper shows them) have them."""
     r = client.get(f"/?{query}", headers=HX)
     address = r.headers.get("hx-push-url") or r.headers["hx-replace-url"]
-    assert "data-pending" in r.text and '<table class="kills"' not in r.text
-    assert f'hx-get="/kills{html.escape(address[1:])}" hx-trigger="intersect once"' in r.text
+    assert r.text.count("data-pending") == 2 and '<table class="kills"' not in r.text
+    assert 'id="h-host"' not in r.text and 'class="fit-chart"' not in r.text and 'id="h-ckpt"' not in r.text
+    for path in ("/fit-finder", "/kills"):
+        assert f'hx-get="{path}{html.escape(address[1:])}" hx-trigger="intersect once"' in r.text
     restore = {"HX-History-Restore-Request": "true", **HX}
     for headers, path in (({}, f"/?{query}"), (HX, f"/?{query}&present=1"), (restore, f"/?{query}")):
         got = client.get(path, headers=headers).text
         assert got.count('<table class="kills"') == 2 and "data-pending" not in got, (path, headers)
+        assert '<div id="lower" class="lower">' in got and 'id="h-host"' in got and 'class="fit-chart"' in got
+
+
+IN_VIEW = [
+    ("lower", {"lower"}),
+    ("kills", {"kills"}),
+    ("lower kills", {"lower", "kills"}),
+    ("", set()),
+    ("results <script> " + "x" * 500, set()),
+]
+
+
+@pytest.mark.parametrize(("in_view", "inline"), IN_VIEW)
+def test_a_live_update_brings_inline_what_is_on_screen(client: TestClient, in_view: str, inline: set[str]) -> None:
+    """The page says which deferrable parts are on screen (X-In-View): those come inline in the live update,
+    the others stay deferred; anything else in the header is ignored. Caches are told the answer varies by it."""
+    r = client.get("/?model=llama-2-7b&dp=64", headers={**HX, "X-In-View": in_view})
+    assert r.status_code == 200 and "X-In-View" in r.headers["vary"]
+    assert ('<div id="lower" class="lower">' in r.text) == ("lower" in inline)
+    assert ('class="fit-chart"' in r.text) == ("lower" in inline)
+    assert (r.text.count('<table class="kills"') == 2) == ("kills" in inline)
+    assert r.text.count("data-pending") == 2 - len(inline)
 
 
 def test_the_kill_lists_on_their_own(client: TestClient) -> None:
@@ -292,6 +324,22 @@ def test_the_kill_lists_on_their_own(client: TestClient) -> None:
     survived = client.get("/kills?dp=1", headers=HX).text
     assert "survived: dp = 1" in survived  # the list is the scenario's own, not the page's last one
     bad = client.get("/kills?dp=0", headers=HX)
+    assert bad.status_code == 422 and "dp" in bad.text
+
+
+def test_the_fit_finder_on_its_own(client: TestClient) -> None:
+    """/fit-finder: the sections from the fit finder down for htmx, a page of their own without JavaScript,
+    a 422 naming a bad field. The figures are the scenario's own (the fit chart marks its D)."""
+    section = client.get("/fit-finder?dp=16", headers=HX)
+    assert section.status_code == 200 and section.text.startswith('<div id="lower" class="lower">')
+    for heading in ("h-fit", "h-comm", "h-ckpt", "h-host", "h-run"):
+        assert f'id="{heading}"' in section.text
+    assert "D = 16</text>" in section.text
+    page = client.get("/fit-finder?dp=16")
+    assert page.text.startswith("<!doctype html>") and section.text in page.text
+    assert "Fit finder, communication, checkpoint and host: " in page.text and 'href="/?dp=16"' in page.text
+    assert "D = 1</text>" in client.get("/fit-finder?dp=1", headers=HX).text
+    bad = client.get("/fit-finder?dp=0", headers=HX)
     assert bad.status_code == 422 and "dp" in bad.text
 
 
