@@ -59,6 +59,7 @@ overhead are resident at every instant, the contingency is on top of the worst i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -397,18 +398,21 @@ def saved_activations(s: Scenario, rules: Rules) -> dict[str, int]:
 
 
 class _Lazy:
-    """The detailed walk of one schedule, done the first time an instant's entries are asked for."""
+    """The detailed walk of one schedule's instants, each walked the first time its entries are asked for:
+    the page spells only the worst instant's, a receipt every one."""
 
     def __init__(self, s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> None:
         self.args = (s, stage, lines, rules, padded)
-        self.by_key: dict[str, tuple[Entry, ...]] | None = None
+        self.walk: _Walk | None = None
+        self.by_key: dict[str, tuple[Entry, ...]] = {}
 
     def entries_of(self, key: str) -> Callable[[], tuple[Entry, ...]]:
         def spell() -> tuple[Entry, ...]:
-            if self.by_key is None:
-                s, stage, lines, rules, padded = self.args
-                walk = _Walk(s, stage, lines, rules, True, padded).run()
-                self.by_key = {i.key: i.entries for i in walk.instants}
+            if key not in self.by_key:
+                if self.walk is None:
+                    s, stage, lines, rules, padded = self.args
+                    self.walk = _Walk(s, stage, lines, rules, True, padded)
+                self.by_key[key] = self.walk.at(key).entries
             return self.by_key[key]
 
         return spell
@@ -551,6 +555,25 @@ class _Walk:
         return Instant(key, name, phase, out.total, tuple(sums), lambda: entries)
 
     # ------------------------------------------------------------------ the step
+    def at(self, key: str) -> Instant:
+        """The instant ``key`` of :meth:`run`'s step, walked alone (each instant is built on its own)."""
+        fixed: dict[str, Callable[[], Instant]] = {
+            "end-of-forward": self.end_of_forward,
+            "loss-backward": self.loss_backward,
+            "head-backward": self.head_backward,
+            "root-gradients": self.root_gradients,
+            "root-post-backward": self.root_post_backward,
+            "optimizer-step": self.optimizer_step,
+        }
+        if key in fixed:
+            return fixed[key]()
+        if found := re.fullmatch(r"forward-layer-(\d+)", key):
+            return self.forward_at(int(found[1]))
+        if found := re.fullmatch(r"backward-layer-(\d+)(-unshard|-done)?", key):
+            moment = {"-unshard": "unshard", "-done": "late", None: "early"}[found[2]]
+            return self._backward_at(int(found[1]), moment)
+        raise KeyError(f"no instant {key!r} in the step")
+
     def run(self) -> Schedule:
         instants = [self.forward_at(k) for k in self.forward_layers()]
         instants += [self.end_of_forward(), self.loss_backward(), self.head_backward()]

@@ -2,7 +2,10 @@
 detail tables and the API docs. Each parses its input, builds a view, and renders a template.
 
 The routes are plain ``def`` functions: FastAPI runs them in its thread pool, so computing an
-estimate never holds up the event loop that answers everyone else.
+estimate never holds up the event loop that answers everyone else. The one exception is the live
+update (``page`` for htmx), a few milliseconds of computation with its costliest parts deferred: it
+runs in the event loop, where it costs less than the hop to a thread and back would, and only the
+whole page goes to the pool.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from urllib.parse import parse_qs, parse_qsl, urlsplit
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from app.ledger.deepspeed import DeepSpeedConfigError, import_deepspeed
 from app.ledger.fit import find_fit
@@ -92,10 +96,21 @@ def history_header(request: Request, address: str) -> str:
 
 
 @router.api_route("/", methods=PAGE_METHODS)
-def page(request: Request) -> Response:
+async def page(request: Request) -> Response:
     """The lab. ``?preset=<id>`` alone redirects to ``/?preset=<id>&<canonical query>``: the preset's
     id stays in the address (and its title is the heading) while the scenario is still the preset's;
     the first edit that changes the scenario drops it."""
+    # A live update is ~2 ms of pure computation (the fit finder's sections and the kill lists deferred
+    # unless on screen, then up to ~20 ms): answered here, in the event loop, it skips the thread hop and
+    # the GIL hand-offs, which cost a busy worker as much again (docs/performance.md). A whole page (the
+    # kill lists and the fit finder for a scenario not seen yet) is answered in the thread pool, as the
+    # plain ``def`` routes are, so that it never holds the loop up.
+    if wants_fragment(request):
+        return _page(request)
+    return await run_in_threadpool(_page, request)
+
+
+def _page(request: Request) -> Response:
     query = query_dict(request)
     preset_id = query.get("preset")
     raw = form_fields(query)
