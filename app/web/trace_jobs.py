@@ -70,10 +70,14 @@ def queue_for(app: Any) -> TraceQueue:
 
 @jinja2.pass_context
 def _panel_global(context: jinja2.runtime.Context, query: str) -> Any:
-    """``trace_panel(query)`` in a template: the panel of the request's app (none outside one)."""
+    """``trace_panel(query)`` in a template: the panel of the request's app (none outside one), for the
+    context's ``scenario`` when it has one (the results do: the query's scenario, not parsed again)."""
     request = context.get("request")
     app = getattr(request, "app", None)
-    return trace_panel(query, None if app is None else queue_for(app))
+    scenario = context.get("scenario")
+    return trace_panel(
+        query, None if app is None else queue_for(app), scenario=scenario if isinstance(scenario, Scenario) else None
+    )
 
 
 # The results partial includes the panel on every render, the page's and each live update's, and

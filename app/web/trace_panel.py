@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
-from app.ledger.scenario import ScenarioError
+from app.ledger.scenario import Scenario, ScenarioError
 from app.trace import INSTALL_HINT, torch_installed
 from app.trace.jobs import TraceQueue, scenario_flags, scenario_of
 from app.trace.process import STEPS
@@ -29,12 +29,8 @@ def trace_available() -> bool:
 
 
 @lru_cache(maxsize=256)
-def _checked(query: str) -> tuple[tuple[str, ...], str]:
+def _checked(scenario: Scenario) -> tuple[tuple[str, ...], str]:
     """(why the scenario cannot be traced, or nothing; the command that traces it in a terminal)."""
-    try:
-        scenario = scenario_of(query)
-    except ScenarioError as exc:  # a canonical query always parses; kept for direct callers
-        return (str(exc),), ""
     command = shlex.join(["zero3-lab", "trace", *scenario_flags(scenario)])
     try:
         trace_setup(scenario)
@@ -116,11 +112,22 @@ class TracePanel:
         return percent(self.peak_difference, int(self.summary["traced_peak"]))
 
 
-def trace_panel(query: str, queue: TraceQueue | None, *, notice: str | None = None, focus: bool = False) -> TracePanel:
-    """The panel of ``query`` (a canonical query). ``queue`` None: no app to ask (a template rendered
-    outside one), so no job is looked up."""
+def trace_panel(
+    query: str,
+    queue: TraceQueue | None,
+    *,
+    scenario: Scenario | None = None,
+    notice: str | None = None,
+    focus: bool = False,
+) -> TracePanel:
+    """The panel of ``query`` (a canonical query), whose scenario the caller may already hold (the page
+    does: then it is not parsed again). ``queue`` None: no app to ask (a template rendered outside one), so
+    no job is looked up."""
     if not trace_available():
         return TracePanel(query, False, (), "", None)
-    problems, command = _checked(query)
+    try:
+        problems, command = _checked(scenario if scenario is not None else scenario_of(query))
+    except ScenarioError as exc:  # a canonical query always parses; kept for direct callers
+        problems, command = (str(exc),), ""
     status = None if problems or queue is None else queue.status(query)
     return TracePanel(query, True, problems, command, status, notice, focus)

@@ -353,6 +353,7 @@ def results_context(v: View, *, oob: bool) -> dict[str, Any]:
         "address": v.address,  # the address bar and the share link (with the preset, if kept)
         "preset_id": v.preset.id if v.preset else "",
         "results": v.results,
+        "scenario": v.scenario,  # the query's, for the trace panel (not parsed again)
         "errors": v.errors,
         "oob": oob,
         "error_slots": [(f.name, v.errors.get(f.name)) for f in FIELDS],
