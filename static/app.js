@@ -62,7 +62,7 @@
   });
   window.addEventListener("popstate", function () { typedEntry = false; });
 
-  // The parts a live update may defer (#lower: the sections from the fit finder down; #kills: the kill
+  // The parts a live update may defer (#lower: the sections below the peak; #kills: the kill
   // lists) come inline when they are on screen as the edit is sent, rather than as a placeholder that loads
   // them by a second request (X-In-View, app/web/pages.py). An IntersectionObserver keeps track without
   // asking for a layout; it is given the new elements after every swap.
@@ -93,7 +93,7 @@
   // that show a table's exact bytes (.show-exact, known by their ids).
   var reopen = null;
   var switchedOn = null;
-  var lowerHeight = 0; // the height of the sections from the fit finder down before a live update
+  var lowerHeight = 0; // the height of the sections below the peak before a live update
   function detailsKey(details) {
     if (details.id) return "#" + details.id;
     var scope = details.closest("section[aria-labelledby]") || details.closest("#results");
@@ -110,7 +110,7 @@
     var lower = target.querySelector("#lower");
     lowerHeight = lower ? lower.offsetHeight : 0;
   });
-  // A live update defers the sections from the fit finder down (#lower[data-pending]): until they arrive,
+  // A live update defers the sections below the peak (#lower[data-pending]): until they arrive,
   // their placeholder keeps the height they had, so the page below does not move up and back down.
   document.addEventListener("htmx:afterSwap", function (event) {
     if (!event.detail.target || event.detail.target.id !== "results") return;

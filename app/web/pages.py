@@ -74,8 +74,8 @@ FRAGMENT_VARY = {"Vary": f"HX-Request, HX-Current-URL, {HISTORY_HEADER}, {IN_VIE
 
 
 def deferred_parts(request: Request, present: bool) -> frozenset[str]:
-    """What a live update leaves for later: every deferrable part (the sections from the fit finder down, the
-    kill lists) the page does not have on screen. Checking the mutants and searching D and the micro batch
+    """What a live update leaves for later: every deferrable part (the sections below the peak, the kill
+    lists) the page does not have on screen. Checking the mutants and searching D and the micro batch
     are most of an answer's work, and most edits are made with those parts off screen (docs/performance.md).
     Presenter mode defers nothing: the stepper shows the kill lists, and the room sees the page as it is."""
     if present:
@@ -248,14 +248,14 @@ def kill_lists(request: Request) -> Response:
     )
 
 
-@router.api_route("/fit-finder", methods=PAGE_METHODS)
-def fit_finder(request: Request) -> Response:
-    """The sections from the fit finder down (fit finder, communication, checkpoint, host, "Run it"): what a
-    live update's results load when they come into view (htmx), or, followed as a link without JavaScript,
+@router.api_route("/lower", methods=PAGE_METHODS)
+def lower_sections(request: Request) -> Response:
+    """The sections below the peak (the trace, the fit finder, communication, checkpoint, host, "Run it"): what
+    a live update's results load when they come into view (htmx), or, followed as a link without JavaScript,
     those sections as a page of their own."""
     return _detail_table(
-        request, "Fit finder, communication, checkpoint and host", "partials/_lower.html",
-        lambda s: {"lower": lower(s), "q": link(s, "")},
+        request, "Trace, fit finder, communication, checkpoint and host", "partials/_lower.html",
+        lambda s: {"lower": lower(s), "scenario": s, "query": canonical_query(s), "q": link(s, "")},
     )  # fmt: skip
 
 

@@ -255,8 +255,8 @@ class ParallelView:
 
 @dataclass(frozen=True, slots=True)
 class Lower:
-    """``_lower.html``: the sections below the peak, from the fit finder to "Run it" (fit finder,
-    communication, checkpoint save, host memory). A live update defers them as it does the kill lists."""
+    """``_lower.html``: the sections below the peak (the trace panel, the fit finder, communication,
+    checkpoint save, host memory, "Run it"). A live update defers them as it does the kill lists."""
 
     capacity: int
     fit: FitSection
@@ -287,14 +287,14 @@ def kills(s: Scenario) -> Kills:
 
 
 # The parts of the results a live update may defer, each then loaded by a request of its own when it comes
-# into view (partials/_lower_pending.html, partials/_kills_pending.html): the sections from the fit finder
-# down and the kill lists, the two costliest parts of an answer.
+# into view (partials/_lower_pending.html, partials/_kills_pending.html): the sections below the peak
+# (the fit finder's searches, the trace panel's lookups) and the kill lists, the two costliest parts.
 DEFERRABLE = frozenset({"lower", "kills"})
 
 
 def results(s: Scenario, *, deferred: frozenset[str] = frozenset()) -> Results:
     """Everything the results show for ``s``, less the parts named in ``deferred`` (of :data:`DEFERRABLE`):
-    ``lower`` (the sections from the fit finder down, then from /fit-finder), ``kills`` (the kill lists, then
+    ``lower`` (the sections below the peak, then from /lower), ``kills`` (the kill lists, then
     from /kills)."""
     return _whole_results(s) if not deferred else _results(s, deferred)
 
@@ -327,7 +327,7 @@ def _results(s: Scenario, deferred: frozenset[str]) -> Results:
 
 
 def lower_section(e: Estimate) -> Lower:
-    """``_lower.html``: the fit finder, communication, checkpoint and host sections of ``e`` (with its fit finder)."""
+    """``_lower.html``'s figures for ``e`` (the trace panel is the template's, from the scenario)."""
     s = e.scenario
     stages = e.ledger.stages
     return Lower(
@@ -350,7 +350,7 @@ def lower_section(e: Estimate) -> Lower:
 
 
 def lower(s: Scenario) -> Lower:
-    """``_lower.html`` on its own (``/fit-finder``): what :func:`results` shows when it is not deferred."""
+    """``_lower.html`` on its own (``/lower``): what :func:`results` shows when it is not deferred."""
     return lower_section(estimate(s, with_kill_lists=False))
 
 

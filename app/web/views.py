@@ -317,8 +317,8 @@ def view(
 ) -> View:
     """The page for what was typed. ``preset`` is the preset the request named: it is kept (its id in
     the address, its title as the heading) only while the scenario is still exactly the preset's.
-    ``deferred`` names the parts a live update defers (the sections from the fit finder down to
-    ``/fit-finder``, the kill lists to ``/kills``; see :func:`app.web.results.results`)."""
+    ``deferred`` names the parts a live update defers (the sections below the peak to
+    ``/lower``, the kill lists to ``/kills``; see :func:`app.web.results.results`)."""
     errors = error.by_field() if error else {}
     if scenario is None:
         return View(raw, None, errors, raw_query(raw, errors), "fix the highlighted fields", None)

@@ -33,7 +33,7 @@ class Attendee(FastHttpUser):  # type: ignore[misc]  # locust's classes are Any 
     """Loads the page once (GET / and its versioned assets, cold cache), then edits one field every
     1–3 s; each edit is the htmx request the form makes: GET /?<every field> with HX-Request.
 
-    A live update brings the sections from the fit finder down inline only when the page has them on screen
+    A live update brings the sections below the peak inline only when the page has them on screen
     (it says so: ``X-In-View: lower``), and otherwise defers them until they are scrolled to. A share
     ``scrolled`` of the room (drawn once per attendee) keeps them on screen and sends the header, as the
     page's script does; the others never scroll to them. The kill lists, at the very bottom and deferred

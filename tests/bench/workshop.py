@@ -16,7 +16,7 @@ loopback port, warms it up, then:
    as a power of two, a model preset, the recomputation policy, micro-batch, device capacity …,
    see ``_scenarios.py``) and sends what htmx sends: ``GET /?<every field>`` with
    ``HX-Request: true``. A fragment counts as failed unless it is a 200 holding ``#results`` and
-   no refused field. A live update brings the sections from the fit finder down inline only when
+   no refused field. A live update brings the sections below the peak inline only when
    the page has them on screen, and defers them otherwise: the attendees who keep them on screen
    (``--scrolled``, a quarter of the room by default) say so as the page does (``X-In-View``).
 

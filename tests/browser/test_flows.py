@@ -503,10 +503,10 @@ def test_picking_a_model_fills_the_ledger_from_its_config(page: Page, live_serve
 
 @pytest.mark.browser
 def test_the_fit_finder_comes_inline_when_on_screen_and_is_deferred_when_not(page: Page, live_server: str) -> None:
-    """A live update defers the sections from the fit finder down when they are off screen, and brings them
+    """A live update defers the sections below the peak when they are off screen, and brings them
     inline when they are on screen as the edit is sent (the page says so, X-In-View): one request either way
     until they are scrolled to, and the page does not move. A placeholder keeps the sections' height and loads
-    them (/fit-finder) when it comes into view."""
+    them (/lower) when it comes into view."""
     page.goto(live_server + "/?model=llama-2-7b")
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url) if r.url.startswith(live_server + "/") else None)
@@ -523,7 +523,7 @@ def test_the_fit_finder_comes_inline_when_on_screen_and_is_deferred_when_not(pag
     expect(page.locator("[data-pending]#lower")).to_have_count(0)
     assert page.evaluate("window.scrollY") == before
     assert abs(page.evaluate("document.getElementById('h-fit').getBoundingClientRect().top") - top) < 2
-    assert [u for u in requests if "/fit-finder?" in u] == []  # inline: no second request
+    assert [u for u in requests if "/lower?" in u] == []  # inline: no second request
 
     # at the top of the page the fit finder is off screen: the update defers it until it is scrolled to
     page.evaluate("window.scrollTo(0, 0)")
@@ -533,10 +533,10 @@ def test_the_fit_finder_comes_inline_when_on_screen_and_is_deferred_when_not(pag
     expect(page).to_have_url(live_server + "/?dp=32&model=llama-2-7b")
     expect(page.locator("[data-pending]#lower")).to_have_count(1)
     assert page.evaluate("document.getElementById('lower').offsetHeight") == height  # the page keeps its length
-    assert [u for u in requests if "/fit-finder?" in u] == []
+    assert [u for u in requests if "/lower?" in u] == []
     page.locator("#lower").scroll_into_view_if_needed()
     expect(page.locator("#lower .fit-chart .now-label")).to_have_text("D = 32")
-    assert [u for u in requests if "/fit-finder?" in u] == [live_server + "/fit-finder?dp=32&model=llama-2-7b"]
+    assert [u for u in requests if "/lower?" in u] == [live_server + "/lower?dp=32&model=llama-2-7b"]
 
 
 def test_pasting_a_config_json_uses_it(page: Page, live_server: str) -> None:

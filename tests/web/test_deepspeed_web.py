@@ -138,7 +138,7 @@ def test_the_page_shows_the_host_ledger_and_the_cheapest_offload(client: TestCli
         in page
     )
     query = "model=llama-2-13b&dp=4&capacity_bytes=24GB&act_policy=full"
-    small = client.get("/fit-finder?" + query, headers={"HX-Request": "true"}).text  # as a live update loads it
+    small = client.get("/lower?" + query, headers={"HX-Request": "true"}).text  # as a live update loads it
     assert "Cheapest offload on which stage 3 fits at D = 4: optimizer to cpu" in small
     receipt = client.get("/api/estimate?" + query).json()
     assert receipt["fit"]["cheapest_offload"]["offload_optimizer"] == "cpu"

@@ -242,8 +242,8 @@ PENDING_LOWER = re.compile(r'<div id="lower" class="lower" data-pending\b.*?</di
 
 
 def _with_deferred_loaded(client: TestClient, section: str) -> str:
-    """``section`` with its deferred parts (the sections from the fit finder down, the kill lists) replaced by
-    what they ask for (``/fit-finder``, ``/kills``), as htmx swaps them in when they come into view."""
+    """``section`` with its deferred parts (the sections below the peak, the kill lists) replaced by
+    what they ask for (``/lower``, ``/kills``), as htmx swaps them in when they come into view."""
     for pattern in (PENDING_LOWER, PENDING_KILLS):
         pending = pattern.search(section)
         if pending is None:
@@ -260,7 +260,7 @@ def _with_deferred_loaded(client: TestClient, section: str) -> str:
 def test_the_fragment_is_the_very_results_section_the_page_includes(client: TestClient, query: str) -> None:
     """One file, partials/_results.html, is both included by the page and returned for htmx: the
     fragment's section appears verbatim in the page, so the two cannot drift. A live update defers
-    the sections from the fit finder down to ``/fit-finder`` and the kill lists to ``/kills`` (each loaded
+    the sections below the peak to ``/lower`` and the kill lists to ``/kills`` (each loaded
     when it comes into view): with those answers swapped in, as htmx does, the fragment is the page's
     section byte for byte."""
     fragment = client.get(f"/?{query}", headers=HX).text
@@ -276,14 +276,15 @@ def test_the_fragment_is_the_very_results_section_the_page_includes(client: Test
 def test_a_live_update_defers_the_fit_finder_and_the_kill_lists_unless_presenting(
     client: TestClient, query: str
 ) -> None:
-    """The fragment asks /fit-finder and /kills (for its own scenario's address) for the sections from the fit
-    finder down and for its kill lists once they come into view; the page (no JavaScript, a first load, a
+    """The fragment asks /lower and /kills (for its own scenario's address) for the sections below the peak
+    and for its kill lists once they come into view; the page (no JavaScript, a first load, a
     history restore) and presenter mode's live update (the stepper shows them) have them."""
     r = client.get(f"/?{query}", headers=HX)
     address = r.headers.get("hx-push-url") or r.headers["hx-replace-url"]
     assert r.text.count("data-pending") == 2 and '<table class="kills"' not in r.text
-    assert 'id="h-host"' not in r.text and 'class="fit-chart"' not in r.text and 'id="h-ckpt"' not in r.text
-    for path in ("/fit-finder", "/kills"):
+    for absent in ('id="h-host"', 'class="fit-chart"', 'id="h-ckpt"', 'id="h-trace"'):
+        assert absent not in r.text
+    for path in ("/lower", "/kills"):
         assert f'hx-get="{path}{html.escape(address[1:])}" hx-trigger="intersect once"' in r.text
     restore = {"HX-History-Restore-Request": "true", **HX}
     for headers, path in (({}, f"/?{query}"), (HX, f"/?{query}&present=1"), (restore, f"/?{query}")):
@@ -328,18 +329,18 @@ def test_the_kill_lists_on_their_own(client: TestClient) -> None:
 
 
 def test_the_fit_finder_on_its_own(client: TestClient) -> None:
-    """/fit-finder: the sections from the fit finder down for htmx, a page of their own without JavaScript,
+    """/lower: the sections below the peak for htmx, a page of their own without JavaScript,
     a 422 naming a bad field. The figures are the scenario's own (the fit chart marks its D)."""
-    section = client.get("/fit-finder?dp=16", headers=HX)
+    section = client.get("/lower?dp=16", headers=HX)
     assert section.status_code == 200 and section.text.startswith('<div id="lower" class="lower">')
-    for heading in ("h-fit", "h-comm", "h-ckpt", "h-host", "h-run"):
+    for heading in ("h-trace", "h-fit", "h-comm", "h-ckpt", "h-host", "h-run"):
         assert f'id="{heading}"' in section.text
     assert "D = 16</text>" in section.text
-    page = client.get("/fit-finder?dp=16")
+    page = client.get("/lower?dp=16")
     assert page.text.startswith("<!doctype html>") and section.text in page.text
-    assert "Fit finder, communication, checkpoint and host: " in page.text and 'href="/?dp=16"' in page.text
-    assert "D = 1</text>" in client.get("/fit-finder?dp=1", headers=HX).text
-    bad = client.get("/fit-finder?dp=0", headers=HX)
+    assert "Trace, fit finder, communication, checkpoint and host: " in page.text and 'href="/?dp=16"' in page.text
+    assert "D = 1</text>" in client.get("/lower?dp=1", headers=HX).text
+    bad = client.get("/lower?dp=0", headers=HX)
     assert bad.status_code == 422 and "dp" in bad.text
 
 

@@ -138,10 +138,15 @@ def test_each_render_looks_the_job_up_once_at_most(lab: Lab, monkeypatch: pytest
         return real(self, query)
 
     monkeypatch.setattr(TraceStore, "get", counted)
-    client.get(f"/?{QUERY}", headers=HX)  # a live update's results
+    client.get(f"/?{QUERY}", headers={**HX, "X-In-View": "lower"})  # a live update with the panel on screen
     assert calls == [QUERY]
     calls.clear()
-    client.get("/?dp=16", headers=HX)  # not traceable: no lookup at all
+    client.get(f"/?{QUERY}", headers=HX)  # the panel off screen: deferred with the sections below the peak
+    assert calls == []
+    client.get(f"/lower?{QUERY}", headers=HX)  # ... until they come into view
+    assert calls == [QUERY]
+    calls.clear()
+    client.get("/?dp=16", headers={**HX, "X-In-View": "lower"})  # not traceable: no lookup at all
     assert calls == []
 
 
@@ -272,7 +277,9 @@ def test_a_finished_trace_is_shown_at_once_and_its_report_served(lab: Lab, tmp_p
     poll_until_done(client)
     page = client.get(f"/?{QUERY}")  # a shared link: the table is in the page itself
     assert '<table class="trace-instants">' in page.text and 'id="trace-live"' not in page.text
-    assert '<table class="trace-instants">' in client.get(f"/?{QUERY}", headers=HX).text  # and each live update
+    # and each live update, with the panel on screen or once it comes into view
+    assert '<table class="trace-instants">' in client.get(f"/?{QUERY}", headers={**HX, "X-In-View": "lower"}).text
+    assert '<table class="trace-instants">' in client.get(f"/lower?{QUERY}", headers=HX).text
     report = client.get(f"/trace.json?{QUERY}")
     assert report.status_code == 200 and report.headers["content-type"] == "application/json"
     assert report.json()["peak"]["total"] == 759_868
