@@ -80,8 +80,8 @@ def _panel_global(context: jinja2.runtime.Context, query: str) -> Any:
     )
 
 
-# The results partial includes the panel on every render, the page's and each live update's, and
-# gives it only the canonical query: the panel asks for its state through this global.
+# The sections below the peak (partials/_lower.html) include the panel, with the canonical query and the
+# scenario in their context: the panel asks for its state through this global.
 templates.env.globals["trace_panel"] = _panel_global
 
 

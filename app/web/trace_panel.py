@@ -1,7 +1,7 @@
 """What ``partials/_trace.html`` shows for one scenario: why it cannot be traced here, or its trace job
 (none yet, queued, running, failed, finished), and for a finished trace each modelled instant beside
-the traced total. Built on every render of the results, so it stays cheap: the torch check and the
-scenario's traceability are cached, and the job is one primary-key lookup in the store.
+the traced total. Built whenever the sections below the peak are rendered, so it stays cheap: the torch
+check and the scenario's traceability are cached, and the job is one primary-key lookup in the store.
 """
 
 from __future__ import annotations
