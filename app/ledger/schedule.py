@@ -59,10 +59,9 @@ overhead are resident at every instant, the contingency is on top of the worst i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.model_inputs import model_defaults
@@ -555,32 +554,38 @@ class _Walk:
         return Instant(key, name, phase, out.total, tuple(sums), lambda: entries)
 
     # ------------------------------------------------------------------ the step
+    def _step(self) -> list[tuple[str, Callable[[], Instant]]]:
+        """The step's instants in order, each as (key, how to build it): :meth:`run` builds them all,
+        :meth:`at` one (each instant is built on its own)."""
+        last = self.u.layers - 1
+        plan: list[tuple[str, Callable[[], Instant]]] = [
+            (f"forward-layer-{k}", partial(self.forward_at, k)) for k in self.forward_layers()
+        ]
+        plan += [("end-of-forward", self.end_of_forward), ("loss-backward", self.loss_backward),
+                 ("head-backward", self.head_backward)]  # fmt: skip
+        plan += [
+            (_layer_name(k, last, moment)[0], partial(self._backward_at, k, moment))
+            for k in self.candidate_layers()
+            for moment in self._moments()
+        ]
+        if self.stage >= 2:
+            plan += [("root-gradients", self.root_gradients), ("root-post-backward", self.root_post_backward)]
+        plan.append(("optimizer-step", self.optimizer_step))
+        return plan
+
     def at(self, key: str) -> Instant:
-        """The instant ``key`` of :meth:`run`'s step, walked alone (each instant is built on its own)."""
-        fixed: dict[str, Callable[[], Instant]] = {
-            "end-of-forward": self.end_of_forward,
-            "loss-backward": self.loss_backward,
-            "head-backward": self.head_backward,
-            "root-gradients": self.root_gradients,
-            "root-post-backward": self.root_post_backward,
-            "optimizer-step": self.optimizer_step,
-        }
-        if key in fixed:
-            return fixed[key]()
-        if found := re.fullmatch(r"forward-layer-(\d+)", key):
-            return self.forward_at(int(found[1]))
-        if found := re.fullmatch(r"backward-layer-(\d+)(-unshard|-done)?", key):
-            moment = {"-unshard": "unshard", "-done": "late", None: "early"}[found[2]]
-            return self._backward_at(int(found[1]), moment)
-        raise KeyError(f"no instant {key!r} in the step")
+        """The instant ``key`` of the step, walked alone: the page spells only the worst instant's entries."""
+        build = dict(self._step()).get(key)
+        if build is None:
+            raise KeyError(f"no instant {key!r} in the step")
+        return build()
 
     def run(self) -> Schedule:
-        instants = [self.forward_at(k) for k in self.forward_layers()]
-        instants += [self.end_of_forward(), self.loss_backward(), self.head_backward()]
-        instants += [moment for k in self.candidate_layers() for moment in self.backward_at(k)]
-        if self.stage >= 2:
-            instants += [self.root_gradients(), self.root_post_backward()]
-        instants.append(self.optimizer_step())
+        instants = []
+        for key, build in self._step():
+            instant = build()
+            assert instant.key == key, (instant.key, key)  # the plan's keys are the instants' own
+            instants.append(instant)
         peak = max(instants, key=lambda i: i.total)  # max() keeps the first of equals: step order
         return Schedule(self.stage, tuple(instants), peak, NOTES[self.stage])
 
@@ -704,10 +709,12 @@ class _Walk:
         D > 1), early (every activation of the layer still saved, the MLP's first gradients and its output
         projection's weight gradient computed) and late (the layer's activations freed, all its weight
         gradients computed)."""
-        moments = [self._backward_at(k, "early"), self._backward_at(k, "late")]
-        if self.fsdp2 and self.s.reshard_after_forward and self.s.dp > 1:
-            moments.insert(0, self._backward_at(k, "unshard"))
-        return moments
+        return [self._backward_at(k, moment) for moment in self._moments()]
+
+    def _moments(self) -> list[str]:
+        """A layer's backward moments, in order (see :meth:`backward_at`)."""
+        unshard = self.fsdp2 and self.s.reshard_after_forward and self.s.dp > 1
+        return ["unshard", "early", "late"] if unshard else ["early", "late"]
 
     def _backward_at(self, k: int, moment: str) -> Instant:
         """``unshard``: layer k's pre-backward copy-out (its all-gather output beside its unsharded
@@ -813,10 +820,8 @@ class _Walk:
                 a.activation_grad,
                 lambda: f"s·b·h × {s.act_bytes} B = {n(a.activation_grad)} B",
             )
-        name = f"backward at layer {k}" + (" (the last)" if k == last else " (the first)" if k == 0 else "")
-        suffix = {"unshard": ("-unshard", ": all-gather copy-out"), "early": ("", ""), "late": ("-done", ": done")}
-        key, tail = suffix[moment]
-        return self.instant(f"backward-layer-{k}{key}", name + tail, "backward", out)
+        key, name = _layer_name(k, last, moment)
+        return self.instant(key, name, "backward", out)
 
     def _reduce_scatter_input(self, out: _Builder, what: str, params: int, whole: int) -> None:
         """The reduce-scatter input of a unit: at stage 3 FSDP2's whole padded unit, at stage 2 the unit."""

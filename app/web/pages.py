@@ -253,10 +253,14 @@ def lower_sections(request: Request) -> Response:
     """The sections below the peak (the trace, the fit finder, communication, checkpoint, host, "Run it"): what
     a live update's results load when they come into view (htmx), or, followed as a link without JavaScript,
     those sections as a page of their own."""
-    return _detail_table(
-        request, "Trace, fit finder, communication, checkpoint and host", "partials/_lower.html",
-        lambda s: {"lower": lower(s), "scenario": s, "query": canonical_query(s), "q": link(s, "")},
-    )  # fmt: skip
+    title = "Trace, fit finder, communication, checkpoint and host"
+    return _detail_table(request, title, "partials/_lower.html", _lower_context)
+
+
+def _lower_context(s: Scenario) -> dict[str, Any]:
+    """``_lower.html``'s context: its figures, and the scenario and its query for the trace panel and links."""
+    query = canonical_query(s)
+    return {"lower": lower(s), "scenario": s, "query": query, "q": f"?{query}" if query else ""}
 
 
 @router.api_route("/snippets", methods=PAGE_METHODS)
