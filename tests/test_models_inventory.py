@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from typing import NamedTuple
 
 import pytest
 from hypothesis import given
 
 from app.ledger.models.architecture import Architecture, architecture_from_config
-from app.ledger.models.inventory import Inventory, inventory
+from app.ledger.models.inventory import inventory
 from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS, KnownModel, known_model
 from tests.model_strategies import architectures
 
@@ -257,9 +256,7 @@ def test_the_largest_allowed_config_stays_cheap() -> None:
             "num_experts_per_tok": 1_024,
         }
     )
-    start = time.perf_counter()
     inv = inventory(arch)
-    assert time.perf_counter() - start < 1  # measured well under 10 ms
     h, i, e, kv = 131_072, 1_048_576, 1_024, 128  # kv width: 1 KV head × head_dim 128
     layer = 2 * h * h + 2 * kv * h + e * h + e * 3 * h * i + 2 * h
     assert inv.params == 1_024 * layer + 2 * 2**22 * h + h
@@ -268,24 +265,10 @@ def test_the_largest_allowed_config_stays_cheap() -> None:
     assert sum(t.count for t in inv.units[1].tensors) == 4 + 1 + 3 * 1_024 + 2
 
 
-def _timed_build(model_id: str) -> tuple[Inventory, float]:
-    arch = known_model(model_id).architecture()
-    inventory.cache_clear()
-    start = time.perf_counter()
-    inv = inventory(arch)
-    return inv, time.perf_counter() - start
-
-
-def test_llama_2_70b_builds_in_milliseconds_and_is_cached() -> None:
-    """Built uncached per request it must stay far below the 2 ms budget (measured ≈ 0.1 ms);
-    the bound here is loose so that a loaded CI machine does not fail it."""
-    inv, seconds = _timed_build("llama-2-70b")
-    assert seconds < 0.02
-    assert inventory(known_model("llama-2-70b").architecture()) is inv
-
-
 @pytest.mark.parametrize("model", KNOWN_MODELS, ids=lambda m: m.id)
 def test_layer_units_share_one_tensor_tuple(model: KnownModel) -> None:
+    """Bounded memory: a model of L identical layers holds one tuple of their tensors, not L copies
+    (an 80-layer model's inventory stays the size of a 2-layer one's, plus L small unit records)."""
     inv = inventory(model.architecture())
     layers = inv.units[1:-1]
     assert all(u.tensors is layers[0].tensors for u in layers)

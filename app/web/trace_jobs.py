@@ -134,7 +134,7 @@ def start_trace(request: Request) -> Response:
     return _panel_response(request, scenario, query, focus=True)
 
 
-@router.get("/trace")
+@router.api_route("/trace", methods=["GET", "HEAD"])  # HEAD answers like GET, as on every page
 def trace_status(request: Request) -> Response:
     """How the scenario's trace stands; no work is started here."""
     read = _read(request)
@@ -154,7 +154,7 @@ def trace_status(request: Request) -> Response:
     return templates.TemplateResponse(request, "partials/_trace.html", context, status_code=286, headers=headers)
 
 
-@router.get("/trace.json")
+@router.api_route("/trace.json", methods=["GET", "HEAD"])
 def trace_report(request: Request) -> Response:
     """A finished trace's JSON report (``zero3-lab trace --format json``), or 404."""
     read = _read(request)

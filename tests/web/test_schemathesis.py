@@ -1,10 +1,13 @@
 """Schemathesis against the app's own OpenAPI document: every built-in check, bounded examples.
 
-One rule cannot be written in JSON Schema: an explicit ``unit_params`` larger than ``params`` is
-refused (spec: "an explicit U > N is refused"). Schemathesis's positive-data check is therefore
-replaced by :func:`positive_data_is_accepted`, which is the same check except that it accepts a
-422 exactly when that single cross-field rule was broken, and says so.
-"""
+Some rules cannot be written in JSON Schema: cross-field ones (an explicit ``unit_params`` larger
+than ``params`` is refused, spec: "an explicit U > N is refused"; ``shard_group``, ``hpz`` and
+``ep`` must divide ``dp``), a named model's own limits (``tp`` must divide its heads, ``seq_len``
+fit its positions …), and the name's pattern in a query string. Schemathesis's positive-data check
+is therefore replaced by :func:`positive_data_is_accepted`, the same check except that it accepts
+a 422 on schema-valid data only when every field it names broke one of those rules
+(``DOCUMENTED_RULES``, each a predicate on the request), and fails otherwise. Beyond that, the
+only statuses added to Schemathesis's expectations are the request limits' 413 and 414."""
 
 from __future__ import annotations
 
