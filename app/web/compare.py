@@ -27,7 +27,7 @@ from app.receipts.schema import ComparisonOut
 from app.web.charts import PARTS
 from app.web.downloads import in_chunks
 from app.web.errors import unprocessable
-from app.web.pages import VARY, is_history_restore, wants_fragment
+from app.web.pages import PAGE_METHODS, VARY, is_history_restore, wants_fragment
 from app.web.query import form_fields, query_dict
 from app.web.responses import ErrorBody
 from app.web.settings import Settings, public_base_url
@@ -257,7 +257,7 @@ def page_context(sides: Sides) -> dict[str, Any]:
     }
 
 
-@router.api_route(PATH, methods=["GET", "HEAD"], include_in_schema=False)
+@router.api_route(PATH, methods=PAGE_METHODS, include_in_schema=False)
 def compare_page(request: Request) -> Response:
     sides = read_request(query_dict(request))
     valid = not sides.errors

@@ -28,6 +28,7 @@ from app.ledger.scenario import Scenario
 from app.receipts.links import canonical_query
 from app.trace.jobs import QueueFull, TraceQueue, cache_version
 from app.trace.store import StoreError, TraceStore
+from app.web.pages import PAGE_METHODS
 from app.web.query import form_fields, query_dict, read_scenario
 from app.web.settings import Settings
 from app.web.templating import templates
@@ -134,7 +135,7 @@ def start_trace(request: Request) -> Response:
     return _panel_response(request, scenario, query, focus=True)
 
 
-@router.api_route("/trace", methods=["GET", "HEAD"])  # HEAD answers like GET, as on every page
+@router.api_route("/trace", methods=PAGE_METHODS)
 def trace_status(request: Request) -> Response:
     """How the scenario's trace stands; no work is started here."""
     read = _read(request)
@@ -154,7 +155,7 @@ def trace_status(request: Request) -> Response:
     return templates.TemplateResponse(request, "partials/_trace.html", context, status_code=286, headers=headers)
 
 
-@router.api_route("/trace.json", methods=["GET", "HEAD"])
+@router.api_route("/trace.json", methods=PAGE_METHODS)
 def trace_report(request: Request) -> Response:
     """A finished trace's JSON report (``zero3-lab trace --format json``), or 404."""
     read = _read(request)

@@ -366,6 +366,23 @@ def test_head_answers_like_get(client: TestClient, path: str) -> None:
             assert head.headers.get(name) == got.headers.get(name), (path, name)
 
 
+def test_every_page_and_download_route_answers_head(client: TestClient) -> None:
+    """HEAD answers as GET does on every path outside /api/ that answers GET (a route added with
+    ``router.get`` alone would answer HEAD with 405), here without a query: a page, or its 422."""
+    from app.web.app import ROUTERS
+
+    methods: dict[str, set[str]] = {}
+    for router in ROUTERS:
+        for route in router.routes:
+            methods.setdefault(route.path, set()).update(getattr(route, "methods", None) or ())  # type: ignore[attr-defined]
+    paths = sorted(path for path, m in methods.items() if "GET" in m and not path.startswith("/api/"))
+    assert {"/", "/receipt.csv", "/compare", "/reconcile", "/trace", "/trace.json"} <= set(paths)
+    for path in paths:
+        got, head = client.get(path, follow_redirects=False), client.head(path, follow_redirects=False)
+        assert head.status_code == got.status_code != 405, path
+        assert head.content == b""
+
+
 def test_static_assets_are_linked_with_a_content_version(client: TestClient) -> None:
     import hashlib
     import re
