@@ -7,19 +7,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
-from app.ledger.checkpoint import CheckpointPolicy, checkpoint_policies
-from app.ledger.checks import ALL_CHECKS, CheckResult, run_checks
-from app.ledger.fit import FitFinder, find_fit
-from app.ledger.host import OffloadFit, cheapest_offload
 from app.ledger.ledger import Ledger, compute_ledger
-from app.ledger.model_inputs import ModelDefaults, modelled_activation_total
+from app.ledger.models.defaults import ModelDefaults, modelled_activation_total
 from app.ledger.models.fsdp2 import Fsdp2Shard, fsdp2_shard
-from app.ledger.mutants import MutationResult, kill_list, reference_kill_list
-from app.ledger.peak import training_peak
-from app.ledger.persistent import ledger_line
+from app.ledger.peak.declared import training_peak
+from app.ledger.peak.fit import FitFinder, find_fit
 from app.ledger.pipeline import PipelineEnds, pipeline_ends
-from app.ledger.rules import CLASSES, PRODUCTION
 from app.ledger.scenario import Scenario
+from app.ledger.state.checkpoint import CheckpointPolicy, checkpoint_policies
+from app.ledger.state.host import OffloadFit, cheapest_offload
+from app.ledger.state.persistent import ledger_line
+from app.ledger.state.rules import CLASSES, PRODUCTION
+from app.ledger.verify.checks import ALL_CHECKS, CheckResult, run_checks
+from app.ledger.verify.mutants import MutationResult, kill_list, reference_kill_list
 
 
 # Not slots: the fit finder and the cheapest offload are cached properties (they need the instance's __dict__).

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.ledger.communication import Communication, communication
-from app.ledger.host import HostLedger, host_ledger
-from app.ledger.peak import Peak, training_peak
-from app.ledger.persistent import LedgerLine, ledger_line
-from app.ledger.rules import CLASSES, PRODUCTION, STAGES, Rules
+from app.ledger.peak.declared import Peak, training_peak
 from app.ledger.scenario import Scenario
+from app.ledger.state.communication import Communication, communication
+from app.ledger.state.host import HostLedger, host_ledger
+from app.ledger.state.persistent import LedgerLine, ledger_line
+from app.ledger.state.rules import CLASSES, PRODUCTION, STAGES, Rules
 
 
 @dataclass(frozen=True, slots=True)

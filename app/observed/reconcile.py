@@ -29,10 +29,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from app.ledger.ledger import compute_ledger
+from app.ledger.peak.schedule import Instant, Schedule
 from app.ledger.scenario import Scenario
-from app.ledger.schedule import Instant, Schedule
+from app.observed.probe import MARKS, START
 from app.observed.records import Observed, ObservedError, Problem, Record, Sample, Where
-from app.probe import MARKS, START
 
 ALLOCATOR_RESERVE = "allocator_reserve"
 CUDA_CONTEXT = "cuda_context"

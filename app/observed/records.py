@@ -14,7 +14,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.probe import FORMAT, MARKS, START
+from app.observed.probe import FORMAT, MARKS, START
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # what the CLI reads in all; the page has the request's own, smaller cap
 MAX_LINES = 50_000  # 4 records a step: 8 ranks × 1,500 steps, or 1,024 ranks × 12 steps

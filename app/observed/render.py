@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from app.ledger.scenario.links import canonical_query
 from app.observed.reconcile import ENTRY_LABELS, Comparison, Reconciliation, Row
 from app.receipts.display import gb, gib
-from app.receipts.links import canonical_query
 
 SCHEMA = "zero3-lab.reconcile/1"
 IDENTITY = "observed = estimate + allocator_reserve + cuda_context + unexplained (observed = reserved + context)"

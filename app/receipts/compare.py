@@ -23,11 +23,11 @@ from typing import Any, Literal
 from urllib.parse import urlencode
 
 from app.ledger.estimate import estimate
-from app.ledger.fields import FIELDS
-from app.ledger.rules import CLASSES
 from app.ledger.scenario import Scenario
+from app.ledger.scenario.fields import FIELDS
+from app.ledger.scenario.links import canonical_query, slug
+from app.ledger.state.rules import CLASSES
 from app.receipts.csv_rows import Row, csv_records
-from app.receipts.links import canonical_query, slug
 from app.receipts.receipt import SCHEMA_VERSION, receipt
 
 PATH = "/compare"

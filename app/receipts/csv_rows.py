@@ -23,8 +23,8 @@ from typing import Literal
 
 from app.ledger.arithmetic import n, share_bp
 from app.ledger.estimate import Estimate
-from app.ledger.fields import FIELDS
-from app.ledger.peak import Peak
+from app.ledger.peak.declared import Peak
+from app.ledger.scenario.fields import FIELDS
 from app.receipts.receipt import activations_section, fsdp2_section, model_section
 
 COLUMNS: tuple[str, ...] = (

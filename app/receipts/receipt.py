@@ -6,16 +6,16 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
+from app.interop.deepspeed.estimator import compare, not_comparable
 from app.ledger.arithmetic import share_bp
-from app.ledger.checks import TITLES
-from app.ledger.ds_estimator import compare, not_comparable
 from app.ledger.estimate import Estimate
-from app.ledger.mutants import MutationResult
-from app.ledger.peak import Peak
+from app.ledger.peak.declared import Peak
+from app.ledger.peak.schedule import Instant
 from app.ledger.pipeline import PipelineEnds
 from app.ledger.scenario import Scenario
-from app.ledger.schedule import Instant
-from app.receipts.links import canonical_query, link
+from app.ledger.scenario.links import canonical_query, link
+from app.ledger.verify.checks import TITLES
+from app.ledger.verify.mutants import MutationResult
 
 # 2: with a model, `peak` is the schedule-aware peak (the worst named instant of a step) and names its
 # `instant`; the seed's declared sum moved to `declared_peak` (spec "Two peaks"; issue 13).

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from app.ledger.ds_estimator import compare
+from app.interop.deepspeed.estimator import compare
 from app.ledger.estimate import Estimate
-from app.ledger.mutants import MutationResult
-from app.ledger.rules import CLASSES
+from app.ledger.state.rules import CLASSES
+from app.ledger.verify.mutants import MutationResult
 from app.receipts.display import gb, gib, integer
 from app.receipts.receipt import DISCLAIMER, parallelism_shown
 

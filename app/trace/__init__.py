@@ -7,7 +7,7 @@ imports torch. Only :mod:`app.trace.models` and :mod:`app.trace.tracer` do, and 
 - :mod:`app.trace.models`: plain-torch decoders whose parameters equal the lab's inventory.
 - :mod:`app.trace.tracer`: fake process group, ``fully_shard``, two iterations under the tracker.
 - :mod:`app.trace.report`: the JSON and the table, beside the lab's stage-3 model (no torch).
-- :mod:`app.trace.cli`: the ``trace`` subcommand.
+- :mod:`app.cli.trace`: the ``trace`` subcommand.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from app import __version__
-from app.ledger.fields import FIELD_BY_NAME
 from app.ledger.scenario import Scenario, parse_scenario
+from app.ledger.scenario.fields import FIELD_BY_NAME
 from app.trace.process import STEPS, error_message, progress_step, run_process
 from app.trace.store import HEARTBEAT_S, JobStatus, StoreError, TraceStore, summarise
 

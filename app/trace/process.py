@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-# app/trace/cli.py's ProgressLine: off a terminal, one line per finished step ("… building layers 32/32").
+# app/cli/trace.py's ProgressLine: off a terminal, one line per finished step ("… building layers 32/32").
 PROGRESS = re.compile(r"^zero3-lab trace: (?P<what>.+) (?P<done>\d+)/(?P<of>\d+)$")
 ERROR_PREFIX = "zero3-lab: error: "
 # The steps ProgressLine reports, in order (app/trace/tracer.py): building and sharding the layers,

@@ -15,12 +15,12 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Match
 
 from app import __version__
-from app.web import api, compare, downloads, pages, reconcile, trace_jobs
-from app.web.errors import validation_error_response
-from app.web.limits import RequestLimits
-from app.web.security import SecurityHeaders
-from app.web.settings import Settings
-from app.web.static import VersionedStaticFiles
+from app.web.http.errors import validation_error_response
+from app.web.http.limits import RequestLimits
+from app.web.http.security import SecurityHeaders
+from app.web.http.settings import Settings
+from app.web.http.static import VersionedStaticFiles
+from app.web.routes import api, compare, downloads, pages, reconcile, trace_jobs
 
 ROUTERS = (pages.router, api.router, downloads.router, compare.router, reconcile.router, trace_jobs.router)
 

@@ -9,7 +9,7 @@ Drives the ASGI app directly, gzip accepted as a browser does, with the workshop
 it): the htmx fragment (``GET /?…`` with ``HX-Request``), the full page (``GET /?…``) and the
 JSON receipt (``GET /api/estimate?…``). Prints each route's median and p99 per request (the best
 of ``--rounds`` interleaved rounds), with ``--breakdown`` a live update's two halves (building the
-answer, ``app.web.views.view``; rendering ``partials/_results.html``) outside the app, or with
+answer, ``app.web.views.page.view``; rendering ``partials/_results.html``) outside the app, or with
 ``--profile`` a cProfile of one route (its sync
 handler then runs in the event loop's thread, so that the profile sees it). This is the
 floor under the workshop benchmark's solo median (which adds HTTP, uvicorn and the client). It
@@ -113,10 +113,10 @@ def workshop_queries(app: Any, count: int) -> list[str]:
 def breakdown(app: Any, count: int) -> None:
     """Mean and median of building a live update's answer and of rendering it, over workshop queries
     (the first 200 warm the caches, as a room that has been editing for a while has)."""
-    from app.web.query import form_fields, read_scenario
-    from app.web.results import DEFERRABLE
-    from app.web.templating import templates
-    from app.web.views import results_context, view
+    from app.web.http.query import form_fields, read_scenario
+    from app.web.http.templating import templates
+    from app.web.views.page import results_context, view
+    from app.web.views.results import DEFERRABLE
 
     template = templates.get_template("partials/_results.html")
     build, render = [], []

@@ -41,7 +41,7 @@ from playwright.sync_api import Browser, CDPSession, Page, sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench import _server
-from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBOUNCE_MS = 300  # templates/partials/_form.html: hx-trigger="input delay:300ms, ..."

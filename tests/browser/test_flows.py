@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Locator, Page, Request, Response, expect
 
-from app.ledger.presets import PRESET_BY_ID
-from app.receipts.links import link
+from app.ledger.scenario.links import link
+from app.ledger.scenario.presets import PRESET_BY_ID
 
 pytestmark = pytest.mark.browser
 

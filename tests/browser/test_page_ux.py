@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, Request, Response, Route, expect
 
-from app.ledger.presets import PRESET_BY_ID
-from app.receipts.links import link
+from app.ledger.scenario.links import link
+from app.ledger.scenario.presets import PRESET_BY_ID
 
 pytestmark = pytest.mark.browser
 

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, expect
 
 from app.ledger.scenario import Scenario
-from app.web.results import kills
+from app.web.views.results import kills
 
 pytestmark = pytest.mark.browser
 

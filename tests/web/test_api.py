@@ -19,7 +19,7 @@ from app.ledger.scenario import parse_scenario
 from app.receipts.csv_rows import csv_text, read_csv, scenario_inputs
 from app.receipts.receipt import DEFAULT_BASE_URL, check_base_url
 from app.web.app import create_app
-from app.web.settings import Settings, public_base_url
+from app.web.http.settings import Settings, public_base_url
 
 
 def test_get_estimate_reads_human_sizes(client: TestClient) -> None:

@@ -13,10 +13,11 @@ from typing import Any
 from hypothesis import given, settings
 
 from app.ledger.estimate import estimate
-from app.ledger.fit import CURVE_DPS
+from app.ledger.peak.fit import CURVE_DPS
 from app.ledger.scenario import Scenario
 from app.receipts.display import gb
-from app.web.charts import (
+from app.web.http.templating import templates
+from app.web.views.charts import (
     FIT_BOTTOM,
     FIT_HEIGHT,
     FIT_TOP,
@@ -27,8 +28,7 @@ from app.web.charts import (
     fit_chart,
     peak_chart,
 )
-from app.web.templating import templates
-from tests.strategies import scenarios
+from tests.support.strategies import scenarios
 
 SVG = "{http://www.w3.org/2000/svg}"
 CHARTS: Any = templates.get_template("macros/charts.html").module  # the macros, callable from Python
@@ -99,7 +99,7 @@ def test_each_fit_curve_has_a_point_per_degree_and_a_higher_peak_is_drawn_higher
 
 def test_the_charts_on_the_page_are_the_macros_output() -> None:
     """The page draws each chart with the same macro, from the same geometry."""
-    from app.web.views import page_context, view
+    from app.web.views.page import page_context, view
 
     s = Scenario()
     v = view({}, s, None)

@@ -19,13 +19,13 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
+from app.ledger.scenario.links import canonical_query
 from app.receipts.compare import PEAK_CATEGORIES, PERSISTENT_CATEGORIES, compare, compare_link, comparison_json
-from app.receipts.links import canonical_query
 from app.receipts.schema import ComparisonOut
-from app.web.compare import MAX_SIDE_CHARS
-from app.web.settings import Settings
-from tests.json_data import as_json_data
-from tests.strategies import scenarios
+from app.web.http.settings import Settings
+from app.web.routes.compare import MAX_SIDE_CHARS
+from tests.support.json_data import as_json_data
+from tests.support.strategies import scenarios
 
 SEED_D64 = DEFAULT_SCENARIO.with_(dp=64)
 HOSTILE = '=HYPERLINK("x")<script>alert(1)</script>'

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from app.ledger.models.architecture import FAMILIES
 from app.ledger.models.reference import CONFIG_KEYS
-from tests.model_strategies import configs
+from tests.support.model_strategies import configs
 
 MAX_RESPONSE_BYTES = 256 * 1024
 BUDGET_SECONDS = 0.1

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.ledger.fields import FIELDS
+from app.ledger.scenario.fields import FIELDS
 
 HOSTILE = [
     "<script>alert(1)</script>",

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS
 from app.ledger.models.reference import compact
-from tests.web.html_numbers import read_cells
+from tests.support.html_numbers import read_cells
 
 
 def test_model_inventory_lists_every_kind_of_tensor_once_with_its_count(client: TestClient) -> None:

@@ -13,13 +13,13 @@ from urllib.parse import urlencode
 import pytest
 from fastapi.testclient import TestClient
 
-from app.ledger.fields import FIELDS
 from app.ledger.models.known import KNOWN_BY_ID
-from app.ledger.presets import PRESETS
-from app.receipts.links import canonical_query
-from app.web.query import DERIVED
-from app.web.views import NOTED
-from tests.web.html_numbers import read_cells
+from app.ledger.scenario.fields import FIELDS
+from app.ledger.scenario.links import canonical_query
+from app.ledger.scenario.presets import PRESETS
+from app.web.http.query import DERIVED
+from app.web.views.page import NOTED
+from tests.support.html_numbers import read_cells
 
 HX = {"HX-Request": "true"}
 SCENARIOS = [

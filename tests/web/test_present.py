@@ -13,11 +13,11 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from app.ledger.presets import PRESETS
 from app.ledger.scenario import Scenario
-from app.receipts.links import canonical_query, link
-from app.web.results import kills as kill_lists
-from app.web.views import presenting, with_present
+from app.ledger.scenario.links import canonical_query, link
+from app.ledger.scenario.presets import PRESETS
+from app.web.views.page import presenting, with_present
+from app.web.views.results import kills as kill_lists
 
 HX = {"HX-Request": "true"}
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ from urllib.parse import urlencode
 from fastapi.testclient import TestClient
 
 from app.ledger.scenario import parse_scenario
+from app.ledger.scenario.links import canonical_query
 from app.observed.reconcile import reconcile
 from app.observed.records import read_observed
-from app.receipts.links import canonical_query
-from app.web.reconcile import MAX_PASTE_BYTES
+from app.web.routes.reconcile import MAX_PASTE_BYTES
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "observed"
 SCENARIO = parse_scenario({"model": "llama-2-7b", "dp": 8, "param_bytes": 4, "master_bytes": 0, "grad_bytes": 4,

@@ -18,8 +18,8 @@ from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.scenario import Scenario, parse_scenario
 from app.receipts.receipt import receipt
 from app.receipts.schema import InventoryOut, KillLists, Receipt
-from tests.json_data import as_json_data
-from tests.strategies import scenarios
+from tests.support.json_data import as_json_data
+from tests.support.strategies import scenarios
 
 MODEL_SCENARIOS = [
     {"model": m.id, "dp": dp, "act_policy": policy} for m in KNOWN_MODELS for dp, policy in ((8, "none"), (64, "full"))

@@ -19,10 +19,10 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from app.ledger.fields import NAME_PATTERN
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import resolve
 from app.ledger.scenario import DEFAULT_SCENARIO
+from app.ledger.scenario.fields import NAME_PATTERN
 from app.web.app import create_app
 
 # The request limits (413 body too large, 414 query too long) are documented answers to bad input.

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 
 from app.cli import build_parser
 from app.web.app import create_app
-from app.web.security import SECURITY_HEADERS
+from app.web.http.security import SECURITY_HEADERS
 from tests.bench._server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

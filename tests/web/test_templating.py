@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.ledger.scenario import FieldError
-from app.web.templating import TEMPLATES_DIR, templates
-from app.web.views import form_field
+from app.web.http.templating import TEMPLATES_DIR, templates
+from app.web.views.page import form_field
 
 ROOT = Path(__file__).resolve().parents[2]
 FIELDS_MACROS: Any = templates.get_template("macros/fields.html").module
@@ -47,7 +47,7 @@ def _parse(markup: str) -> _Parsed:
 
 @given(TYPED)
 def test_typed_text_stays_inside_its_attribute(text: str) -> None:
-    from app.ledger.fields import FIELD_BY_NAME
+    from app.ledger.scenario.fields import FIELD_BY_NAME
 
     ff = form_field(FIELD_BY_NAME["name"], text, None, None)
     parsed = _parse(str(FIELDS_MACROS.input(ff)))

@@ -1,7 +1,7 @@
 """The page's "Trace this scenario": the panel in the results, the routes that start a trace and poll it
 (htmx and without JavaScript), their refusals, the cache, and one real trace end to end.
 
-Each test has its own app and SQLite file; the traces are the fake child of tests/trace_fakes.py,
+Each test has its own app and SQLite file; the traces are the fake child of tests/support/trace_fakes.py,
 except in the end-to-end test, which runs ``zero3-lab trace`` itself on the small config (skipped
 without the trace extra).
 """
@@ -20,14 +20,14 @@ from fastapi.testclient import TestClient
 
 from app.ledger.models.reference import compact
 from app.ledger.scenario import parse_scenario
-from app.receipts.links import canonical_query
+from app.ledger.scenario.links import canonical_query
 from app.trace import torch_installed
 from app.trace.jobs import TraceQueue, cache_version
 from app.trace.store import TraceStore
-from app.web import trace_panel
 from app.web.app import create_app
-from app.web.settings import Settings
-from tests.trace_fakes import fake_command, open_gate, runs, wait_for
+from app.web.http.settings import Settings
+from app.web.views import trace_panel
+from tests.support.trace_fakes import fake_command, open_gate, runs, wait_for
 
 HX = {"HX-Request": "true"}
 POLL = {**HX, "HX-Target": "trace-live"}

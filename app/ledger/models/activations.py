@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from app.ledger.arithmetic import ceil_div, n
-from app.ledger.fields import ACT_POLICIES, FIELD_BY_NAME, NORMS
+from app.ledger.bounds import ACT_POLICIES, ACT_WIDTHS, LOGITS_WIDTHS, MICRO_BATCH, NORMS, SEQ_LEN, TP
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 POLICIES: tuple[str, ...] = ACT_POLICIES
@@ -34,12 +34,10 @@ POLICY_DESCRIPTIONS: dict[str, str] = {
     "selective": "selective recomputation of the attention core (Korthikanti et al. 2022, §5)",
     "full": "full recomputation: each layer keeps only its input and recomputes its forward in backward",
 }
-# The scenario's own bounds (fields.py): the activation model accepts what a scenario can hold.
-SEQ_LEN_BOUNDS = (FIELD_BY_NAME["seq_len"].minimum, FIELD_BY_NAME["seq_len"].maximum)
-MICRO_BATCH_BOUNDS = (FIELD_BY_NAME["micro_batch"].minimum, FIELD_BY_NAME["micro_batch"].maximum)
-TP_BOUNDS = (FIELD_BY_NAME["tp"].minimum, FIELD_BY_NAME["tp"].maximum)
-ACT_WIDTHS: tuple[int, ...] = FIELD_BY_NAME["act_bytes"].choices or ()
-LOGITS_WIDTHS: tuple[int, ...] = FIELD_BY_NAME["logits_bytes"].choices or ()
+# The scenario's own bounds (app/ledger/bounds.py): the activation model accepts what a scenario can hold.
+SEQ_LEN_BOUNDS = SEQ_LEN
+MICRO_BATCH_BOUNDS = MICRO_BATCH
+TP_BOUNDS = TP
 FP32 = 4
 MASK = 1  # a dropout mask: one byte per element (torch.bool), whatever the activation width
 INDEX = 8  # an int64 index

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.arithmetic import ceil_div, n
-from app.ledger.fields import FIELD_BY_NAME
+from app.ledger.bounds import DP
 from app.ledger.models.inventory import Inventory, Tensor
 
-DP_BOUNDS = (FIELD_BY_NAME["dp"].minimum, FIELD_BY_NAME["dp"].maximum)  # the scenario's dp bounds
+DP_BOUNDS = DP  # the scenario's dp bounds
 WIDTHS = (1, 2, 4, 8)
 
 

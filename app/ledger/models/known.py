@@ -6,7 +6,7 @@ or ``rope_theta`` size nothing and are left out). Each entry reads exactly like 
 file and a preset: there is one path from config to ledger, not two.
 
 The published parameter counts these configs must reproduce live in the tests
-(``tests/test_models_inventory.py``), beside their sources, so that a typo here fails there.
+(``tests/ledger/models/test_inventory.py``), beside their sources, so that a typo here fails there.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from app.ledger.fields import MODEL_MAX_CHARS
+from app.ledger.bounds import MODEL_MAX_CHARS
 from app.ledger.models.architecture import (
     FAMILY_KEYS,
     Architecture,

@@ -1,0 +1,59 @@
+"""The command line: ``zero3-lab estimate`` prints a receipt; ``serve`` runs the lab; ``trace``, ``reconcile``
+and ``probe`` come from their own modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from app.cli.estimate import add_estimate_parser, run_estimate
+from app.cli.observed import add_observed_parsers, run_observed_command
+from app.cli.scenario_args import Parser
+from app.cli.trace import add_trace_parser, run_trace_command  # imports no torch until a trace runs
+
+
+def _serve_parser(sub: argparse._SubParsersAction[Parser]) -> None:
+    p = sub.add_parser("serve", help="run the browser lab")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes, each with its own app (default 1, enough for one user; more for bigger rooms)",
+    )
+    p.add_argument("--reload", action="store_true")
+    p.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="zero3-lab", description="Budget every byte of a ZeRO-3 / FSDP training run.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    add_estimate_parser(sub)
+    _serve_parser(sub)
+    add_trace_parser(sub)
+    add_observed_parsers(sub)
+    return parser
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from app.web.http.server import serve
+
+    return serve(
+        host=args.host, port=args.port, workers=args.workers, reload=args.reload, access_log=not args.no_access_log
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "estimate":
+            return run_estimate(args)
+        if args.command == "trace":
+            return run_trace_command(args)
+        if args.command in ("reconcile", "probe"):
+            return run_observed_command(args)
+        return run_serve(args)
+    except BrokenPipeError:  # e.g. piped into `head`
+        return 0

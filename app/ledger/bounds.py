@@ -1,0 +1,33 @@
+"""The bounds both the scenario's inputs and the model layer enforce: one leaf that imports nothing.
+
+``app.ledger.scenario.inputs`` declares its fields with these numbers and choices; the model readers
+(``app.ledger.models``) check their own arguments against the same ones, so a model accepts exactly
+what a scenario can hold, without the model layer importing the scenario (which imports the models).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+TEN_13 = 10**13
+TWO_40 = 2**40
+TWO_46 = 2**46
+TWO_50 = 2**50  # host memory: a node of a petabyte is far beyond any real one
+NAME_MAX_CHARS = 80
+MODEL_MAX_CHARS = 600
+DEFAULT_UNIT_PARAMS_CAP = 400_000_000
+
+# (minimum, maximum) of the integer inputs the model layer reads too
+DP = (1, 131_072)
+SEQ_LEN = (1, 1_048_576)
+MICRO_BATCH = (1, 4_096)
+TP = (1, 1_024)
+
+ActPolicy = Literal["none", "selective", "full"]
+NormsImpl = Literal["fused", "unfused"]
+ActWidth = Literal[1, 2, 4]
+LogitsWidth = Literal[2, 4]
+ACT_POLICIES: tuple[str, ...] = get_args(ActPolicy)
+NORMS: tuple[str, ...] = get_args(NormsImpl)
+ACT_WIDTHS: tuple[int, ...] = get_args(ActWidth)
+LOGITS_WIDTHS: tuple[int, ...] = get_args(LogitsWidth)

@@ -1,0 +1,349 @@
+"""The fit finder: per stage, the smallest sharding degree at which the peak fits the device, the
+largest micro batch that fits at the current degree (when activations are modelled), and the
+curve of per-rank peak against D for the chart.
+
+Without a model the peak here is the ledger's own rules (ownership table, gather term,
+contingency) written as a closed form in D, so that the smallest D can be solved for rather than
+searched. With a model it is the schedule-aware peak (:mod:`app.ledger.peak.schedule`), whose instants
+are each a closed form in D (a handful of instants, each a sum over the model's few kinds of
+tensor): stages 0–2 never grow with D, so a bisection finds the smallest D in 17 evaluations;
+stage 3's padded units can, so a bound without padding (which never grows) is bisected first
+and the answer searched up from it. Property tests hold both equal to the full ledger at every
+answer, one step before it and at every point of the curve.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from app.ledger.arithmetic import ceil_div
+from app.ledger.peak.schedule import _sums, not_schedulable, worst_total
+from app.ledger.scenario import Scenario
+from app.ledger.scenario.fields import FIELD_BY_NAME
+from app.ledger.state.persistent import ledger_line, width_and_copies
+from app.ledger.state.rules import CLASSES, PRODUCTION, STAGES
+
+DP_MAX = FIELD_BY_NAME["dp"].maximum
+MICRO_BATCH_MAX = FIELD_BY_NAME["micro_batch"].maximum
+CURVE_DPS: tuple[int, ...] = tuple(2**k for k in range(18))  # 1 … 131,072, a log2 axis
+
+
+@dataclass(frozen=True, slots=True)
+class StageFit:
+    stage: int
+    smallest_dp: int | None  # None: no D within bounds fits
+    largest_micro_batch: int | None  # None: not modelled, or not even one sequence fits
+
+
+@dataclass(frozen=True, slots=True)
+class FitFinder:
+    stages: tuple[StageFit, ...]
+    curve: tuple[tuple[int, tuple[int, ...]], ...]  # (D, peak per stage)
+    micro_batch_modelled: bool
+
+
+class _PeakModel:
+    """peak(stage, D, activations) for one scenario, every other input fixed."""
+
+    def __init__(self, s: Scenario) -> None:
+        self.s = s
+        # Per stage: total width of the classes sharded at that stage, and of the replicated ones.
+        self.widths: list[tuple[int, int]] = []
+        for stage in STAGES:
+            sharded = replicated = 0
+            for c in CLASSES:
+                width, copies, _ = width_and_copies(s, c, PRODUCTION, stage)
+                if PRODUCTION.sharded(c, stage):
+                    sharded += width * copies
+                else:
+                    replicated += width * copies
+            self.widths.append((sharded, replicated))
+        self.fixed = s.bucket_bytes + s.overhead_bytes
+        self.room = self._max_subtotal()
+        # A shard group, hpZ or expert parallelism: ⌈N ÷ D⌉ is no longer the only term in D, and D must be a
+        # multiple of the groups (``step``); the smallest D is then bisected instead of solved for.
+        self.plain = len(s.shards()) == 1 and s.shard_group == s.dp and s.hpz == 1
+        self.step = math.lcm(s.ep, s.hpz, 1 if s.shard_group == s.dp else s.shard_group)
+        width, copies, _ = width_and_copies(s, "parameters", PRODUCTION, 3)
+        self.secondary = ceil_div(s.params, s.hpz) * width * copies if s.hpz > 1 else 0
+
+    def persistent(self, stage: int, dp: int) -> int:
+        s = self.s
+        sharded, replicated = self.widths[stage]
+        shard = sum(ceil_div(p, o) for p, o in s.shards(dp))  # ⌈N ÷ D⌉ on a flat mesh
+        return shard * sharded + s.params * replicated + (self.secondary if stage == 3 else 0)
+
+    def remote_unit(self, dp: int) -> int:
+        """Elements of the largest unit a rank gathers at D = ``dp``."""
+        return sum(p - ceil_div(p, o) for p, o in self.s.unit_shards(dp))
+
+    def peak(self, stage: int, dp: int, activations: int) -> int:
+        s = self.s
+        gather = 0
+        if stage == 3:
+            gather = (1 + s.prefetch) * self.remote_unit(dp) * s.gather_bytes
+        subtotal = self.persistent(stage, dp) + gather + self.fixed + activations
+        return subtotal + ceil_div(subtotal * s.contingency_pct, 100)
+
+    def curve(self, activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """All four stages' peaks at each D of ``CURVE_DPS``."""
+        return tuple((dp, tuple(self.peak(stage, dp, activations) for stage in STAGES)) for dp in CURVE_DPS)
+
+    def _max_subtotal(self) -> int:
+        """The largest subtotal whose peak (with contingency) still fits the capacity."""
+        return max_subtotal(self.s.capacity_bytes, self.s.contingency_pct)
+
+    def smallest_dp_without_gather(self, stage: int, activations: int) -> int | None:
+        """Stages 0–2 in closed form: ⌈N ÷ D⌉ × sharded ≤ room  ⟺  D ≥ ⌈N ÷ ⌊room ÷ sharded⌋⌉."""
+        if not self.plain:
+            return self._bisected(stage, activations)
+        s = self.s
+        sharded, replicated = self.widths[stage]
+        room = self.room - s.params * replicated - self.fixed - activations
+        if room < 0:
+            return None
+        if sharded == 0:
+            return 1
+        most = room // sharded  # the largest ⌈N ÷ D⌉ that fits
+        if most == 0:
+            return None
+        dp = max(1, ceil_div(s.params, most))
+        return dp if dp <= DP_MAX else None
+
+    def tightened_stage3(self, activations: int) -> tuple[int | None, bool]:
+        """Stage 3's answer by tightening a lower bound: ``(D, True)`` when it settles (D is then
+        the smallest D that fits, ``None`` when none does), ``(bound, False)`` after
+        ``_TIGHTEN`` steps without settling.
+
+        The persistent state shrinks with D while the gather grows. With ``low`` a lower bound on
+        the answer, every D ≥ low gathers at least gather(low), so no D fits before the closed
+        form's answer for that extra gather: a new lower bound, larger unless ``low`` fits. When
+        the bound repeats, it fits. Most scenarios settle in one or two steps."""
+        s = self.s
+        per_element = (1 + s.prefetch) * s.gather_bytes
+        low = self.smallest_dp_without_gather(3, activations)
+        for _ in range(_TIGHTEN):
+            if low is None:
+                return None, True
+            tighter = self.smallest_dp_without_gather(3, activations + per_element * self.remote_unit(low))
+            if tighter == low:
+                return low, True
+            low = tighter
+        return low, low is None
+
+    def smallest_dp_stage3(self, activations: int) -> int | None:
+        """Stage 3: the smallest D that fits when the tightening settles (see
+        ``tightened_stage3``); otherwise a bisection, as before it, between the D that fits
+        without the gather and the D that fits even with the largest one, (1 + P) × U × g,
+        which finds a D that fits where D − 1 does not."""
+        answer, settled = self.tightened_stage3(activations)
+        if settled:
+            return answer
+        s = self.s
+        low = self.smallest_dp_without_gather(3, activations)
+        assert low is not None  # the tightening started from it
+        high = self.smallest_dp_without_gather(3, activations + (1 + s.prefetch) * s.gather_bytes * s.unit_params)
+        cap = s.capacity_bytes
+        found = _smallest(lambda d: self.peak(3, d, activations) <= cap, low, DP_MAX if high is None else high)
+        if found is None or self.step == 1:
+            return found
+        dp = ceil_div(found, self.step) * self.step  # the groups must divide D
+        return dp if dp <= DP_MAX and self.peak(3, dp, activations) <= cap else None
+
+    def _bisected(self, stage: int, activations: int) -> int | None:
+        """The smallest multiple of ``step`` at which the state without the gather fits: the persistent state
+        never grows with D, so bisect over the multiples."""
+        step = self.step
+
+        def fits(k: int) -> bool:
+            return self.persistent(stage, k * step) + self.fixed + activations <= self.room
+
+        k = _smallest(fits, 1, DP_MAX // step)
+        return None if k is None else k * step
+
+
+# Tightening steps before the stage-3 search falls back to bisection: of 80,000 random scenarios
+# one needed more than 22 steps (90).
+_TIGHTEN = 128
+
+
+def _smallest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The smallest x in [low, high] with fits(x), searching for the boundary by bisection."""
+    if fits(low):
+        return low
+    if not fits(high):
+        return None
+    # invariant: fits(high) and not fits(low)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def _largest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The largest x in [low, high] with fits(x), for a predicate that only turns false: one
+    before the first x that does not fit."""
+    first_miss = _smallest(lambda x: not fits(x), low, high)
+    if first_miss is None:
+        return high
+    return first_miss - 1 if first_miss > low else None
+
+
+class _SchedulePeak:
+    """peak(stage, D, b) for a scenario with a model: the schedule-aware peak, every other input fixed.
+
+    ``activations_at`` (modelled activations) lets the micro batch vary: the scenario at micro
+    batch b carries the model's activation total at b, so the schedule reads it as modelled."""
+
+    def __init__(self, s: Scenario, activations_at: Callable[[int], int] | None) -> None:
+        self.s = s
+        self.activations_at = activations_at
+        # The scenario at (D, b), made once: the curve and the searches ask for each of the four stages.
+        self._at: dict[tuple[int, int], Scenario] = {}
+
+    def scenario(self, dp: int, micro_batch: int | None = None) -> Scenario:
+        s, at = self.s, self.activations_at
+        b = s.micro_batch if micro_batch is None or at is None else micro_batch
+        found = self._at.get((dp, b))
+        if found is None:
+            if at is None or b == s.micro_batch:
+                found = s.with_(dp=dp)
+            else:
+                found = s.with_(dp=dp, micro_batch=b, activation_bytes=at(b))
+            self._at[(dp, b)] = found
+        return found
+
+    def peak(self, stage: int, dp: int, micro_batch: int | None = None, *, padded: bool = True) -> int:
+        s = self.scenario(dp, micro_batch)
+        lines = tuple(ledger_line(s, stage, c, PRODUCTION) for c in CLASSES)
+        subtotal = worst_total(s, stage, lines, PRODUCTION, padded=padded)
+        return subtotal + ceil_div(subtotal * s.contingency_pct, 100)
+
+    def fits(self, stage: int, dp: int, micro_batch: int | None = None) -> bool:
+        return self.peak(stage, dp, micro_batch) <= self.s.capacity_bytes
+
+    def curve(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """Every stage's peak at each D of ``CURVE_DPS``. Stage 0 replicates everything, so nothing in
+        its step depends on D: it is evaluated once (the curve's property tests hold every point
+        equal to the full ledger at that D)."""
+        replicated = self.peak(0, CURVE_DPS[0])
+        return tuple((dp, (replicated, *(self.peak(stage, dp) for stage in STAGES[1:]))) for dp in CURVE_DPS)
+
+    def smallest_dp(self, stage: int, curve: tuple[tuple[int, tuple[int, ...]], ...]) -> int | None:
+        """Stages 0–2: the peak never grows with D (only ⌈x ÷ D⌉ terms depend on it), so bisect, between
+        the last point of ``curve`` (the peaks at powers of two) that does not fit and the first that does.
+        Stage 3: D = 1 apart (no all-gather output there), the peak without FSDP2's dim-0 padding
+        never grows with D and is at most the peak: bisect it for a lower bound (no larger than the first
+        point of the curve that fits), then search up from there; past ``_SCAN`` steps, bisect the peak
+        itself (a D that fits where D − 1 does not)."""
+        cap = self.s.capacity_bytes
+        first_fit = next((dp for dp, peaks in curve if peaks[stage] <= cap), DP_MAX)
+        if stage < 3:
+            below = max((dp for dp, peaks in curve if dp < first_fit), default=1)
+            return _smallest(lambda d: self.fits(stage, d), below, first_fit)
+        if curve[0][1][3] <= cap:
+            return 1
+        low = _smallest(lambda d: self.peak(3, d, padded=False) <= cap, 2, max(2, first_fit))
+        if low is None:
+            return None
+        for dp in range(low, min(low + _SCAN, DP_MAX + 1)):
+            if self.fits(3, dp):
+                return dp
+        return _smallest(lambda d: self.fits(3, d), min(low + _SCAN, DP_MAX), DP_MAX)
+
+    def totals(self, stage: int, micro_batch: int) -> list[int]:
+        """Every instant's total (before contingency) at ``micro_batch``, the scenario's own D."""
+        s = self.scenario(self.s.dp, micro_batch)
+        lines = tuple(ledger_line(s, stage, c, PRODUCTION) for c in CLASSES)
+        return [sum(sums) for _, _, _, sums in _sums(s, stage, lines, PRODUCTION, True)]
+
+    def largest_micro_batch(self, stage: int) -> int | None:
+        """The peak never falls as b grows, and every instant's total is linear in b up to rounding (each
+        activation, logits and temporary term is a multiple of b): the totals at b = 1 and 2 give each
+        instant's line, the lines give a guess, and a few exact evaluations around it settle the answer
+        (a bisection over 1 … 4,096 when they do not)."""
+
+        def fits(b: int) -> bool:
+            return self.fits(stage, self.s.dp, b)
+
+        room = max_subtotal(self.s.capacity_bytes, self.s.contingency_pct)
+        at_ones = self.totals(stage, 1)
+        if max(at_ones) > room:  # not even one sequence fits
+            return None
+        guess = MICRO_BATCH_MAX
+        for at_one, at_two in zip(at_ones, self.totals(stage, 2), strict=True):
+            if at_two > at_one:
+                guess = min(guess, 1 + (room - at_one) // (at_two - at_one))
+        guess = max(1, min(guess, MICRO_BATCH_MAX))
+        if fits(guess) and (guess == MICRO_BATCH_MAX or not fits(guess + 1)):
+            return guess  # the usual case: the lines are exact
+        low, high = max(1, guess - _NEAR), min(MICRO_BATCH_MAX, guess + _NEAR)
+        if fits(low) and (not fits(high) or high == MICRO_BATCH_MAX):
+            return _largest(fits, low, high)
+        return _largest(fits, 1, MICRO_BATCH_MAX)
+
+
+_SCAN = 256  # stage 3 with a model: degrees searched up from the unpadded bound before bisecting
+_NEAR = 4  # micro batches either side of the linear guess searched exactly
+
+
+def max_subtotal(capacity: int, pct: int) -> int:
+    """The largest subtotal whose peak (with its contingency rounded up) still fits ``capacity``."""
+    guess = capacity * 100 // (100 + pct)  # at most one off: sub + ⌈sub × pct ÷ 100⌉ ≤ cap
+    while guess + ceil_div(guess * pct, 100) > capacity:
+        guess -= 1
+    while (guess + 1) + ceil_div((guess + 1) * pct, 100) <= capacity:
+        guess += 1
+    return guess
+
+
+# Sized for a workshop: 200 attendees each edit D (the most common edit) a few seconds after their last
+# change, when that scenario's entry must still be here (~80 new scenarios a second: 1,024 entries last
+# ~12 s). An entry is ~7 KiB with its key (measured with tracemalloc), so ~7 MiB in all.
+@lru_cache(maxsize=1024)
+def _over_d(s: Scenario) -> tuple[tuple[int | None, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
+    """With a model: each stage's smallest D and the curve over D, which do not depend on the scenario's
+    own D (``s`` comes with dp = 1 and no name), cached: editing D on the page reuses them."""
+    sched = _SchedulePeak(s, None)
+    curve = sched.curve()
+    return tuple(sched.smallest_dp(stage, curve) for stage in STAGES), curve
+
+
+def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) -> FitFinder:
+    """Fit figures for ``s``. ``activations_at(b)`` gives the modelled activation peak for micro
+    batch ``b`` (with a model and no measured value); without it the micro batch is not searched.
+
+    Stages 0–2 are closed forms. Stage 3 tightens a lower bound with the same closed form (see
+    ``tightened_stage3``) and gives the smallest D that fits, even where the gather outgrows the
+    state (U × (1 + P) × g > N × state width, a model of one or two units with prefetch) and the
+    peak can rise with D. A scenario that does not settle in ``_TIGHTEN`` steps is bisected as
+    before: a D that fits where D − 1 does not; the page shows the whole curve.
+    """
+    if not_schedulable(s) is None:
+        sched = _SchedulePeak(s, activations_at)
+        smallest, curve = _over_d(s.with_(dp=1, name=""))
+        fits = tuple(
+            StageFit(stage, smallest[stage], None if activations_at is None else sched.largest_micro_batch(stage))
+            for stage in STAGES
+        )
+        return FitFinder(fits, curve, activations_at is not None)
+    model = _PeakModel(s)
+    act = s.activation_bytes
+    stages = []
+    for stage in STAGES:
+        dp = model.smallest_dp_without_gather(stage, act) if stage < 3 else model.smallest_dp_stage3(act)
+        mb = None if activations_at is None else _largest_micro_batch(model, stage, activations_at)
+        stages.append(StageFit(stage, dp, mb))
+    return FitFinder(tuple(stages), model.curve(act), activations_at is not None)
+
+
+def _largest_micro_batch(model: _PeakModel, stage: int, activations_at: Callable[[int], int]) -> int | None:
+    """The largest micro batch whose modelled activations fit at the scenario's own D."""
+    s = model.s
+    return _largest(lambda b: model.peak(stage, s.dp, activations_at(b)) <= s.capacity_bytes, 1, MICRO_BATCH_MAX)

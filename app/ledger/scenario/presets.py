@@ -1,0 +1,183 @@
+"""Workshop presets: scenarios and device capacities, each with where its figures come from.
+
+Parameter counts are exact sums of the models' tensors (Llama 2: Touvron et al. 2023 and the
+published config.json files; hidden size, intermediate size, layers, vocabulary 32,000).
+Activation figures in presets are declared placeholders until replaced by a measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.scenario.scenario import Scenario, parse_scenario
+
+GIB = 2**30
+GB = 10**9
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    id: str
+    title: str
+    source: str
+    scenario: Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    id: str
+    title: str
+    nominal: str  # as the datasheet prints it
+    capacity_bytes: int
+    unit: str  # "GB" or "GiB": how the nominal figure is read
+    source: str
+
+
+# Llama 2 decoder layer: attention q,k,v,o + SwiGLU MLP (3 × h × i) + 2 RMSNorm weights.
+LLAMA2_7B_LAYER = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096  # 202,383,360
+LLAMA2_7B = 32 * LLAMA2_7B_LAYER + 2 * 32000 * 4096 + 4096  # 6,738,415,616 (untied head)
+LLAMA2_13B_LAYER = 4 * 5120 * 5120 + 3 * 5120 * 13824 + 2 * 5120  # 317,204,480
+LLAMA2_13B = 40 * LLAMA2_13B_LAYER + 2 * 32000 * 5120 + 5120  # 13,015,864,320
+# 70B uses grouped-query attention: 8 key/value heads of 128 → k and v are 8192 × 1024.
+LLAMA2_70B_LAYER = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192  # 855,654,400
+LLAMA2_70B = 80 * LLAMA2_70B_LAYER + 2 * 32000 * 8192 + 8192  # 68,976,648,192
+
+_SEED = Scenario()
+# Llama-2-70B on H100s: one decoder layer wrapped, one unit prefetched, declared buffers and overhead.
+_LLAMA2_70B_RUN: dict[str, int | str] = {
+    "params": LLAMA2_70B, "unit_params": LLAMA2_70B_LAYER, "prefetch": 1, "bucket_bytes": 1 * GB,
+    "activation_bytes": 30 * GB, "overhead_bytes": 4 * GIB, "contingency_pct": 5, "capacity_bytes": 80 * GIB,
+}  # fmt: skip
+_FSDP2 = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "gather_bytes": 2}
+
+PRESETS: tuple[Preset, ...] = (
+    Preset(
+        "seed",
+        "Seed example: 7B, DeepSpeed-style mixed precision, D = 8, 80 GB",
+        "the article's scenario (spec worked example); 20 GB of activations declared as a placeholder",
+        _SEED,
+    ),
+    Preset(
+        "seed-fsdp2",
+        "Same model, PyTorch FSDP2 layout (FP32 shards, BF16 all-gather)",
+        "FSDP2 MixedPrecisionPolicy(param_dtype=bf16): sharded FP32 parameters updated in place",
+        _SEED.with_(**_FSDP2, name="seed model, FSDP2 layout"),
+    ),
+    Preset(
+        "llama2-7b-dp8",
+        "Llama-2-7B, ZeRO mixed precision, 8 × H100 80GB",
+        "6,738,415,616 parameters (config.json: h 4096, i 11008, 32 layers); U = one decoder layer",
+        _SEED.with_(
+            params=LLAMA2_7B,
+            unit_params=LLAMA2_7B_LAYER,
+            prefetch=1,
+            bucket_bytes=500_000_000,
+            overhead_bytes=3 * GIB,
+            contingency_pct=5,
+            capacity_bytes=80 * GIB,
+            name="Llama-2-7B, 8 x H100",
+        ),
+    ),
+    Preset(
+        "llama2-13b-fsdp2-dp8",
+        "Llama-2-13B, FSDP2, 8 × A100 40GB",
+        "13,015,864,320 parameters (h 5120, i 13824, 40 layers); U = one decoder layer",
+        _SEED.with_(
+            params=LLAMA2_13B,
+            unit_params=LLAMA2_13B_LAYER,
+            **_FSDP2,
+            prefetch=1,
+            activation_bytes=12 * GB,
+            overhead_bytes=3 * GIB,
+            contingency_pct=5,
+            capacity_bytes=40 * GIB,
+            name="Llama-2-13B, FSDP2, 8 x A100-40GB",
+        ),
+    ),
+    Preset(
+        "llama2-70b-dp64",
+        "Llama-2-70B, ZeRO-3, 64 × H100 80GB",
+        "68,976,648,192 parameters (h 8192, i 28672, 80 layers, 8 KV heads); U = one decoder layer",
+        _SEED.with_(**_LLAMA2_70B_RUN, dp=64, name="Llama-2-70B, 64 x H100"),
+    ),
+    Preset(
+        "llama2-70b-dp8",
+        "Llama-2-70B on only 8 × H100 80GB (does not fit)",
+        "the same model squeezed onto one node: the verdict shows why 64 ranks are needed",
+        _SEED.with_(**_LLAMA2_70B_RUN, dp=8, name="Llama-2-70B, 8 x H100"),
+    ),
+    # From a model's config: params, the largest unit and the activation peak are filled in.
+    Preset(
+        "model-llama2-7b-selective",
+        "Llama-2-7B from its config.json, selective recompute, s = 4,096, b = 2, 8 × H100",
+        "the built-in Llama-2-7B config; activations modelled (SwiGLU / GQA count, FlashAttention-style)",
+        parse_scenario(
+            {
+                "model": "llama-2-7b",
+                "act_policy": "selective",
+                "micro_batch": 2,
+                "prefetch": 1,
+                "overhead_bytes": 3 * GIB,
+                "contingency_pct": 5,
+                "capacity_bytes": 80 * GIB,
+            }
+        ),
+    ),
+    Preset(
+        "model-mixtral-full-dp64",
+        "Mixtral-8x7B from its config.json, full recompute, 64 × H100",
+        "the built-in Mixtral-8x7B-v0.1 config (MoE: 8 experts, top-2); activations modelled",
+        parse_scenario(
+            {
+                "model": "mixtral-8x7b-v0.1",
+                "act_policy": "full",
+                "dp": 64,
+                "prefetch": 1,
+                "bucket_bytes": 1 * GB,
+                "overhead_bytes": 4 * GIB,
+                "contingency_pct": 5,
+                "capacity_bytes": 80 * GIB,
+            }
+        ),
+    ),
+)
+PRESET_BY_ID: dict[str, Preset] = {p.id: p for p in PRESETS}
+
+_HBM = "HBM stacks hold powers of two, so the datasheet's 'GB' is GiB of DRAM; "
+_MEASURE = "less is usable after ECC and driver reservations: measure with torch.cuda.mem_get_info()"
+DEVICES: tuple[Device, ...] = (
+    Device(
+        "seed-80gb",
+        "Seed example capacity",
+        "80 GB",
+        80 * GB,
+        "GB",
+        "the article's decimal 80 GB (10^9 bytes), kept as the frozen scenario's capacity",
+    ),
+    Device("a100-40gb", "NVIDIA A100 40GB", "40GB HBM2", 40 * GIB, "GiB", "NVIDIA A100 datasheet; " + _HBM + _MEASURE),
+    Device("a100-80gb", "NVIDIA A100 80GB", "80GB HBM2e", 80 * GIB, "GiB", "NVIDIA A100 datasheet; " + _HBM + _MEASURE),
+    Device(
+        "h100-80gb",
+        "NVIDIA H100 SXM5 80GB",
+        "80GB HBM3",
+        80 * GIB,
+        "GiB",
+        "NVIDIA H100 datasheet; 5 stacks × 16 GiB; " + _MEASURE,
+    ),
+    Device(
+        "mi300x",
+        "AMD Instinct MI300X",
+        "192GB HBM3",
+        192 * GIB,
+        "GiB",
+        "AMD MI300X datasheet; 8 stacks × 24 GiB; " + _MEASURE,
+    ),
+    Device(
+        "rtx4090",
+        "NVIDIA GeForce RTX 4090",
+        "24GB GDDR6X",
+        24 * GIB,
+        "GiB",
+        "NVIDIA RTX 4090 specifications; 12 × 2 GiB GDDR6X chips; " + _MEASURE,
+    ),
+)

@@ -1,0 +1,338 @@
+"""The bounded scenario: every input checked, one error per bad field.
+
+:class:`app.ledger.scenario.inputs.ScenarioIn` validates the inputs (each field's bounds, then the rules
+across fields); :func:`to_scenario` fills in the defaults and gives the core's frozen
+:class:`Scenario`; :func:`field_errors` states pydantic's errors as :class:`FieldError` lines that
+name the field and its allowed range; :func:`parse_scenario` does all three for a raw mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.ledger.arithmetic import shown_int
+from app.ledger.models.defaults import ModelDefaults, model_defaults
+from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, STATIC_DEFAULTS, allowed_text, default_unit_params
+from app.ledger.scenario.inputs import UNCHECKED, ScenarioIn, StrictScenarioIn, across_fields, default_seq_len
+
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "FIELD_NAMES",
+    "MAX_UNKNOWN_REPORTED",
+    "MODEL_FILLED",
+    "FieldError",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioIn",
+    "StrictScenarioIn",
+    "default_seq_len",
+    "field_errors",
+    "parse_scenario",
+    "to_scenario",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One fully validated, canonical scenario (the seed's example by default)."""
+
+    model: str = ""
+    params: int = 7_000_000_000
+    dp: int = 8
+    param_bytes: int = 2
+    grad_bytes: int = 2
+    master_bytes: int = 4
+    opt_states: int = 2
+    opt_bytes: int = 4
+    unit_params: int = 400_000_000
+    gather_bytes: int = 2
+    prefetch: int = 0
+    stage: int = 3  # the stage the run uses (the comparison shows all four)
+    shard_group: int = 0  # HSDP / MiCS: state sharded over this many ranks, replicated across D ÷ it; 0 → D
+    hpz: int = 1  # ZeRO++'s secondary parameter partition over this many ranks (1: none)
+    pp: int = 1
+    pp_stage: str = "first"  # the end of the pipeline budgeted (pp > 1)
+    ep: int = 1
+    bucket_bytes: int = 0
+    activation_bytes: int = 20_000_000_000
+    overhead_bytes: int = 0
+    contingency_pct: int = 0
+    capacity_bytes: int = 80_000_000_000
+    name: str = ""
+    seq_len: int = 4096
+    micro_batch: int = 1
+    act_bytes: int = 2
+    act_policy: str = "none"
+    tp: int = 1
+    sequence_parallel: int = 0
+    logits_bytes: int = 4
+    reduce_bytes: int = 2  # the gradient width unless typed
+    reshard_after_forward: int = 1
+    norms: str = "unfused"  # eager transformers-style RMSNorm: the larger, traced figure
+    offload_optimizer: str = "none"  # master, optimizer states and FP32 gradients: device, cpu or nvme
+    offload_param: str = "none"  # stage 3's parameter shards
+    ranks_per_node: int = 8
+    host_bytes: int = 2_000_000_000_000
+    zero_init: int = 1
+
+    def __post_init__(self) -> None:
+        if self.shard_group == 0:  # the default: one group of all D ranks (a frozen dataclass: set it once here)
+            object.__setattr__(self, "shard_group", self.dp)
+
+    def with_(self, **changes: int | str) -> Scenario:
+        """A copy with some inputs changed (no re-validation: callers pass in-bound values). A shard group
+        left at its default (D) follows a new D, as it would in a link."""
+        if "dp" in changes and "shard_group" not in changes and self.shard_group == self.dp:
+            changes["shard_group"] = changes["dp"]
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {name: getattr(self, name) for name in _SCENARIO_FIELDS}
+
+    def model_defaults(self) -> ModelDefaults | None:
+        """What the named model supplies (None without a model); valid by construction."""
+        if not self.model:
+            return None
+        return model_defaults(self.model, self.seq_len, self.micro_batch, self.act_bytes, self.act_policy,
+                              self.tp, self.sequence_parallel, self.logits_bytes, self.norms, self.pp,
+                              self.pp_stage, self.ep)  # fmt: skip
+
+    @property
+    def world(self) -> int:
+        """GPUs in the run: D × tp × pp (expert parallelism splits the D ranks, it adds none)."""
+        return self.dp * self.tp * self.pp
+
+    @property
+    def expert_params(self) -> int:
+        """Of ``params``, the expert parameters ZeRO shards over D ÷ ep (0 unless ep > 1: with ep = 1
+        experts and the rest are sharded alike)."""
+        if self.ep == 1:
+            return 0
+        md = self.model_defaults()
+        return 0 if md is None else md.expert_params
+
+    def shards(self, degree: int | None = None) -> tuple[tuple[int, int], ...]:
+        """(parameters, owners) of each part a ZeRO-sharded class splits into on this rank: the dense part
+        over the shard group (D, or HSDP's group), the experts over D ÷ ep; ``degree`` evaluates the same
+        layout at another D (the fit finder's)."""
+        dp = self.dp if degree is None else degree
+        group = self._group(dp)
+        experts = self.expert_params
+        if not experts:
+            return ((self.params, group),)
+        return ((self.params - experts, group), (experts, max(1, dp // self.ep)))
+
+    def _group(self, dp: int) -> int:
+        """The dense parameters' sharding degree at D = ``dp``: D itself, or a typed shard group (at most D)."""
+        return dp if self.shard_group == self.dp else min(self.shard_group, dp)
+
+    def unit_shards(self, degree: int | None = None) -> tuple[tuple[int, int], ...]:
+        """The largest unit's (parameters, owners) parts, as :meth:`shards` splits the whole."""
+        dp = self.dp if degree is None else degree
+        group = self._group(dp)
+        md = self.model_defaults() if self.ep > 1 else None
+        experts = 0 if md is None else md.share.largest.experts
+        if not experts:
+            return ((self.unit_params, group),)
+        return ((self.unit_params - experts, group), (experts, max(1, dp // self.ep)))
+
+    def default_for(self, name: str) -> int | str:
+        """The default of ``name`` given the other inputs: U and the gather width depend on them,
+        the reduce-scatter width the gradient width, and a model supplies params, U and the activation peak."""
+        if name == "gather_bytes":
+            return self.param_bytes
+        if name == "reduce_bytes":
+            return self.grad_bytes
+        if name == "shard_group":
+            return self.dp
+        if name == "seq_len" and self.model:
+            return default_seq_len(self.model)
+        if name in MODEL_FILLED:
+            md = self.model_defaults()
+            if md is not None:
+                if name == "params":
+                    return md.params
+                if name == "unit_params":
+                    return min(md.unit_params, self.params)
+                return md.activations.total_bytes
+        if name == "unit_params":
+            return default_unit_params(self.params)
+        return STATIC_DEFAULTS[name]
+
+    def source_of(self, name: str) -> str:
+        """Where a model-fillable input came from: ``from config`` / ``modelled`` when it equals
+        the model's value, else ``declared`` (params, U) or ``measured`` (activations); without a
+        model, the seed's activation figure is a ``placeholder``."""
+        default = self.default_for(name)
+        if self.model:
+            if getattr(self, name) == default:
+                return "modelled" if name == "activation_bytes" else "from config"
+            return "measured" if name == "activation_bytes" else "declared"
+        if name == "activation_bytes":
+            return "placeholder" if self.activation_bytes == default else "measured"
+        return "declared"
+
+    def non_default_items(self) -> list[tuple[str, int | str]]:
+        """The inputs that differ from their defaults, sorted by name: the canonical form."""
+        return [(name, value) for name, value in sorted(self.as_dict().items()) if value != self.default_for(name)]
+
+
+_SCENARIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
+# The inputs a named model fills in (see default_for).
+MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes"})
+FIELD_NAMES = frozenset(FIELD_BY_NAME)
+DEFAULT_SCENARIO = Scenario()
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """A bad input: which field, what was wrong, and what is allowed."""
+
+    field: str
+    message: str
+    allowed: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message} (allowed: {self.allowed})"
+
+
+class ScenarioError(ValueError):
+    """One or more bad fields; ``errors`` holds one entry per field."""
+
+    def __init__(self, errors: Iterable[FieldError]) -> None:
+        self.errors: tuple[FieldError, ...] = tuple(errors)
+        super().__init__("; ".join(str(e) for e in self.errors))
+
+    def by_field(self) -> dict[str, FieldError]:
+        return {e.field: e for e in self.errors}
+
+
+# --------------------------------------------------------------------------- building the scenario
+
+
+def to_scenario(inp: ScenarioIn) -> Scenario:
+    """The scenario a validated input names, every default filled in.
+
+    Absent inputs take their defaults: the seed's example, or the named model's params, U, activation
+    peak and (GPT-2's short context) sequence length; U defaults to min(400M, N) without a model and
+    to min(the model's unit, N) with one; the all-gather width to the parameter width, the
+    reduce-scatter width to the gradient width. Raises
+    :class:`ScenarioError` when a rule across fields fails (only possible for an input that was
+    built without validation, e.g. ``model_construct``).
+    """
+    across = across_fields(inp)
+    if across.problems:
+        raise ScenarioError(
+            sorted((FieldError(p.field, p.message, p.allowed or _allowed(p.field)) for p in across.problems),
+                   key=_field_order)
+        )  # fmt: skip
+    values: dict[str, int | str] = dict(STATIC_DEFAULTS)
+    fill = across.fill
+    if fill is not None:
+        values.update(params=fill.params, activation_bytes=fill.activation_bytes, seq_len=fill.seq_len)
+    values.update({name: value for name, value in inp if value is not None})
+    params = int(values["params"])
+    if inp.unit_params is None:
+        values["unit_params"] = min(fill.unit_params, params) if fill else default_unit_params(params)
+    if inp.gather_bytes is None:
+        values["gather_bytes"] = values["param_bytes"]
+    if inp.reduce_bytes is None:
+        values["reduce_bytes"] = values["grad_bytes"]
+    if inp.shard_group is None:
+        values["shard_group"] = values["dp"]
+    return Scenario(**values)  # type: ignore[arg-type]
+
+
+def parse_scenario(raw: Mapping[str, object], *, allow_unknown: bool = True) -> Scenario:
+    """Validate every field of ``raw`` at once; missing (or ``None``) fields take their defaults.
+
+    Raises :class:`ScenarioError` with one :class:`FieldError` per bad field, in form order
+    (unknown keys first, when ``allow_unknown`` is false). Widths outside their allowed sets are
+    rejected, never rounded. An explicit ``unit_params`` above ``params`` is refused.
+    """
+    model = ScenarioIn if allow_unknown else StrictScenarioIn
+    try:
+        return to_scenario(model.model_validate(raw))
+    except ValidationError as exc:
+        errors = field_errors(exc)
+    # pydantic runs the rules across fields only once every field is valid. Run them on the valid
+    # fields too, so that one answer names every bad field; a rule reading a bad one is skipped.
+    bad = {e.field for e in errors}
+    valid = {name: raw[name] for name in FIELD_NAMES if name in raw and name not in bad}
+    try:
+        ScenarioIn.model_validate(valid, context={UNCHECKED: frozenset(bad)})
+    except ValidationError as exc:
+        errors.extend(e for e in field_errors(exc) if e.field not in bad)
+    raise ScenarioError(sorted(errors, key=_field_order))
+
+
+# --------------------------------------------------------------------------- pydantic's errors, in our words
+
+MAX_UNKNOWN_REPORTED = 10  # a pasted blob of junk keys gets a short answer, not one line per key
+_ALL_NAMES = "one of " + ", ".join(f.name for f in FIELDS)
+_ORDER = {f.name: i for i, f in enumerate(FIELDS)}
+_NON_PRINTABLE = "contains a non-printable character (a control, format or separator character)"
+
+
+def _field_order(e: FieldError) -> tuple[int, str]:
+    return _ORDER.get(e.field, -1), e.field  # unknown keys first, by name
+
+
+def _allowed(field: str) -> str:
+    known = FIELD_BY_NAME.get(field)
+    return allowed_text(known) if known else _ALL_NAMES
+
+
+def field_errors(exc: ValidationError | Iterable[Mapping[str, Any]]) -> list[FieldError]:
+    """pydantic's errors for a scenario as :class:`FieldError` lines, one per field, in form order.
+
+    Takes a ``ValidationError`` from ``ScenarioIn`` or the error dicts of one (e.g. FastAPI's
+    ``RequestValidationError.errors()``, whose ``loc`` starts with ``query`` or ``body``: the field
+    is the last name in ``loc``). Unknown keys are named up to :data:`MAX_UNKNOWN_REPORTED`, then
+    counted in one more line.
+    """
+    details = exc.errors(include_url=False) if isinstance(exc, ValidationError) else exc
+    unknown: list[str] = []
+    found: dict[str, FieldError] = {}
+    for detail in details:
+        loc = detail.get("loc") or ()
+        if detail.get("type") in ("extra_forbidden", "invalid_key"):  # an unknown key, or one that is not text
+            unknown.append(str(loc[-1])[:40])
+            continue
+        field = _field_of(loc)
+        if field not in found:
+            allowed = (detail.get("ctx") or {}).get("allowed")  # a rule across fields states its own
+            found[field] = FieldError(field, _message(field, detail), str(allowed or _allowed(field)))
+    unknown.sort()
+    errors = [FieldError(key, "is not a scenario field", _ALL_NAMES) for key in unknown[:MAX_UNKNOWN_REPORTED]]
+    if len(unknown) > MAX_UNKNOWN_REPORTED:
+        more = len(unknown) - MAX_UNKNOWN_REPORTED
+        errors.append(FieldError(unknown[MAX_UNKNOWN_REPORTED], f"and {more:,} more unknown fields", _ALL_NAMES))
+    return sorted([*errors, *found.values()], key=_field_order)
+
+
+def _field_of(loc: Sequence[object]) -> str:
+    names = [part for part in loc if isinstance(part, str)]
+    return names[-1][:40] if names else "scenario"
+
+
+def _message(field: str, detail: Mapping[str, Any]) -> str:
+    """What was wrong, in the lab's words where pydantic's would be vaguer."""
+    kind, value = detail.get("type"), detail.get("input")
+    known = FIELD_BY_NAME.get(field)
+    if kind in ("greater_than_equal", "less_than_equal") and isinstance(value, int):
+        return f"{shown_int(value)} is out of range"
+    if kind == "literal_error" and known is not None:
+        if known.options is not None:
+            return f"{repr(value)[:40]} is not one of {', '.join(known.options)}"
+        if isinstance(value, int):
+            return f"{shown_int(value)} is not a supported value"
+    if kind == "string_too_long" and isinstance(value, str):
+        return f"is {len(value):,} characters long"
+    if kind in ("string_pattern_mismatch", "string_unicode"):
+        return _NON_PRINTABLE
+    return str(detail.get("msg", "is not valid"))

@@ -1,0 +1,311 @@
+"""The host ledger per node: what offload moves off the device, the pinned buffers it needs, and the
+model-load peak, against the node's host memory.
+
+Per rank, at each stage (P = ⌈N ÷ D⌉, the rank's partition), as DeepSpeed allocates it (its
+``stage_1_and_2.py`` and ``stage3.py`` with ``offload_optimizer`` / ``offload_param``):
+
+* optimizer offload to the CPU, stages 1–3: the FP32 master partition (P × master width), the
+  optimizer states (P × states × width) and the FP32 gradient partition the CPU optimizer steps
+  (P × 4 B); pinned buffers: at stages 1–2 a 16-bit staging copy of the partition (P × parameter
+  width) and a gradient buffer of the largest parameter (its elements × gradient width); at stage 3
+  the gradient partition in the gradients' own width (P × gradient width).
+* to NVMe (ZeRO-Infinity, stage 3): the same state lives on the NVMe device; the host keeps the
+  stage-3 gradient buffer and the optimizer's swap buffers, 4 × the largest sub-group's partition
+  (min(P, 10⁹) elements) × 4 B. Below stage 3 DeepSpeed has no NVMe path: counted as the CPU.
+* parameter offload, stage 3: the 16-bit partition (P × parameter width) in pinned host memory; to
+  NVMe, up to ``max_in_cpu`` (10⁹) elements of it stay in pinned host memory, the rest on NVMe, with
+  5 swap buffers of 10⁸ elements × parameter width pinned on the host.
+* with FP32 training (no separate master) the CPU optimizer still steps an FP32 copy of the partition.
+
+Node: the run's ranks on one node (ranks_per_node, or the run's D × tp × pp GPUs when fewer) × a rank's. Loading: built
+partitioned (``zero_init``, stage 3: each module is created on the device and partitioned as it is
+built) the host holds nothing more; otherwise every rank builds the whole model in FP32 first (N × 4 B
+each). The node's peak is the larger of the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from app.ledger.arithmetic import ceil_div, n
+from app.ledger.models.reference import resolve
+from app.ledger.scenario import Scenario
+from app.ledger.state.rules import PRODUCTION, STAGES, Rules
+
+__all__ = [
+    "OFFLOAD_LADDER",
+    "HostLedger",
+    "HostLine",
+    "HostStage",
+    "OffloadFit",
+    "cheapest_offload",
+    "host_ledger",
+    "largest_tensor",
+]
+
+FP32 = 4
+SUB_GROUP = 1_000_000_000  # DeepSpeed's sub_group_size default: the optimizer steps this many elements at a time
+OPTIMIZER_SWAP_BUFFERS = 4  # offload_optimizer.buffer_count's default
+PARAM_SWAP_BUFFERS = 5  # offload_param.buffer_count's default
+PARAM_SWAP_ELEMENTS = 100_000_000  # offload_param.buffer_size's default
+MAX_IN_CPU = 1_000_000_000  # offload_param.max_in_cpu's default: elements of the partition kept in CPU memory
+_DS = "DeepSpeed 0.19.8"
+
+
+@dataclass(frozen=True, slots=True)
+class HostLine:
+    """One term of a rank's off-device memory: on the host (RAM) or on the NVMe device."""
+
+    what: str
+    where: str  # "host" or "nvme"
+    pinned: bool
+    bytes: int  # per rank
+    formula: str
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostStage:
+    stage: int
+    lines: tuple[HostLine, ...]
+    per_rank: int  # host RAM per rank
+    per_node: int  # host RAM of ranks_per_node ranks
+    nvme_per_node: int
+    load_peak: int  # host RAM of the node while the model is built
+    load_formula: str  # arithmetic only ("" when nothing is built on the host)
+    load_note: str
+    peak: int  # the larger of per_node and load_peak
+    headroom: int  # host_bytes − peak
+    fits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HostLedger:
+    ranks_per_node: int  # the run's ranks on one node: min(ranks_per_node, D)
+    capacity: int
+    stages: tuple[HostStage, ...]
+
+
+def largest_tensor(s: Scenario) -> int:
+    """Elements of the largest parameter tensor: the model's, or without a model the largest unit."""
+    return _largest_tensor(s.model) if s.model else s.unit_params
+
+
+@lru_cache(maxsize=256)
+def _largest_tensor(model: str) -> int:
+    # The grouped tensors (decoder layers share one tuple, experts are one entry with a count): as many as
+    # the model has kinds of tensor, not the millions of a large MoE's inventory one by one.
+    groups = {id(u.tensors): u.tensors for u in resolve(model).inventory.units}
+    return max(t.numel for tensors in groups.values() for t in tensors)
+
+
+def _rank_lines(s: Scenario, stage: int, rules: Rules) -> list[HostLine]:
+    p = sum(ceil_div(part, owners) for part, owners in s.shards())  # the rank's ZeRO shard
+    lines: list[HostLine] = []
+    optimizer = s.offload_optimizer if stage >= 1 else "none"
+    if optimizer != "none":
+        state_on = "nvme" if optimizer == "nvme" and stage == 3 else "host"
+        why = f"{_DS} offload_optimizer = {optimizer}"
+        if optimizer == "nvme" and stage < 3:
+            why += " (ZeRO-Infinity's NVMe path is stage 3's: counted in host memory, as cpu)"
+        # The CPU optimizer steps an FP32 partition: the master copy, or with FP32 training a copy of the
+        # parameters' own (stage_1_and_2.py and stage3.py clone it to the CPU in FP32 either way).
+        master = s.master_bytes or FP32
+        lines.append(
+            HostLine(
+                "FP32 master partition" if s.master_bytes else "FP32 partition the CPU optimizer steps",
+                state_on,
+                state_on == "host" and stage < 3,
+                p * master,
+                f"{n(p)} elements × {master} B = {n(p * master)} B",
+                why,
+            )
+        )
+        if s.opt_states:
+            b = p * s.opt_states * s.opt_bytes
+            lines.append(
+                HostLine(
+                    "optimizer states",
+                    state_on,
+                    False,
+                    b,
+                    f"{n(p)} elements × {s.opt_bytes} B × {s.opt_states} = {n(b)} B",
+                    why,
+                )
+            )
+        lines.append(
+            HostLine(
+                "FP32 gradient partition (the CPU optimizer's input)",
+                state_on,
+                state_on == "host",
+                p * FP32,
+                f"{n(p)} elements × {FP32} B = {n(p * FP32)} B",
+                why,
+            )
+        )
+        if rules.pinned_buffers:
+            if stage < 3:
+                staging = p * s.param_bytes
+                lines.append(
+                    HostLine(
+                        "pinned 16-bit staging copy of the partition",
+                        "host",
+                        True,
+                        staging,
+                        f"{n(p)} elements × {s.param_bytes} B = {n(staging)} B",
+                        "stage_1_and_2.py: the step's 16-bit copy before it returns to the device",
+                    )
+                )
+                big = largest_tensor(s)
+                buf = big * s.param_bytes  # in the model's type
+                lines.append(
+                    HostLine(
+                        "pinned gradient buffer of the largest parameter",
+                        "host",
+                        True,
+                        buf,
+                        f"{n(big)} elements × {s.param_bytes} B = {n(buf)} B",
+                        "stage_1_and_2.py: temp_grad_buffer_for_cpu_offload, in the model's type",
+                    )
+                )
+            else:
+                buf = p * s.grad_bytes
+                lines.append(
+                    HostLine(
+                        "pinned gradient partition in the gradients' width",
+                        "host",
+                        True,
+                        buf,
+                        f"{n(p)} elements × {s.grad_bytes} B = {n(buf)} B",
+                        "stage3.py: grad_partitions_flat_buffer (also with NVMe)",
+                    )
+                )
+                if state_on == "nvme":
+                    group = min(p, SUB_GROUP)
+                    swap = OPTIMIZER_SWAP_BUFFERS * group * FP32
+                    lines.append(
+                        HostLine(
+                            "pinned optimizer swap buffers",
+                            "host",
+                            True,
+                            swap,
+                            f"{OPTIMIZER_SWAP_BUFFERS} × min({n(p)}, {n(SUB_GROUP)}) elements × {FP32} B = {n(swap)} B",
+                            "swap_tensor: buffer_count × the largest sub-group",
+                        )
+                    )
+    if stage == 3 and s.offload_param != "none":
+        # NVMe: up to max_in_cpu elements (10⁹ by default) of the partition stay pinned in host RAM.
+        in_ram = p if s.offload_param == "cpu" else min(p, MAX_IN_CPU)
+        on = "nvme" if s.offload_param == "nvme" else "host"
+        lines.append(
+            HostLine(
+                "parameter partition" if on == "host" else "parameter partition kept in CPU memory (max_in_cpu)",
+                "host",
+                True,
+                in_ram * s.param_bytes,
+                f"{n(in_ram)} elements × {s.param_bytes} B = {n(in_ram * s.param_bytes)} B",
+                f"{_DS} offload_param = {s.offload_param}",
+            )
+        )
+        if p > in_ram:
+            rest = (p - in_ram) * s.param_bytes
+            lines.append(
+                HostLine(
+                    "parameter partition beyond max_in_cpu",
+                    "nvme",
+                    False,
+                    rest,
+                    f"({n(p)} − {n(in_ram)}) elements × {s.param_bytes} B = {n(rest)} B",
+                    f"{_DS} offload_param = nvme",
+                )
+            )
+        if on == "nvme" and rules.pinned_buffers:
+            swap = PARAM_SWAP_BUFFERS * PARAM_SWAP_ELEMENTS * s.param_bytes
+            lines.append(
+                HostLine(
+                    "pinned parameter swap buffers",
+                    "host",
+                    True,
+                    swap,
+                    f"{PARAM_SWAP_BUFFERS} × {n(PARAM_SWAP_ELEMENTS)} elements × {s.param_bytes} B = {n(swap)} B",
+                    "partitioned_param_swapper.py: buffer_count × buffer_size",
+                )
+            )
+    return lines
+
+
+def _load(s: Scenario, stage: int) -> tuple[int, str, str]:
+    """The node's host RAM while the model is built: its bytes, the arithmetic, and why."""
+    if stage == 3 and s.zero_init:
+        return 0, "", "built partitioned (zero_init = 1): each module is created on the device and partitioned"
+    ranks = node_ranks(s)
+    total = ranks * s.params * FP32
+    formula = f"{ranks} ranks × {n(s.params)} elements × {FP32} B = {n(total)} B"
+    return total, formula, "every rank builds the whole model in FP32 on the host first"
+
+
+def node_ranks(s: Scenario) -> int:
+    """The run's ranks on one node: ranks_per_node, or all of the run's D × tp × pp GPUs when fewer."""
+    return min(s.ranks_per_node, s.world)
+
+
+def host_ledger(s: Scenario, rules: Rules = PRODUCTION) -> HostLedger:
+    stages = []
+    ranks = node_ranks(s)
+    for stage in STAGES:
+        lines = tuple(_rank_lines(s, stage, rules))
+        per_rank = sum(line.bytes for line in lines if line.where == "host")
+        nvme = sum(line.bytes for line in lines if line.where == "nvme")
+        load, load_formula, load_note = _load(s, stage)
+        per_node = ranks * per_rank
+        peak = max(per_node, load)
+        stages.append(
+            HostStage(
+                stage,
+                lines,
+                per_rank,
+                per_node,
+                ranks * nvme,
+                load,
+                load_formula,
+                load_note,
+                peak,
+                s.host_bytes - peak,
+                peak <= s.host_bytes,
+            )
+        )
+    return HostLedger(ranks, s.host_bytes, tuple(stages))
+
+
+# The offload choices from cheapest (nothing moved) to most (ZeRO-Infinity): (optimizer, parameters).
+OFFLOAD_LADDER: tuple[tuple[str, str], ...] = (("none", "none"), ("cpu", "none"), ("cpu", "cpu"), ("nvme", "nvme"))
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadFit:
+    """The first rung of :data:`OFFLOAD_LADDER` on which the run's stage fits the device and the host."""
+
+    offload_optimizer: str
+    offload_param: str
+    device_peak: int
+    host_peak: int
+
+
+def cheapest_offload(
+    s: Scenario, device_peak: Callable[[Scenario], int], own_host: HostLedger | None = None
+) -> OffloadFit | None:
+    """The least offload that makes the run's stage fit both the device (``device_peak`` of the scenario
+    with that offload, against its capacity) and the host memory per node; None when none does. Rungs a
+    stage cannot use are skipped: no offload at stage 0, parameter offload at stage 3 only. ``own_host``, the
+    scenario's own host ledger when the caller has it, answers for the scenario's own rung."""
+    for optimizer, params in OFFLOAD_LADDER:
+        if (optimizer != "none" and s.stage == 0) or (params != "none" and s.stage != 3):
+            continue
+        t = s.with_(offload_optimizer=optimizer, offload_param=params)
+        peak = device_peak(t)
+        host = (own_host if own_host is not None and t == s else host_ledger(t)).stages[s.stage]
+        if peak <= s.capacity_bytes and host.fits:
+            return OffloadFit(optimizer, params, peak, host.peak)
+    return None

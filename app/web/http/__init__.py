@@ -1,0 +1,1 @@
+"""HTTP plumbing: settings, dependencies, limits, security headers, errors, templating, static files, the server."""

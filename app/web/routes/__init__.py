@@ -1,0 +1,1 @@
+"""The HTTP routes, one router per concern: routes parse, call the core and a view, and render."""

@@ -1,0 +1,144 @@
+"""The JSON API: the receipt, the kill lists, a config's inventory, the built-in models, liveness.
+
+Routes parse (through the dependencies in :mod:`app.web.http.deps`), call the core, and return data
+that FastAPI checks against the response models of :mod:`app.receipts.schema`. They are plain
+``def`` functions, so FastAPI runs them in its thread pool: a slow estimate never blocks the
+event loop that answers everyone else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.interop.deepspeed.reader import DEEPSPEED, TRANSFORMERS, DeepSpeedConfigError, import_deepspeed
+from app.interop.snippets import deepspeed_config, fsdp2_snippet
+from app.ledger.estimate import estimate
+from app.ledger.models.architecture import ModelConfigError
+from app.ledger.models.inventory import inventory
+from app.ledger.models.known import KNOWN_MODELS
+from app.ledger.models.reference import compact, ignored_keys, resolve
+from app.ledger.scenario import ScenarioError
+from app.ledger.scenario.inputs import StrictScenarioIn
+from app.ledger.scenario.links import link
+from app.receipts.inventory import inventory_json
+from app.receipts.receipt import mutation_json, receipt
+from app.receipts.schema import DeepSpeedImportOut, InventoryOut, KillLists, KnownModelOut, Receipt, SnippetsOut
+from app.web.http.deps import BodyScenario, QueryScenario
+from app.web.http.errors import body_error, unprocessable
+from app.web.http.responses import BODY_ERRORS, ERRORS, LIMITS
+from app.web.http.settings import public_base_url
+
+router = APIRouter()
+
+
+@router.get("/api/estimate", response_model=Receipt, responses=ERRORS,
+            summary="The receipt for the scenario in the query string")  # fmt: skip
+def estimate_get(scenario: QueryScenario, request: Request) -> dict[str, Any]:
+    return receipt(estimate(scenario), public_base_url(request))
+
+
+@router.post("/api/estimate", response_model=Receipt, responses=BODY_ERRORS,
+             summary="The receipt for the scenario in a JSON body")  # fmt: skip
+def estimate_post(scenario: BodyScenario, request: Request) -> dict[str, Any]:
+    return receipt(estimate(scenario), public_base_url(request))
+
+
+@router.get("/api/mutations", response_model=KillLists, responses=ERRORS,
+            summary="The mutation kill lists for the scenario in the query string")  # fmt: skip
+def mutations(scenario: QueryScenario) -> dict[str, Any]:
+    result = estimate(scenario)
+    return {
+        "mutations": [mutation_json(m) for m in result.mutations],
+        "reference_mutations": [mutation_json(m) for m in result.reference_mutations],
+    }
+
+
+ConfigBody = Body(
+    description="A Hugging Face config.json of a supported family (llama, mistral, mixtral, qwen2, gpt2, gpt_neox).",
+    examples=[{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+               "intermediate_size": 11008, "vocab_size": 32000}],
+)  # fmt: skip
+
+
+@router.post("/api/model-inventory", response_model=InventoryOut, responses=BODY_ERRORS,
+             summary="The exact parameter inventory of a Hugging Face config.json")  # fmt: skip
+def model_inventory(config: dict[str, Any] = ConfigBody) -> Any:
+    try:
+        ref = resolve(compact(config))
+        ignored, ignored_count = ignored_keys(config)
+    except ModelConfigError as exc:
+        return body_error(str(exc), "value_error", exc.key or "config")
+    return inventory_json(ref, ignored, ignored_count)
+
+
+class DeepSpeedIn(BaseModel):
+    """A DeepSpeed config and the scenario inputs it is read beside (a model for its "auto" sizes, D …)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: dict[str, Any] = Field(
+        description="A DeepSpeed config (ds_config.json) as a JSON object.",
+        examples=[{"zero_optimization": {"stage": 3, "reduce_bucket_size": "auto"}, "bf16": {"enabled": True}}],
+    )
+    scenario: StrictScenarioIn = Field(
+        default_factory=StrictScenarioIn,
+        description="Scenario fields; each one given wins over the config, the others take the config's value "
+        "or their default.",
+        examples=[{"model": "llama-2-7b", "dp": 8}],
+    )
+
+
+@router.post("/api/deepspeed", response_model=DeepSpeedImportOut, responses=BODY_ERRORS,
+             summary="A DeepSpeed config read into a scenario, every key accounted for")  # fmt: skip
+def deepspeed_import(body: DeepSpeedIn) -> Any:
+    """Sizes in a DeepSpeed config are elements: each line shows its conversion with the width it applies
+    to. A key DeepSpeed would refuse is a 422 whose ``loc`` is the key's path under ``config``."""
+    inputs = body.scenario.model_dump(exclude_none=True)
+    try:
+        result = import_deepspeed(body.config, inputs)
+    except DeepSpeedConfigError as exc:
+        return body_error(f"{exc.key}: {exc.message}", "value_error", "config", *exc.key.split("."))
+    except ScenarioError as exc:
+        return unprocessable(
+            {"loc": ["body", "scenario", e.field], "field": e.field, "msg": str(e), "allowed": e.allowed,
+             "type": "value_error"}
+            for e in exc.errors
+        )  # fmt: skip
+    s = result.scenario
+    return {
+        "link": link(s),
+        "scenario": s.as_dict(),
+        "lines": [{"key": x.key, "written": x.written, "effect": x.effect, "status": x.status} for x in result.lines],
+        "unresolved": list(result.unresolved),
+        "deepspeed": DEEPSPEED,
+        "transformers": TRANSFORMERS,
+    }
+
+
+@router.get("/api/snippets", response_model=SnippetsOut, responses=ERRORS,
+            summary="The scenario as a ds_config.json and as an FSDP2 snippet")  # fmt: skip
+def snippets(scenario: QueryScenario) -> dict[str, Any]:
+    config, notes = deepspeed_config(scenario)
+    fsdp2 = fsdp2_snippet(scenario)
+    return {
+        "deepspeed": {"config": config, "notes": list(notes)},
+        "fsdp2": {"text": fsdp2.text, "notes": list(fsdp2.notes)},
+    }
+
+
+@router.get("/api/models", response_model=list[KnownModelOut], responses=LIMITS,
+            summary="The built-in models and where their facts come from")  # fmt: skip
+def models() -> list[dict[str, Any]]:
+    return [
+        {"id": m.id, "title": m.title, "source": m.source, "params": inventory(m.architecture()).params}
+        for m in KNOWN_MODELS
+    ]
+
+
+@router.head("/healthz", include_in_schema=False)
+@router.get("/healthz", responses=LIMITS, summary="Liveness")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}

@@ -1,0 +1,87 @@
+"""The receipts as files: the same scenario as ``/api/estimate``, streamed as a download."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response, StreamingResponse
+
+from app.interop.snippets import deepspeed_snippet, fsdp2_snippet
+from app.ledger.estimate import estimate
+from app.ledger.scenario import Scenario
+from app.ledger.scenario.links import slug
+from app.receipts.csv_rows import csv_lines
+from app.receipts.receipt import receipt
+from app.web.http.deps import QueryScenario
+from app.web.http.responses import ERRORS
+from app.web.http.settings import public_base_url
+
+router = APIRouter()
+CHUNK_CHARS = 16 * 1024
+
+
+def in_chunks(pieces: Iterable[str], size: int = CHUNK_CHARS) -> Iterator[str]:
+    """The pieces joined into chunks of about ``size`` characters. Starlette iterates a plain
+    iterator in the thread pool, one hop per item: sent line by line, a receipt of ~130 rows
+    queued behind every other request (15 ms each, and seconds under load)."""
+    batch: list[str] = []
+    length = 0
+    for piece in pieces:
+        batch.append(piece)
+        length += len(piece)
+        if length >= size:
+            yield "".join(batch)
+            batch, length = [], 0
+    if batch:
+        yield "".join(batch)
+
+
+def _attachment(s: Scenario, suffix: str) -> dict[str, str]:
+    return {"Content-Disposition": f'attachment; filename="zero3-lab-{slug(s)}.{suffix}"'}
+
+
+@router.head("/receipt.json", include_in_schema=False)
+@router.get("/receipt.json", summary="Download the JSON receipt", responses={
+    200: {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Receipt"}}},
+          "description": "The receipt, as /api/estimate answers it, indented, as a file"}, **ERRORS})  # fmt: skip
+def receipt_json(scenario: QueryScenario, request: Request) -> StreamingResponse:
+    data = receipt(estimate(scenario), public_base_url(request))
+    text = json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(data)
+    return StreamingResponse(in_chunks(text), media_type="application/json", headers=_attachment(scenario, "json"))
+
+
+@router.head("/receipt.csv", include_in_schema=False)
+@router.get("/receipt.csv", summary="Download the CSV receipt", responses={
+    200: {"content": {"text/csv": {"schema": {"type": "string"}}},
+          "description": "The CSV receipt: one row per (stage, ledger, category), the inputs as rows too; UTF-8 "
+                         "with a byte order mark, so that a spreadsheet reads × ÷ ⌈ ⌉ right"},
+    **ERRORS})  # fmt: skip
+def receipt_csv(scenario: QueryScenario) -> StreamingResponse:
+    # The BOM: Excel opens a CSV without one in the system's code page and garbles the formulas.
+    lines = csv_lines(estimate(scenario), bom=True)
+    return StreamingResponse(
+        in_chunks(lines), media_type="text/csv; charset=utf-8", headers=_attachment(scenario, "csv")
+    )
+
+
+@router.head("/ds_config.json", include_in_schema=False)
+@router.get("/ds_config.json", summary="Download the scenario as a DeepSpeed config", responses={
+    200: {"content": {"application/json": {"schema": {"type": "object"}}},
+          "description": "A ds_config.json that reproduces the scenario (what it cannot express: /api/snippets)"},
+    **ERRORS})  # fmt: skip
+def ds_config_json(scenario: QueryScenario) -> Response:
+    # A few hundred bytes: one plain response (the receipts stream; a snippet has nothing to stream)
+    return Response(deepspeed_snippet(scenario).text, media_type="application/json",
+                    headers=_attachment(scenario, "ds_config.json"))  # fmt: skip
+
+
+@router.head("/fsdp2.py", include_in_schema=False)
+@router.get("/fsdp2.py", summary="Download the scenario as an FSDP2 snippet", responses={
+    200: {"content": {"text/x-python": {"schema": {"type": "string"}}},
+          "description": "Python: fully_shard per decoder layer and on the root (what it cannot say: /api/snippets)"},
+    **ERRORS})  # fmt: skip
+def fsdp2_py(scenario: QueryScenario) -> Response:
+    return Response(fsdp2_snippet(scenario).text, media_type="text/x-python; charset=utf-8",
+                    headers=_attachment(scenario, "fsdp2.py"))  # fmt: skip

@@ -1,0 +1,278 @@
+"""The page routes: the lab for a scenario (or, for htmx, its results partial), the paste form, the
+detail tables and the API docs. Each parses its input, builds a view, and renders a template.
+
+The routes are plain ``def`` functions: FastAPI runs them in its thread pool, so computing an
+estimate never holds up the event loop that answers everyone else. The one exception is the live
+update (``page`` for htmx), a few milliseconds of computation with its costliest parts deferred: it
+runs in the event loop, where it costs less than the hop to a thread and back would, and only the
+whole page goes to the pool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+from urllib.parse import parse_qs, parse_qsl, urlsplit
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from app.interop.deepspeed.reader import DeepSpeedConfigError, import_deepspeed
+from app.interop.snippets import deepspeed_snippet, fsdp2_snippet
+from app.ledger.ledger import compute_ledger
+from app.ledger.models.architecture import ModelConfigError
+from app.ledger.models.reference import compact
+from app.ledger.peak.fit import find_fit
+from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario, ScenarioError
+from app.ledger.scenario.links import canonical_query, link
+from app.ledger.scenario.presets import PRESET_BY_ID
+from app.web.http.query import DERIVED, form_fields, query_dict, read_scenario
+from app.web.http.templating import templates
+from app.web.views.page import (
+    address_of,
+    detail_page_context,
+    fit_table_context,
+    lines_context,
+    page_context,
+    presenting,
+    results_context,
+    title_of,
+    view,
+    with_present,
+)
+from app.web.views.results import DEFERRABLE, kills, lower
+
+router = APIRouter(include_in_schema=False)
+
+PAGE_METHODS = ["GET", "HEAD"]  # HEAD answers like GET, for link checkers and monitors
+VARY = {"Vary": "HX-Request"}  # the same URL answers a page or a fragment: caches must tell them apart
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+def is_history_restore(request: Request) -> bool:
+    return request.headers.get("hx-history-restore-request") == "true"
+
+
+def wants_fragment(request: Request) -> bool:
+    """htmx asks for the fragment, except when restoring history (then it needs the whole page)."""
+    return is_htmx(request) and not is_history_restore(request)
+
+
+# The page's script says how a live update should touch the history (static/app.js): ``replace``
+# while an edit is being typed (its first update made the entry), else a settled change.
+HISTORY_HEADER = "X-History"
+# ... and which of the parts a live update may defer are on screen (``lower kills``, static/app.js): those
+# come inline, the others are deferred until they come into view.
+IN_VIEW_HEADER = "X-In-View"
+FRAGMENT_VARY = {"Vary": f"HX-Request, HX-Current-URL, {HISTORY_HEADER}, {IN_VIEW_HEADER}"}
+
+
+def deferred_parts(request: Request, present: bool) -> frozenset[str]:
+    """What a live update leaves for later: every deferrable part (the sections below the peak, the kill
+    lists) the page does not have on screen. Checking the mutants and searching D and the micro batch
+    are most of an answer's work, and most edits are made with those parts off screen (docs/performance.md).
+    Presenter mode defers nothing: the stepper shows the kill lists, and the room sees the page as it is."""
+    if present:
+        return frozenset()
+    return DEFERRABLE - frozenset(request.headers.get(IN_VIEW_HEADER, "").split())
+
+
+def history_header(request: Request, address: str) -> str:
+    """``HX-Push-Url`` for a settled change to a new address; ``HX-Replace-Url`` while typing (each
+    keystroke's update replaces the entry the edit opened) and when the address is the one the page
+    is already at (a blur or Enter after typing, or a change back and forth), so that typing ``128``
+    leaves one entry, not four, and nothing is ever pushed twice."""
+    current = urlsplit(request.headers.get("hx-current-url", ""))
+    here = current.path + (f"?{current.query}" if current.query else "")
+    if request.headers.get(HISTORY_HEADER) == "replace" or here == address:
+        return "HX-Replace-Url"
+    return "HX-Push-Url"
+
+
+@router.api_route("/", methods=PAGE_METHODS)
+async def page(request: Request) -> Response:
+    """The lab. ``?preset=<id>`` alone redirects to ``/?preset=<id>&<canonical query>``: the preset's
+    id stays in the address (and its title is the heading) while the scenario is still the preset's;
+    the first edit that changes the scenario drops it."""
+    # A live update is ~2 ms of pure computation (the fit finder's sections and the kill lists deferred
+    # unless on screen, then up to ~20 ms): answered here, in the event loop, it skips the thread hop and
+    # the GIL hand-offs, which cost a busy worker as much again (docs/performance.md). A whole page (the
+    # kill lists and the fit finder for a scenario not seen yet) is answered in the thread pool, as the
+    # plain ``def`` routes are, so that it never holds the loop up.
+    if wants_fragment(request):
+        return _page(request)
+    return await run_in_threadpool(_page, request)
+
+
+def _page(request: Request) -> Response:
+    query = query_dict(request)
+    preset_id = query.get("preset")
+    raw = form_fields(query)
+    preset = PRESET_BY_ID.get(preset_id or "")
+    if preset_id is not None and not raw and (preset is None or preset.scenario != DEFAULT_SCENARIO):
+        target = address_of(canonical_query(preset.scenario), preset) if preset else "/"
+        target = with_present(target, presenting(query))
+        if is_htmx(request):  # the whole page moves: the form's every field changes
+            return Response(status_code=204, headers={"HX-Redirect": target})
+        return RedirectResponse(target, status_code=303)
+    scenario, error = read_scenario(raw, strict=False)
+    fragment, present = wants_fragment(request), presenting(query)
+    deferred = deferred_parts(request, present) if fragment else frozenset()
+    v = replace(view(raw, scenario, error, preset, deferred=deferred), present=present)
+    if fragment:
+        # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
+        headers = {**FRAGMENT_VARY, history_header(request, v.page_address): v.page_address}
+        return templates.TemplateResponse(
+            request, "partials/_results.html", results_context(v, oob=True), headers=headers
+        )
+    # A history restore must be 200 or htmx will not swap it in (it would keep the newer page).
+    status = 200 if error is None or is_history_restore(request) else 422
+    return templates.TemplateResponse(request, "index.html", page_context(v), status_code=status, headers=VARY)
+
+
+@router.post("/model")
+async def use_model_config(request: Request) -> Response:
+    """The page's "use a config.json" form: the config becomes the scenario's ``model`` (compact),
+    keeping the other inputs of the scenario the form was on; a bad config is shown inline."""
+    body = await request.body()
+    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and k not in DERIVED}
+    text = form.get("config", "")
+    try:
+        config = json.loads(text)
+        if not isinstance(config, dict):
+            raise ModelConfigError("must be a JSON object, like a config.json file")
+        reference = compact(config)
+    except (ValueError, RecursionError) as exc:
+        message = str(exc) if isinstance(exc, ModelConfigError) else f"not valid JSON ({exc})"
+        return _paste_refused(request, keep, text, message)
+    scenario, error = read_scenario({**keep, "model": reference}, strict=False)
+    if scenario is None:  # the kept inputs do not suit this model (e.g. tp): start from its defaults
+        scenario, error = read_scenario({"model": reference}, strict=False)
+    if scenario is None:  # a valid architecture the scenario cannot hold (e.g. more than 10^13 parameters)
+        assert error is not None
+        return _paste_refused(request, keep, text, str(error))
+    if is_htmx(request):  # the whole page moves to the new scenario
+        return Response(status_code=204, headers={"HX-Redirect": link(scenario)})
+    return RedirectResponse(link(scenario), status_code=303)
+
+
+@router.post("/deepspeed")
+async def use_deepspeed_config(request: Request) -> Response:
+    """The page's "use a DeepSpeed config" form: the config read beside the scenario the form was on (the
+    config's keys replace that scenario's fields; its model reads the "auto" sizes), answered with every
+    key and a link to the scenario it describes; a config DeepSpeed would refuse is shown inline."""
+    body = await request.body()
+    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and k not in DERIVED}
+    text = form.get("ds_config", "")
+    message: str | None = None
+    imported: dict[str, Any] | None = None
+    try:
+        config = json.loads(text)
+        if not isinstance(config, dict):
+            raise DeepSpeedConfigError("config", "must be a JSON object, like a ds_config.json file")
+        # A new run: the config's keys replace the kept fields (typed=∅), and the old scenario's name goes
+        result = import_deepspeed(config, {k: v for k, v in keep.items() if k != "name"}, typed=frozenset())
+        imported = {"scenario": result.scenario, "link": link(result.scenario), "lines": result.lines,
+                    "unresolved": result.unresolved}  # fmt: skip
+    except DeepSpeedConfigError as exc:
+        message = f"{exc.key}: {exc.message}" if exc.key != "config" else exc.message
+    except ScenarioError as exc:  # the kept scenario itself is bad (a hand-edited form)
+        message = str(exc)
+    except (ValueError, RecursionError) as exc:
+        message = f"not valid JSON ({exc})"
+    scenario, error = read_scenario(keep, strict=False)
+    context = page_context(view(keep, scenario, error), ds_error=message, ds_pasted=text, ds_import=imported)
+    if is_htmx(request):  # 200 either way: htmx 2 does not swap a 4xx
+        return templates.TemplateResponse(request, "partials/_deepspeed.html", context, headers=VARY)
+    return templates.TemplateResponse(request, "index.html", context, status_code=422 if message else 200)
+
+
+def _paste_refused(request: Request, keep: dict[str, str], pasted: str, message: str) -> Response:
+    """The page on the scenario the paste was made from, the paste kept and its error beside it,
+    the paste box focused (``autofocus``). Under htmx, the paste form alone, swapped in place (200:
+    htmx 2 does not swap a 4xx), so the page neither moves nor loses what else was typed."""
+    scenario, error = read_scenario(keep, strict=False)
+    context = page_context(view(keep, scenario, error), paste_error=message, pasted_config=pasted)
+    if is_htmx(request):
+        return templates.TemplateResponse(request, "partials/_paste.html", context, headers=VARY)
+    return templates.TemplateResponse(request, "index.html", context, status_code=422)
+
+
+def _detail_table(
+    request: Request, name: str, partial: str, table: Callable[[Scenario], Mapping[str, Any]]
+) -> Response:
+    """A table that a closed <details> fetches when opened (htmx), or, followed as a link without
+    JavaScript, the same table as a page of its own; for the scenario in the query."""
+    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
+    if scenario is None:
+        assert error is not None
+        return templates.TemplateResponse(request, "partials/_invalid.html", {"error": str(error)}, status_code=422)
+    context = table(scenario)
+    if is_htmx(request):
+        return templates.TemplateResponse(request, partial, dict(context), headers=VARY)
+    title = f"{name}: {title_of(scenario)}"
+    page_ctx = detail_page_context(title, canonical_query(scenario), partial, context)
+    return templates.TemplateResponse(request, "detail.html", page_ctx, headers=VARY)
+
+
+@router.api_route("/lines", methods=PAGE_METHODS)
+def lines(request: Request) -> Response:
+    """The ledger-lines table (formula and evidence of every stage and class)."""
+    return _detail_table(request, "Ledger lines", "partials/_lines.html", lambda s: lines_context(compute_ledger(s)))
+
+
+@router.api_route("/fit-table", methods=PAGE_METHODS)
+def fit_table(request: Request) -> Response:
+    """The fit chart's table twin: the peak of every stage at each D."""
+    # The curve needs the fit finder only: no checks, kill lists or micro-batch search.
+    return _detail_table(
+        request, "Peak per stage at each D", "partials/_fit_table.html", lambda s: fit_table_context(find_fit(s))
+    )
+
+
+@router.api_route("/kills", methods=PAGE_METHODS)
+def kill_lists(request: Request) -> Response:
+    """The kill lists: what a live update's results load when the section comes into view (htmx), or,
+    followed as a link without JavaScript, the kill lists as a page of their own."""
+    # present: False, since presenter mode never defers its kill lists (page(), above)
+    return _detail_table(
+        request, "Mutation kill list", "partials/_kills.html", lambda s: {"kills": kills(s), "present": False}
+    )
+
+
+@router.api_route("/lower", methods=PAGE_METHODS)
+def lower_sections(request: Request) -> Response:
+    """The sections below the peak (the trace, the fit finder, communication, checkpoint, host, "Run it"): what
+    a live update's results load when they come into view (htmx), or, followed as a link without JavaScript,
+    those sections as a page of their own."""
+    title = "Trace, fit finder, communication, checkpoint and host"
+    return _detail_table(request, title, "partials/_lower.html", _lower_context)
+
+
+def _lower_context(s: Scenario) -> dict[str, Any]:
+    """``_lower.html``'s context: its figures, and the scenario and its query for the trace panel and links."""
+    query = canonical_query(s)
+    return {"lower": lower(s), "scenario": s, "query": query, "q": f"?{query}" if query else ""}
+
+
+@router.api_route("/snippets", methods=PAGE_METHODS)
+def snippets(request: Request) -> Response:
+    """The scenario as a ds_config.json and an FSDP2 snippet, each with what it cannot express."""
+    return _detail_table(
+        request, "Run it with DeepSpeed or FSDP2", "partials/_snippets.html",
+        lambda s: {"deepspeed": deepspeed_snippet(s), "fsdp2": fsdp2_snippet(s), "q": link(s, "")},
+    )  # fmt: skip
+
+
+@router.api_route("/docs", methods=PAGE_METHODS)
+def docs(request: Request) -> Response:
+    """The API's interactive docs (Swagger UI, served from static/vendor)."""
+    return templates.TemplateResponse(request, "docs.html", {})

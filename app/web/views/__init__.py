@@ -1,0 +1,1 @@
+"""What a page shows before any markup: one view model per template, figures still integers."""

@@ -1,0 +1,571 @@
+"""DeepSpeed configs in (``app.interop.deepspeed.reader``) and out (``app.interop.snippets``).
+
+The five configs in ``tests/data/deepspeed/`` are public training recipes, written out by hand from
+their sources (``tests/data/deepspeed/README.md``). Each test's docstring computes what the lab
+must make of it; the figures in the asserts are those hand computations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.interop.deepspeed.reader import DeepSpeedConfigError, DeepSpeedImport, import_deepspeed
+from app.interop.snippets import DEEPSPEED_FIELDS, deepspeed_config, fsdp2_snippet
+from app.ledger.estimate import estimate
+from app.ledger.ledger import compute_ledger
+from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario.links import canonical_query
+from tests.support import paths
+from tests.support.strategies import scenarios
+
+DATA = paths.DATA / "deepspeed"
+# Sections read as a whole (their inner keys do not change memory): one line accounts for each.
+WHOLE = frozenset({"hybrid_engine", "tensorboard", "scheduler"})
+
+
+def config(name: str) -> dict[str, object]:
+    loaded = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def leaf_keys(tree: Mapping[str, object], prefix: str = "") -> Iterator[str]:
+    """Every key path of a config that holds a value (an object's keys, recursively)."""
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value and path not in WHOLE:
+            yield from leaf_keys(value, path + ".")
+        else:
+            yield path
+
+
+def accounted(result: DeepSpeedImport) -> set[str]:
+    keys: set[str] = set()
+    for line in result.lines:
+        keys.update(part.strip() for part in line.key.split(","))
+    return keys
+
+
+def lines_of(result: DeepSpeedImport, key: str) -> list[str]:
+    return [f"{line.status}: {line.effect}" for line in result.lines if line.key == key]
+
+
+def assert_every_key_accounted(cfg: Mapping[str, object], result: DeepSpeedImport) -> None:
+    alias = {"max_live_parameters": "stage3_max_live_parameters", "max_reuse_distance": "stage3_max_reuse_distance",
+             "gather_16bit_weights_on_model_save": "stage3_gather_16bit_weights_on_model_save"}  # fmt: skip
+    have = accounted(result) | {"fp16.enabled", "bf16.enabled"}  # the precision line names both when they agree
+    missing = []
+    for key in leaf_keys(cfg):
+        head, _, tail = key.rpartition(".")
+        canonical = f"{head}.{alias[tail]}" if tail in alias else key
+        if key not in have and canonical not in have:
+            missing.append(key)
+    assert not missing, f"keys with no line: {missing}"
+
+
+# --------------------------------------------------------------------------- five public recipes
+
+
+def test_llava_zero3_on_vicuna_13b() -> None:
+    """LLaVA-v1.5-13B's ``scripts/zero3.json`` (fine-tuning on Vicuna-13B, a Llama-2-13B shape:
+    hidden 5,120, 40 layers), on D = 8.
+
+    * stage 3; ``reduce_bucket_size`` "auto" = hidden² = 5,120² = 26,214,400 elements; stage 3
+      allocates one flat bucket of the 16-bit gradient type: 26,214,400 × 2 B = 52,428,800 B.
+    * ``stage3_prefetch_bucket_size`` "auto" = ⌊0.9 × 26,214,400⌋ = 23,592,960 elements, less than
+      one decoder layer (U = 317,204,480 parameters): P = 0 whole units.
+    * ``stage3_param_persistence_threshold`` "auto" = 10 × 5,120 = 51,200 elements: the 2 × 40 + 1
+      = 81 RMSNorm weights of 5,120 elements (414,720 in all) stay whole; not modelled, stated:
+      414,720 × 2 B − ⌈829,440 ÷ 8⌉ = 829,440 − 103,680 = 725,760 B.
+    * fp16/bf16, the micro batch and gradient accumulation are "auto" from the Trainer's
+      arguments: unresolved, the lab's own inputs used (16-bit widths, micro batch 1).
+    * The ledger: stage-3 persistent state ⌈13,015,864,320 ÷ 8⌉ = 1,626,983,040 elements ×
+      (2 + 2 + 4 + 2 × 4) B = 26,031,728,640 B; the bucket is resident at every stage's peak, which is
+      52,428,800 B above the same scenario without it.
+    """
+    cfg = config("llava-zero3")
+    result = import_deepspeed(cfg, {"model": "llama-2-13b", "dp": 8})
+    s = result.scenario
+    assert (s.stage, s.bucket_bytes, s.prefetch, s.unit_params) == (3, 52_428_800, 0, 317_204_480)
+    assert (s.param_bytes, s.grad_bytes, s.master_bytes, s.micro_batch) == (2, 2, 4, 1)
+    persistence = lines_of(result, "zero_optimization.stage3_param_persistence_threshold")
+    assert len(persistence) == 1
+    assert "81 tensors under 51,200 elements (414,720 elements)" in persistence[0]
+    assert "= 725,760 B more" in persistence[0]
+    assert [u.split(":")[0] for u in result.unresolved] == [
+        "fp16.enabled / bf16.enabled", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    ]  # fmt: skip
+    assert_every_key_accounted(cfg, result)
+    assert canonical_query(s) == "bucket_bytes=52428800&model=llama-2-13b"
+    with_bucket = estimate(s, with_kill_lists=False).ledger.stages
+    without = estimate(s.with_(bucket_bytes=0), with_kill_lists=False).ledger.stages
+    assert with_bucket[3].persistent == 26_031_728_640
+    assert [a.peak.total - b.peak.total for a, b in zip(with_bucket, without, strict=True)] == [52_428_800] * 4
+
+
+def test_llava_zero2_double_buffers_the_gradient_bucket() -> None:
+    """LLaVA-v1.5-13B's ``scripts/zero2.json`` (projector pre-training), on D = 8.
+
+    * stage 2 with ``overlap_comm`` true and ``contiguous_gradients`` true: DeepSpeed allocates two
+      flat buckets of ``reduce_bucket_size`` elements ("auto" = 5,120² = 26,214,400) of the 16-bit
+      gradient type: 2 × 26,214,400 × 2 B = 104,857,600 B.
+    * ``sub_group_size`` is a stage-3 setting: reported as not read.
+    """
+    cfg = config("llava-zero2")
+    result = import_deepspeed(cfg, {"model": "llama-2-13b"})
+    assert (result.scenario.stage, result.scenario.bucket_bytes) == (2, 104_857_600)
+    assert lines_of(result, "zero_optimization.sub_group_size") == ["ignored: read only at stage 3 (this is stage 2)"]
+    assert_every_key_accounted(cfg, result)
+
+
+def test_axolotl_zero3_cpu_offload_on_mixtral() -> None:
+    """axolotl's ``zero3_bf16_cpuoffload_all.json`` (its Mixtral examples), on Mixtral-8x7B (hidden 4,096,
+    46,702,792,704 parameters), D = 8.
+
+    * bf16 on at stage 3: 16-bit parameters and gradients (2 B), an FP32 master (4 B).
+    * ``reduce_bucket_size`` "auto" = 4,096² = 16,777,216 elements × 2 B = 33,554,432 B.
+    * ``max_live_parameters`` (the unprefixed spelling DeepSpeed also takes) = 0: fewer than the
+      ledger's (1 + P) × U gathered parameters, so DeepSpeed releases sooner: said, as an over-count.
+    * Both offloads to the CPU: nothing of the model state stays on the device at stage 3; the host
+      ledger holds, per rank, P = ⌈46,702,792,704 ÷ 8⌉ = 5,837,849,088 elements × (4 master + 8 Adam +
+      4 FP32 gradients + 2 pinned gradient partition + 2 parameters) = 116,756,981,760 B, and per node of
+      8 ranks 934,055,854,080 B, within the default 2 TB.
+    """
+    cfg = config("axolotl-zero3-bf16-cpuoffload-all")
+    result = import_deepspeed(cfg, {"model": "mixtral-8x7b-v0.1"})
+    s = result.scenario
+    assert (s.param_bytes, s.grad_bytes, s.master_bytes, s.bucket_bytes, s.stage) == (2, 2, 4, 33_554_432, 3)
+    assert (s.offload_optimizer, s.offload_param) == ("cpu", "cpu")
+    live = lines_of(result, "zero_optimization.stage3_max_live_parameters")
+    assert len(live) == 1
+    assert live[0].startswith("checked: 0 elements") and "over-count" in live[0]
+    assert lines_of(result, "zero_optimization.offload_param.device")[0].startswith("sets: offload_param = cpu")
+    ledger = compute_ledger(s)
+    assert ledger.stages[3].persistent == 0
+    host = ledger.host.stages[3]
+    assert s.params == 46_702_792_704
+    assert (host.per_rank, host.per_node, host.fits) == (116_756_981_760, 934_055_854_080, True)
+    assert_every_key_accounted(cfg, result)
+
+
+def test_deepspeed_chat_step1_batch_sizes() -> None:
+    """DeepSpeed-Chat's ``get_train_ds_config(offload=False, dtype="fp16", stage=3)`` (step 1, Llama-2-7B).
+
+    * train_batch_size 32 = micro batch 4 × gradient accumulation × D: on D = 8 DeepSpeed resolves
+      the accumulation to 32 ÷ 4 ÷ 8 = 1; on D = 4 to 2; on D = 16 to ⌊32 ÷ 4 ÷ 16⌋ = 0, which it
+      refuses (32 ≠ 4 × 0 × 16).
+    * no ``reduce_bucket_size``: DeepSpeed's default 500,000,000 elements, one flat bucket at stage 3:
+      500,000,000 × 2 B = 1,000,000,000 B.
+    * ``stage3_prefetch_bucket_size`` 3e7 < U (202,383,360): P = 0. Persistence threshold 1e4: the
+      2 × 32 + 1 = 65 RMSNorm weights of 4,096 elements stay whole (266,240 elements).
+    * ``stage3_max_live_parameters`` 3e7 < (1 + 0) × 202,383,360: DeepSpeed releases sooner.
+    """
+    cfg = config("deepspeed-chat-step1-zero3")
+    result = import_deepspeed(cfg, {"model": "llama-2-7b", "dp": 8})
+    s = result.scenario
+    assert (s.micro_batch, s.bucket_bytes, s.prefetch, s.stage) == (4, 1_000_000_000, 0, 3)
+    assert lines_of(result, "gradient_accumulation_steps")[0].startswith("checked: 1:")
+    assert lines_of(import_deepspeed(cfg, {"model": "llama-2-7b", "dp": 4}), "gradient_accumulation_steps")[
+        0
+    ].startswith("checked: 2:")
+    with pytest.raises(DeepSpeedConfigError) as refused:
+        import_deepspeed(cfg, {"model": "llama-2-7b", "dp": 16})
+    assert refused.value.key == "train_batch_size"
+    assert "4 × 0 × 16 = 0" in refused.value.message
+    assert (
+        "65 tensors under 10,000 elements (266,240 elements)"
+        in lines_of(result, "zero_optimization.stage3_param_persistence_threshold")[0]
+    )
+    assert "over-count" in lines_of(result, "zero_optimization.stage3_max_live_parameters")[0]
+    assert_every_key_accounted(cfg, result)
+
+
+def test_bloom_176b_bf16_at_stage_0() -> None:
+    """BLOOM-176B's ``ds_config`` (tr11-176B-ml: bf16, ZeRO stage 0 under Megatron-DeepSpeed, TP 4 × PP 12
+    on 384 GPUs, so D = 384 ÷ 48 = 8), with the micro batch 2 and global batch 2,048 its script writes.
+
+    * bf16 without ZeRO: since DeepSpeed 0.17.6 ``get_data_types`` keeps gradients in the model's type
+      when ``grad_accum_dtype`` is unset (the FP32 rule for non-ZeRO bf16 was removed): grad_bytes 2,
+      parameters 2 B, an FP32 master 4 B.
+    * gradient accumulation = 2,048 ÷ 2 ÷ 8 = 128 (resolved, no memory effect per rank).
+    * stage 0: no ZeRO buckets.
+    """
+    cfg = config("bloom-176b-tr11")
+    result = import_deepspeed(cfg, {"dp": 8})
+    s = result.scenario
+    assert (s.stage, s.param_bytes, s.grad_bytes, s.master_bytes, s.micro_batch, s.bucket_bytes) == (
+        0, 2, 2, 4, 2, 0,
+    )  # fmt: skip
+    assert lines_of(result, "gradient_accumulation_steps")[0].startswith("checked: 128:")
+    assert result.unresolved == ()
+    assert_every_key_accounted(cfg, result)
+
+
+def test_the_hf_docs_nvme_example_is_refused_as_deepspeed_refuses_it() -> None:
+    """The transformers docs' ZeRO-Infinity example nests ``aio`` inside ``zero_optimization``; DeepSpeed's
+    ``DeepSpeedZeroConfig`` forbids keys it does not declare, so DeepSpeed itself would refuse it."""
+    with pytest.raises(DeepSpeedConfigError) as refused:
+        import_deepspeed(config("hf-docs-zero3-nvme"), {"model": "llama-2-7b"})
+    assert refused.value.key == "zero_optimization.aio"
+    assert "top-level section" in refused.value.message
+
+
+# --------------------------------------------------------------------------- refusals and rules
+
+
+@pytest.mark.parametrize(
+    ("cfg", "key", "words"),
+    [
+        ({"fp16": {"enabled": True}, "bf16": {"enabled": True}}, "bf16.enabled", "cannot both"),
+        ({"zero_optimization": {"stage": 4}}, "zero_optimization.stage", "0, 1, 2 or 3"),
+        ({"zero_optimization": {"stage": True}}, "zero_optimization.stage", "0, 1, 2 or 3"),
+        ({"zero_optimization": {"stage": 3, "reduce_bucket_size": 1.5}}, "zero_optimization.reduce_bucket_size",
+         "whole number"),
+        ({"zero_optimization": {"stage": 3, "reduce_bucket_size": "big"}}, "zero_optimization.reduce_bucket_size",
+         "whole number"),
+        ({"zero_optimization": {"stage": 2, "overlap_comm": "yes"}}, "zero_optimization.overlap_comm", "true or false"),
+        ({"zero_optimization": {"stage3_prefetch_bucket": 1}}, "zero_optimization.stage3_prefetch_bucket",
+         "refuses unknown keys"),
+        ({"zero_optimization": {"offload_param": {"device": "disk"}}}, "zero_optimization.offload_param.device",
+         '"none", "cpu" or "nvme"'),
+        ({"optimizer": {"type": "OneBitAdam"}}, "optimizer.type", "removed"),
+        ({"optimizer": {"type": "Shampoo"}}, "optimizer.type", "set opt_states by hand"),
+        ({"train_micro_batch_size_per_gpu": 5000}, "train_micro_batch_size_per_gpu", "micro_batch = 5000"),
+        ({"train_micro_batch_size_per_gpu": 0}, "train_micro_batch_size_per_gpu", "between 1"),
+        ({"communication_data_type": "int8"}, "communication_data_type", '"fp32", "fp16" or "bf16"'),
+        ({"activation_checkpointing": {"partition": True}}, "activation_checkpointing.partition", "not a key"),
+        ({"fp16": []}, "fp16", "must be an object"),
+    ],
+)  # fmt: skip
+def test_a_bad_key_is_refused_by_name(cfg: dict[str, object], key: str, words: str) -> None:
+    with pytest.raises(DeepSpeedConfigError) as refused:
+        import_deepspeed(cfg, {})
+    assert refused.value.key == key
+    assert words in refused.value.message
+
+
+def test_hpz_at_stage_3_adds_the_secondary_partition() -> None:
+    """ZeRO++ hpZ: a 7B model (N = 7,000,000,000) on D = 64 with ``zero_hpz_partition_size`` 8, bf16.
+
+    * hpz = 8 (8 divides 64): beside its primary shard of ⌈N ÷ 64⌉ = 109,375,000 parameters each rank
+      keeps a secondary ⌈N ÷ 8⌉ = 875,000,000, so stage 3's parameters are
+      (109,375,000 + 875,000,000) × 2 B = 1,968,750,000 B.
+    * the rest of stage 3's persistent state is over D: 109,375,000 × (2 gradients + 4 master + 2 × 4 Adam)
+      = 1,531,250,000 B; in all 3,500,000,000 B.
+    """
+    cfg = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}}
+    result = import_deepspeed(cfg, {"params": "7B", "dp": 64})
+    s = result.scenario
+    assert (s.hpz, s.shard_group, s.stage) == (8, 64, 3)
+    (line,) = lines_of(result, "zero_optimization.zero_hpz_partition_size")
+    assert line.startswith("sets: hpz = 8: ZeRO++ hpZ") and "within 8 ranks (8 groups)" in line
+    assert result.origin["hpz"] == "zero_optimization.zero_hpz_partition_size"
+    stage3 = compute_ledger(s).stages[3]
+    assert stage3.bytes_of("parameters") == 1_968_750_000
+    assert stage3.persistent == 3_500_000_000
+
+
+def test_mics_at_stage_3_is_the_shard_group() -> None:
+    """MiCS: a 7B model on D = 32 with ``mics_shard_size`` 8 (and the hierarchical gather, a comm detail).
+
+    * shard_group = 8: state sharded over 8 ranks, replicated across 32 ÷ 8 = 4 groups.
+    * stage 3's persistent state is over the group: ⌈N ÷ 8⌉ = 875,000,000 × (2 + 2 + 4 + 8) B
+      = 14,000,000,000 B.
+    """
+    cfg = {
+        "bf16": {"enabled": True},
+        "zero_optimization": {"stage": 3, "mics_shard_size": 8, "mics_hierarchical_params_gather": True},
+    }
+    result = import_deepspeed(cfg, {"params": "7B", "dp": 32})
+    s = result.scenario
+    assert (s.shard_group, s.hpz) == (8, 1)
+    (line,) = lines_of(result, "zero_optimization.mics_shard_size")
+    assert line.startswith("sets: shard_group = 8: MiCS: state sharded over 8 ranks, replicated across 4 groups")
+    (gather,) = lines_of(result, "zero_optimization.mics_hierarchical_params_gather")
+    assert gather.startswith("no memory effect")
+    assert compute_ledger(s).stages[3].persistent == 14_000_000_000
+    assert_every_key_accounted(cfg, result)
+    # a shard group of all D is plain ZeRO-3; off (-1, 0) too
+    for size, group in ((32, 32), (-1, 32), (0, 32), (1, 1)):
+        cfg = {"zero_optimization": {"stage": 3, "mics_shard_size": size}}
+        assert import_deepspeed(cfg, {"params": "7B", "dp": 32}).scenario.shard_group == group
+
+
+def test_hpz_and_mics_below_stage_3_are_ignored_as_deepspeed_ignores_them() -> None:
+    """Stages 1–2's optimizer takes neither (DeepSpeed's _configure_zero_optimizer): the lines say
+    ignored and the scenario shards over all D; a shard group the inputs carried is reset."""
+    cfg = {"zero_optimization": {"stage": 2, "zero_hpz_partition_size": 8, "mics_shard_size": 4}}
+    result = import_deepspeed(cfg, {"params": "7B", "dp": 32, "shard_group": 4}, typed=frozenset({"params", "dp"}))
+    assert (result.scenario.hpz, result.scenario.shard_group) == (1, 32)
+    for key in ("zero_optimization.zero_hpz_partition_size", "zero_optimization.mics_shard_size"):
+        (line,) = lines_of(result, key)
+        assert line.startswith("ignored: read only at stage 3 (this is stage 2")
+    absent = import_deepspeed({"zero_optimization": {"stage": 3}}, {"dp": 32, "hpz": 8}, typed=frozenset({"dp"}))
+    assert absent.scenario.hpz == 1  # DeepSpeed's default when the key is absent
+    assert lines_of(absent, "zero_optimization.zero_hpz_partition_size")[0].startswith("sets: hpz = 1")
+
+
+@pytest.mark.parametrize(
+    ("zero", "inputs", "key", "words"),
+    [
+        ({"zero_hpz_partition_size": 3}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
+         "3 does not divide D = 8"),
+        ({"zero_hpz_partition_size": 16}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
+         "16 does not divide D = 8"),
+        ({"mics_shard_size": 3}, {"dp": 8}, "zero_optimization.mics_shard_size", "3 does not divide D = 8"),
+        ({"zero_hpz_partition_size": 4, "mics_shard_size": 2}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
+         "MiCS together are not modelled"),
+        ({"zero_hpz_partition_size": "auto"}, {}, "zero_optimization.zero_hpz_partition_size", "whole number of ranks"),
+        ({"zero_hpz_partition_size": -1}, {}, "zero_optimization.zero_hpz_partition_size", "between 0"),
+        ({"mics_shard_size": 2.5}, {}, "zero_optimization.mics_shard_size", "whole number"),
+        ({"zero_hpz_partition_size": 4}, {"dp": 8, "shard_group": 4}, "zero_optimization.zero_hpz_partition_size",
+         "not modelled"),
+        ({"mics_shard_size": 4}, {"model": "mixtral-8x7b-v0.1", "dp": 8, "ep": 8},
+         "zero_optimization.mics_shard_size", "_validate_zero3_moe_compatibility"),
+    ],
+)  # fmt: skip
+def test_a_bad_partition_is_refused_by_name(
+    zero: dict[str, object], inputs: dict[str, object], key: str, words: str
+) -> None:
+    with pytest.raises(DeepSpeedConfigError) as refused:
+        import_deepspeed({"zero_optimization": {"stage": 3, **zero}}, inputs)
+    assert refused.value.key == key
+    assert words in refused.value.message
+
+
+def test_an_unknown_top_level_key_is_reported_not_refused() -> None:
+    result = import_deepspeed({"train_micro_batch_size_per_gpu": 2, "zero_optimisation": {"stage": 3}}, {})
+    (line,) = (line for line in result.lines if line.key == "zero_optimisation")
+    assert line.status == "ignored"
+    assert "check its spelling" in line.effect
+    assert result.scenario.stage == 0  # DeepSpeed's default: the misspelt section is not read
+
+
+def test_auto_without_a_model_is_unresolved_and_named() -> None:
+    result = import_deepspeed(config("llava-zero3"), {"params": "7B"})
+    assert {u.split(":")[0] for u in result.unresolved} >= {
+        "zero_optimization.reduce_bucket_size",
+        "zero_optimization.stage3_prefetch_bucket_size",
+        "zero_optimization.stage3_param_persistence_threshold",
+    }
+    assert result.scenario.bucket_bytes == 0  # the lab's own input, not a guess
+
+
+def test_a_typed_field_wins_over_the_config() -> None:
+    result = import_deepspeed(config("deepspeed-chat-step1-zero3"), {"model": "llama-2-7b", "micro_batch": 2})
+    assert result.scenario.micro_batch == 2
+    (line,) = (line for line in result.lines if line.key == "train_micro_batch_size_per_gpu")
+    assert line.status == "checked" and "typed value is kept" in line.effect
+
+
+def test_a_bad_typed_field_is_the_fields_error() -> None:
+    with pytest.raises(ScenarioError) as refused:
+        import_deepspeed({"zero_optimization": {"stage": 3}}, {"dp": 0})
+    assert [e.field for e in refused.value.errors] == ["dp"]
+
+
+def test_optimizers_and_their_states() -> None:
+    states = {
+        kind: import_deepspeed({"optimizer": {"type": kind, "params": params}}, {}).scenario.opt_states
+        for kind, params in (("AdamW", {}), ("Adam", {}), ("Lamb", {}), ("Adagrad", {}), ("Lion", {}),
+                             ("SGD", {"momentum": 0.9}), ("SGD", {}))
+    }  # fmt: skip
+    assert states == {"AdamW": 2, "Adam": 2, "Lamb": 2, "Adagrad": 1, "Lion": 1, "SGD": 0}
+    assert import_deepspeed({"optimizer": {"type": "SGD", "params": {"momentum": 0.9}}}, {}).scenario.opt_states == 1
+
+
+# --------------------------------------------------------------------------- snippets and the round trip
+
+
+def reimported(s: Scenario) -> Scenario:
+    """``s`` written as a ds_config.json and read back beside its inputs the config does not carry."""
+    cfg, _ = deepspeed_config(s)
+    others = {name: value for name, value in s.non_default_items() if name not in DEEPSPEED_FIELDS}
+    return import_deepspeed(json.loads(json.dumps(cfg)), others).scenario
+
+
+@pytest.mark.parametrize(
+    ("name", "inputs"),
+    [
+        ("llava-zero3", {"model": "llama-2-13b"}),
+        ("llava-zero2", {"model": "llama-2-13b"}),
+        ("axolotl-zero3-bf16-cpuoffload-all", {"model": "mixtral-8x7b-v0.1"}),
+        ("deepspeed-chat-step1-zero3", {"model": "llama-2-7b"}),
+        ("bloom-176b-tr11", {"dp": 8}),
+    ],
+)
+def test_config_scenario_config_is_stable(name: str, inputs: dict[str, object]) -> None:
+    """config → scenario → config → scenario: the same canonical link, and the written config reads
+    back to itself."""
+    first = import_deepspeed(config(name), inputs).scenario
+    again = reimported(first)
+    assert canonical_query(again) == canonical_query(first)
+    assert deepspeed_config(again) == deepspeed_config(first)
+
+
+def divisors(number: int) -> list[int]:
+    small = [d for d in range(1, int(number**0.5) + 1) if number % d == 0]
+    return sorted({*small, *(number // d for d in small)})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    s=scenarios(),
+    micro_batch=st.integers(1, 64),
+    act_policy=st.sampled_from(["none", "full"]),
+    reduce_bytes=st.sampled_from([2, 4]),
+    layout=st.sampled_from(["plain", "hpz", "shard_group"]),
+    pick=st.integers(0, 2**20),
+)
+def test_every_expressible_input_survives_the_round_trip(
+    s: Scenario, micro_batch: int, act_policy: str, reduce_bytes: int, layout: str, pick: int
+) -> None:
+    """A scenario written as a config and read back keeps every DeepSpeed input the notes do not name
+    as inexpressible, and its config reads back to the same config. The layout draws ZeRO++'s hpz or a
+    shard group (MiCS) among D's divisors (not modelled together): at stage 3 they are written and read back,
+    below it a note names them."""
+    s = s.with_(micro_batch=micro_batch, act_policy=act_policy, reduce_bytes=reduce_bytes, name="")
+    if layout != "plain":
+        size = divisors(s.dp)[pick % len(divisors(s.dp))]
+        s = s.with_(**{layout: size})
+        assert parse_scenario(dict(s.non_default_items())) == s  # a valid scenario
+    cfg, notes = deepspeed_config(s)
+    back = reimported(s)
+    said = " ".join(notes)
+    # a field is exempt only where a note begins with its name (the note says it is not written)
+    named = {name for name in DEEPSPEED_FIELDS for note in notes if note.startswith(name + " ")}
+    named |= {"param_bytes", "master_bytes"} if any(note.startswith("param_bytes ") for note in notes) else set()
+    named |= {"opt_bytes"} if any(note.startswith("opt_states ") for note in notes) else set()
+    for name in sorted(DEEPSPEED_FIELDS):
+        if name not in named and not (name == "prefetch" and s.unit_params == 0):
+            assert getattr(back, name) == getattr(s, name), (name, notes)
+    written = deepspeed_config(back)
+    if not any(name in said for name in DEEPSPEED_FIELDS) and s.unit_params:
+        assert written[0] == cfg  # wholly expressible: the same config
+    if not any("not expressible" in note for note in written[1]):
+        assert deepspeed_config(reimported(back)) == written  # and from a config, the trip is stable
+
+
+def test_the_fsdp2_snippet_reads_the_scenario() -> None:
+    fsdp2_layout = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "gather_bytes": 2, "reduce_bytes": 4}
+    s = parse_scenario({"model": "llama-2-7b", **fsdp2_layout, "act_policy": "full", "prefetch": 2, "dp": 16})
+    snippet = fsdp2_snippet(s)
+    text = snippet.text
+    assert "MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)" in text
+    assert 'init_device_mesh("cuda", (16,))' in text
+    assert "checkpoint(layer)" in text and "reshard_after_forward=True" in text
+    assert "layers[i + 1 : i + 1 + 2]" in text
+    assert "model.to(" not in text  # FP32 shards: the model stays in FP32
+    compile(text, "fsdp2_snippet.py", "exec")  # valid Python
+    assert snippet.notes == ()  # FSDP2's own layout: nothing it cannot say
+
+
+def test_the_round_trip_keeps_hpz_and_the_shard_group() -> None:
+    """At stage 3 hpz and a shard group are written (zero_hpz_partition_size, mics_shard_size) and read
+    back; a shard group equal to D, and hpz 1, are DeepSpeed's defaults and are not written."""
+    for fields in ({"hpz": 8}, {"shard_group": 8}, {"shard_group": 1}, {"shard_group": 64}, {"hpz": 1}):
+        s = parse_scenario({"params": "7B", "dp": 64, **fields})
+        zero = deepspeed_config(s)[0]["zero_optimization"]
+        assert isinstance(zero, dict)
+        assert zero.get("zero_hpz_partition_size") == (s.hpz if s.hpz > 1 else None)
+        assert zero.get("mics_shard_size") == (s.shard_group if s.shard_group < s.dp else None)
+        back = reimported(s)
+        assert (back.hpz, back.shard_group) == (s.hpz, s.shard_group)
+        assert deepspeed_config(back) == deepspeed_config(s)
+
+
+def test_below_stage_3_hpz_and_a_shard_group_are_notes() -> None:
+    s = parse_scenario({"params": "7B", "dp": 64, "stage": 2, "shard_group": 8})
+    cfg, notes = deepspeed_config(s)
+    assert "mics_shard_size" not in json.dumps(cfg)
+    assert any(note.startswith("shard_group 8: DeepSpeed has no such layout below stage 3") for note in notes)
+    hpz = parse_scenario({"params": "7B", "dp": 64, "stage": 1, "hpz": 8})
+    cfg, notes = deepspeed_config(hpz)
+    assert "zero_hpz_partition_size" not in json.dumps(cfg)
+    assert any(note.startswith("hpz 8: ") and "not written" in note for note in notes)
+
+
+def test_pipeline_and_expert_parallelism_are_notes() -> None:
+    pp = parse_scenario({"model": "llama-2-7b", "pp": 4})
+    assert any("PipelineModule(num_stages=4)" in note for note in deepspeed_config(pp)[1])
+    assert any("torch.distributed.pipelining" in note for note in fsdp2_snippet(pp).notes)
+    ep = parse_scenario({"model": "mixtral-8x7b-v0.1", "dp": 8, "ep": 8, "stage": 2})
+    assert any("deepspeed.moe.layer.MoE(ep_size=8)" in note for note in deepspeed_config(ep)[1])
+    assert any(note.startswith("ep 8: ") for note in fsdp2_snippet(ep).notes)
+
+
+def test_the_fsdp2_snippet_writes_hsdp_as_a_2d_mesh() -> None:
+    """A shard group of 8 on D = 32: FSDP2's HSDP, a (replicate, shard) mesh of 32 ÷ 8 = 4 × 8 that every
+    fully_shard takes; hpz has no FSDP2 equivalent (a note)."""
+    s = parse_scenario({"model": "llama-2-7b", "dp": 32, "shard_group": 8})
+    text = fsdp2_snippet(s).text
+    assert 'init_device_mesh("cuda", (4, 8), mesh_dim_names=("replicate", "shard"))' in text
+    assert text.count("fully_shard(") == text.count("mesh=mesh") == 2  # each layer (in the loop) and the root
+    compile(text, "fsdp2_snippet.py", "exec")
+    hpz = fsdp2_snippet(parse_scenario({"model": "llama-2-7b", "dp": 32, "hpz": 8}))
+    assert 'init_device_mesh("cuda", (32,))' in hpz.text
+    assert any(note.startswith("hpz 8: ") and "no FSDP2 equivalent" in note for note in hpz.notes)
+
+
+def test_the_fsdp2_snippet_names_what_it_cannot_say() -> None:
+    s = parse_scenario({"model": "llama-2-7b", "stage": 1})  # BF16 with an FP32 master
+    said = " ".join(fsdp2_snippet(s).notes)
+    assert "stage 1" in said and "master_bytes 4" in said and "model.to(torch.bfloat16)" in fsdp2_snippet(s).text
+
+
+# --------------------------------------------------------------------------- hostile configs
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["auto", "cpu", "nvme", "none", "fp32", "bf16", "AdamW", "SGD", ""]), st.text(max_size=8),
+)  # fmt: skip
+_KEYS = st.sampled_from([
+    "stage", "reduce_bucket_size", "stage3_prefetch_bucket_size", "overlap_comm", "contiguous_gradients",
+    "offload_optimizer", "offload_param", "device", "enabled", "type", "params", "momentum", "zero_optimization",
+    "fp16", "bf16", "optimizer", "train_batch_size", "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps", "activation_checkpointing", "data_types", "grad_accum_dtype",
+    "communication_data_type", "max_live_parameters", "stage3_param_persistence_threshold", "mics_shard_size",
+]) | st.text(max_size=6)  # fmt: skip
+_CONFIGS = st.recursive(_SCALARS, lambda inner: st.dictionaries(_KEYS, inner, max_size=6), max_leaves=30)
+
+
+@settings(max_examples=400, deadline=None)
+@given(cfg=st.dictionaries(_KEYS, _CONFIGS, max_size=8), model=st.sampled_from(["", "llama-2-7b", "gpt2"]))
+def test_any_json_object_is_read_or_refused_by_name(cfg: dict[str, object], model: str) -> None:
+    """Whatever a config holds, the reader answers a scenario or a refusal naming a key: never another
+    exception, and never a field out of its bounds."""
+    try:
+        result = import_deepspeed(cfg, {"model": model} if model else {})
+    except DeepSpeedConfigError as exc:
+        assert exc.key and exc.message
+        return
+    assert all(line.key and line.effect for line in result.lines)
+    assert 0 <= result.scenario.stage <= 3
+
+
+def test_offload_sizes_other_than_deepspeed_s_defaults_are_not_modelled() -> None:
+    """The host ledger's swap buffers and CPU-resident parameters take DeepSpeed's defaults: a config that
+    sets others says so, key by key; a partial optimizer offload is stage 3's (DeepSpeed refuses it below)."""
+    cfg = {
+        "bf16": {"enabled": True},
+        "zero_optimization": {
+            "stage": 3, "sub_group_size": 1e8,
+            "offload_optimizer": {"device": "nvme", "buffer_count": 8},
+            "offload_param": {"device": "nvme", "buffer_count": 5, "buffer_size": 1e9},
+        },
+    }  # fmt: skip
+    result = import_deepspeed(cfg, {"model": "llama-2-7b"})
+    status = {line.key: line.status for line in result.lines}
+    assert status["zero_optimization.offload_optimizer.buffer_count"] == "not modelled"
+    assert status["zero_optimization.offload_param.buffer_size"] == "not modelled"
+    assert status["zero_optimization.offload_param.buffer_count"] == "checked"  # the default
+    assert status["zero_optimization.sub_group_size"] == "not modelled"
+    partial = {"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}}}
+    with pytest.raises(DeepSpeedConfigError) as refused:
+        import_deepspeed(partial, {})
+    assert refused.value.key == "zero_optimization.offload_optimizer.ratio"

@@ -1,0 +1,297 @@
+"""Reading Hugging Face ``config.json`` dicts: every family, its defaults, and every refusal."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.ledger.models.architecture import (
+    BOUNDS,
+    FAMILIES,
+    FAMILY_KEYS,
+    Architecture,
+    ModelConfigError,
+    architecture_from_config,
+)
+from app.ledger.models.known import KNOWN_MODELS, KnownModel, known_model
+from tests.support.model_strategies import configs
+
+LLAMA_7B: dict[str, object] = dict(known_model("llama-2-7b").config)
+
+
+def test_llama_reads_the_published_config() -> None:
+    arch = architecture_from_config(LLAMA_7B)
+    assert arch == Architecture(
+        family="llama",
+        hidden=4096,
+        layers=32,
+        heads=32,
+        kv_heads=32,
+        head_dim=128,  # 4096 ÷ 32: no head_dim key in the Llama 2 config
+        intermediate=11008,
+        vocab=32000,
+        tied_embeddings=False,
+        max_positions=4096,
+    )
+
+
+def test_optional_keys_take_the_hugging_face_defaults() -> None:
+    """No num_key_value_heads → MHA (kv = heads); no tie_word_embeddings → untied; no
+    max_position_embeddings → LlamaConfig's 2,048; no attention_bias / mlp_bias → none."""
+    config = {k: v for k, v in LLAMA_7B.items() if k not in {"num_key_value_heads", "tie_word_embeddings"}}
+    del config["max_position_embeddings"]
+    arch = architecture_from_config(config)
+    assert (arch.kv_heads, arch.tied_embeddings, arch.max_positions) == (32, False, 2048)
+    assert (arch.qkv_bias, arch.o_bias, arch.mlp_bias) == (False, False, False)
+
+
+def test_null_optional_keys_are_absent() -> None:
+    arch = architecture_from_config({**LLAMA_7B, "num_key_value_heads": None, "head_dim": None})
+    assert (arch.kv_heads, arch.head_dim) == (32, 128)
+
+
+def test_explicit_head_dim_wins() -> None:
+    """Some configs set head_dim apart from hidden ÷ heads (e.g. 5120 ÷ 32 = 160 but head_dim 128)."""
+    arch = architecture_from_config({**LLAMA_7B, "hidden_size": 5120, "head_dim": 128})
+    assert (arch.head_dim, arch.q_width) == (128, 4096)
+
+
+def test_llama_attention_and_mlp_bias_flags() -> None:
+    arch = architecture_from_config({**LLAMA_7B, "attention_bias": True, "mlp_bias": True})
+    assert (arch.qkv_bias, arch.o_bias, arch.mlp_bias) == (True, True, True)
+
+
+def test_qwen2_always_has_qkv_bias_and_reads_tying() -> None:
+    arch = known_model("qwen2-0.5b").architecture()
+    assert (arch.qkv_bias, arch.o_bias, arch.mlp_bias, arch.tied_embeddings) == (True, False, False, True)
+    assert (arch.heads, arch.kv_heads, arch.head_dim) == (14, 2, 64)  # 896 ÷ 14 = 64
+
+
+def test_mixtral_reads_experts() -> None:
+    arch = known_model("mixtral-8x7b-v0.1").architecture()
+    assert (arch.experts, arch.experts_per_token, arch.kv_heads) == (8, 2, 8)
+
+
+def test_gpt2_defaults() -> None:
+    """n_inner absent → 4 × 768 = 3,072; tie_word_embeddings defaults to true; learned positions."""
+    arch = known_model("gpt2").architecture()
+    assert (arch.intermediate, arch.tied_embeddings, arch.learned_positions, arch.max_positions) == (
+        3072,
+        True,
+        True,
+        1024,
+    )
+    assert (arch.norm, arch.mlp, arch.qkv_bias, arch.o_bias, arch.mlp_bias) == ("layernorm", "gelu", True, True, True)
+    assert architecture_from_config({**known_model("gpt2").config, "n_inner": 1000}).intermediate == 1000
+
+
+def test_gpt_neox_defaults() -> None:
+    arch = known_model("gpt-neox-20b").architecture()
+    assert (arch.tied_embeddings, arch.parallel_residual, arch.learned_positions) == (False, True, False)
+    assert (arch.norm, arch.qkv_bias, arch.o_bias, arch.mlp_bias) == ("layernorm", True, True, True)
+    assert (arch.head_dim, arch.intermediate) == (96, 24576)  # 6144 ÷ 64
+
+
+def test_unknown_keys_are_ignored() -> None:
+    assert architecture_from_config({**LLAMA_7B, "rope_theta": 10000, "anything": [1]}) == architecture_from_config(
+        LLAMA_7B
+    )
+
+
+@pytest.mark.parametrize("model", KNOWN_MODELS, ids=lambda m: m.id)
+def test_every_known_config_reads(model: KnownModel) -> None:
+    assert model.architecture().family == model.config["model_type"]
+    assert model.source.startswith("https://huggingface.co/")
+    with pytest.raises(TypeError):
+        model.config["hidden_size"] = 1  # type: ignore[index]  # the table is read-only
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+def test_unknown_model_type_lists_the_supported_families() -> None:
+    with pytest.raises(ModelConfigError) as caught:
+        architecture_from_config({"model_type": "bert", "hidden_size": 768})
+    message = str(caught.value)
+    assert "'bert'" in message
+    assert "not supported" in message
+    for family in FAMILIES:
+        assert family in message
+    assert caught.value.key == "model_type"
+
+
+def test_missing_model_type_names_it_and_lists_families() -> None:
+    with pytest.raises(ModelConfigError, match=r"missing required key 'model_type'.*llama"):
+        architecture_from_config({"hidden_size": 4096})
+
+
+def test_a_long_unknown_model_type_is_cut_short() -> None:
+    with pytest.raises(ModelConfigError) as caught:
+        architecture_from_config({"model_type": "x" * 10_000})
+    assert len(str(caught.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("model_type", "config", "key"),
+    [
+        ("llama", LLAMA_7B, "hidden_size"),
+        ("llama", LLAMA_7B, "num_hidden_layers"),
+        ("llama", LLAMA_7B, "num_attention_heads"),
+        ("llama", LLAMA_7B, "intermediate_size"),
+        ("llama", LLAMA_7B, "vocab_size"),
+        ("mixtral", dict(known_model("mixtral-8x7b-v0.1").config), "num_local_experts"),
+        ("mixtral", dict(known_model("mixtral-8x7b-v0.1").config), "num_experts_per_tok"),
+        ("gpt2", dict(known_model("gpt2").config), "n_embd"),
+        ("gpt2", dict(known_model("gpt2").config), "n_positions"),
+        ("gpt_neox", dict(known_model("gpt-neox-20b").config), "intermediate_size"),
+    ],
+)
+def test_a_missing_required_key_is_named(model_type: str, config: dict[str, object], key: str) -> None:
+    broken = {k: v for k, v in config.items() if k != key}
+    with pytest.raises(ModelConfigError, match=f"missing required key '{key}' for model_type '{model_type}'") as caught:
+        architecture_from_config(broken)
+    assert caught.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("4096", "got str"), (4096.0, "got float"), (True, "got true/false"), (None, "got null"), ([4096], "got list")],
+)
+def test_a_non_integer_is_refused_by_name(value: object, says: str) -> None:
+    with pytest.raises(ModelConfigError, match=f"'hidden_size' must be an integer, {says}"):
+        architecture_from_config({**LLAMA_7B, "hidden_size": value})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("num_hidden_layers", 0),
+        ("num_hidden_layers", 1025),
+        ("hidden_size", 131_073),
+        ("vocab_size", 2**22 + 1),
+        ("vocab_size", -1),
+        ("intermediate_size", 10**100),
+        ("num_key_value_heads", 0),
+    ],
+)
+def test_out_of_bounds_values_are_refused_by_name(key: str, value: int) -> None:
+    with pytest.raises(ModelConfigError, match=f"'{key}' = .* is out of bounds") as caught:
+        architecture_from_config({**LLAMA_7B, key: value})
+    assert caught.value.key == key
+    assert len(str(caught.value)) < 120  # a googol is described, not printed
+
+
+def test_experts_are_bounded() -> None:
+    mixtral = dict(known_model("mixtral-8x7b-v0.1").config)
+    with pytest.raises(ModelConfigError, match="'num_local_experts' = 1,025 is out of bounds"):
+        architecture_from_config({**mixtral, "num_local_experts": 1025})
+    with pytest.raises(ModelConfigError, match="'num_local_experts' must be at least 1"):
+        architecture_from_config({**mixtral, "num_local_experts": 0})
+    with pytest.raises(ModelConfigError, match="'num_experts_per_tok' = 9 must be 1"):
+        architecture_from_config({**mixtral, "num_experts_per_tok": 9})
+
+
+def test_grouped_query_heads_must_divide() -> None:
+    with pytest.raises(ModelConfigError, match="not a multiple of 'num_key_value_heads'"):
+        architecture_from_config({**LLAMA_7B, "num_key_value_heads": 5})
+
+
+def test_hidden_must_split_into_heads_without_head_dim() -> None:
+    with pytest.raises(ModelConfigError, match="'hidden_size' = 4,097 is not a multiple"):
+        architecture_from_config({**LLAMA_7B, "hidden_size": 4097})
+    with pytest.raises(ModelConfigError, match="'n_embd' = 770 is not a multiple of 'n_head' = 12"):
+        architecture_from_config({**known_model("gpt2").config, "n_embd": 770})
+
+
+def test_booleans_must_be_booleans() -> None:
+    with pytest.raises(ModelConfigError, match="'tie_word_embeddings' must be true or false"):
+        architecture_from_config({**LLAMA_7B, "tie_word_embeddings": "false"})
+
+
+def test_a_config_must_be_an_object() -> None:
+    with pytest.raises(ModelConfigError, match="must be a JSON object"):
+        architecture_from_config([("model_type", "llama")])  # type: ignore[arg-type]
+    with pytest.raises(ModelConfigError, match="'model_type' must be text"):
+        architecture_from_config({"model_type": 7})
+
+
+def test_an_unknown_built_in_id_lists_the_ids() -> None:
+    with pytest.raises(ModelConfigError, match=r"no built-in model 'llama-9b'; built-in: llama-2-7b, .*gpt-neox-20b"):
+        known_model("llama-9b")
+
+
+def test_a_hand_built_architecture_is_validated_too() -> None:
+    good = known_model("llama-2-7b").architecture()
+    bad_values: list[tuple[str, object]] = [
+        ("layers", 0),
+        ("layers", 2000),
+        ("hidden", True),
+        ("family", "bert"),
+        ("kv_heads", 5),
+        ("experts", 8),
+        ("experts_per_token", 1),
+        ("norm", "batchnorm"),
+        ("tied_embeddings", 1),
+    ]
+    for field, bad in bad_values:
+        with pytest.raises(ModelConfigError):
+            dataclasses.replace(good, **{field: bad})  # type: ignore[arg-type]
+    mixtral = known_model("mixtral-8x7b-v0.1").architecture()
+    with pytest.raises(ModelConfigError, match="experts_per_token"):
+        dataclasses.replace(mixtral, experts_per_token=0)
+    with pytest.raises(ModelConfigError, match="heads × head_dim"):
+        dataclasses.replace(known_model("gpt2").architecture(), head_dim=32)
+
+
+@given(
+    key=st.sampled_from(
+        [
+            ("num_hidden_layers", "layers"),
+            ("hidden_size", "hidden"),
+            ("vocab_size", "vocab"),
+            ("intermediate_size", "intermediate"),
+            ("num_attention_heads", "heads"),
+        ]
+    ),
+    data=st.data(),
+)
+def test_any_value_outside_the_bounds_is_refused(key: tuple[str, str], data: st.DataObject) -> None:
+    """Below the minimum or above the maximum, up to absurd sizes: always a named refusal."""
+    config_key, bound = key
+    lo, hi = BOUNDS[bound]
+    value = data.draw(st.one_of(st.integers(max_value=lo - 1), st.integers(min_value=hi + 1)))
+    with pytest.raises(ModelConfigError) as caught:
+        architecture_from_config({**LLAMA_7B, config_key: value})
+    assert caught.value.key == config_key
+
+
+class _Recording(dict[str, object]):
+    """A config that remembers every key the reader asks about."""
+
+    def __init__(self, config: dict[str, object]) -> None:
+        super().__init__(config)
+        self.asked: set[str] = set()
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+    def __getitem__(self, key: str) -> object:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: object = None) -> object:
+        self.asked.add(key)
+        return super().get(key, default)
+
+
+@given(configs())
+def test_each_family_reads_exactly_its_declared_keys(config: dict[str, object]) -> None:
+    """FAMILY_KEYS is what compaction keeps: a key the reader consults but the list lacks would be
+    dropped from links, and a listed key the reader never checks would travel unchecked."""
+    recording = _Recording(config)
+    architecture_from_config(recording)
+    assert recording.asked == set(FAMILY_KEYS[str(config["model_type"])])  # type: ignore[index]
