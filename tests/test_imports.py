@@ -13,7 +13,7 @@ The layers, bottom up::
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -68,7 +68,7 @@ def imports_of(path: Path) -> Iterator[str]:
                 yield sub if sub in MODULES else node.module
 
 
-def package_of(module: str, packages: dict[str, object]) -> str | None:
+def package_of(module: str, packages: Mapping[str, object]) -> str | None:
     """The longest key of ``packages`` that ``module`` is or lies under."""
     found = [p for p in packages if module == p or module.startswith(p + ".")]
     return max(found, key=len) if found else None

@@ -4,11 +4,11 @@ and, when the scenario names a model, its inventory, activation ledger and FSDP2
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from app.ledger.ledger import Ledger, compute_ledger
-from app.ledger.models.defaults import ModelDefaults, modelled_activation_total
+from app.ledger.models.defaults import ModelDefaults, model_defaults
 from app.ledger.models.fsdp2 import Fsdp2Shard, fsdp2_shard
 from app.ledger.peak.declared import training_peak
 from app.ledger.peak.fit import FitFinder, find_fit
@@ -66,20 +66,8 @@ def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
     """The modelled activation peak as a function of the micro batch, when the scenario models it."""
     if source != "modelled":
         return None
-    return lambda b: modelled_activation_total(
-        s.model,
-        s.seq_len,
-        b,
-        s.act_bytes,
-        s.act_policy,
-        s.tp,
-        s.sequence_parallel,
-        s.logits_bytes,
-        s.norms,
-        s.pp,
-        s.pp_stage,
-        s.ep,
-    )
+    query = s.model_query()
+    return lambda b: model_defaults(replace(query, micro_batch=b)).activations.total_bytes
 
 
 def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:

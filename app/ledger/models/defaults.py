@@ -9,8 +9,10 @@ measurement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import Any
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
 from app.ledger.models.parallel import RankShare, rank_share
@@ -32,61 +34,58 @@ class ModelDefaults:
         return self.share.experts
 
 
+@dataclass(frozen=True, slots=True)
+class ModelQuery:
+    """The inputs a model's defaults depend on, and nothing else: hashable, so the defaults are cached per
+    query (a scenario, the validation across fields, the schedule and the fit finder each build one)."""
+
+    model: str
+    seq_len: int
+    micro_batch: int
+    act_bytes: int
+    act_policy: str
+    tp: int = 1
+    sequence_parallel: int = 0
+    logits_bytes: int = 4
+    norms: str = "fused"
+    pp: int = 1
+    pp_stage: str = "first"
+    ep: int = 1
+
+    @classmethod
+    def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
+        """The query of ``values`` (a value for each name of :data:`MODEL_INPUTS`, others ignored)."""
+        read: dict[str, Any] = {
+            f.name: int(values[f.name]) if f.type == "int" else str(values[f.name]) for f in fields(cls)
+        }
+        return cls(**read)
+
+
+MODEL_INPUTS: tuple[str, ...] = tuple(f.name for f in fields(ModelQuery))
+
+
 # Cached because a scenario asks for its model's defaults many times over (each default_for and
 # source_of call: the canonical link, the receipt's sources, the form), and each time they would
 # build the whole activation ledger again; the model's inventory is cached per architecture.
 @lru_cache(maxsize=512)
-def model_defaults(
-    model: str,
-    seq_len: int,
-    micro_batch: int,
-    act_bytes: int,
-    act_policy: str,
-    tp: int,
-    sequence_parallel: int,
-    logits_bytes: int,
-    norms: str = "fused",
-    pp: int = 1,
-    pp_stage: str = "first",
-    ep: int = 1,
-) -> ModelDefaults:
+def model_defaults(q: ModelQuery) -> ModelDefaults:
     """Raises ``ModelConfigError`` (the model), ``ActivationInputError`` or ``ParallelLayoutError``
     (naming its field)."""
-    ref = resolve(model)
-    share = rank_share(ref.architecture, tp, pp, pp_stage, ep)
+    ref = resolve(q.model)
+    share = rank_share(ref.architecture, q.tp, q.pp, q.pp_stage, q.ep)
     ledger = activation_ledger(
         ref.architecture,
-        seq_len=seq_len,
-        micro_batch=micro_batch,
-        act_bytes=act_bytes,
-        policy=act_policy,
-        tp=tp,
-        sequence_parallel=bool(sequence_parallel),
-        logits_bytes=logits_bytes,
-        norms=norms,
-        pp=pp,
-        pp_stage=pp_stage,
-        ep=ep,
+        seq_len=q.seq_len,
+        micro_batch=q.micro_batch,
+        act_bytes=q.act_bytes,
+        policy=q.act_policy,
+        tp=q.tp,
+        sequence_parallel=bool(q.sequence_parallel),
+        logits_bytes=q.logits_bytes,
+        norms=q.norms,
+        pp=q.pp,
+        pp_stage=q.pp_stage,
+        ep=q.ep,
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)
-
-
-def modelled_activation_total(
-    model: str,
-    seq_len: int,
-    micro_batch: int,
-    act_bytes: int,
-    act_policy: str,
-    tp: int,
-    sequence_parallel: int,
-    logits_bytes: int,
-    norms: str = "fused",
-    pp: int = 1,
-    pp_stage: str = "first",
-    ep: int = 1,
-) -> int:
-    """The modelled activation peak for these inputs (the fit finder probes micro batches with it)."""
-    md = model_defaults(model, seq_len, micro_batch, act_bytes, act_policy, tp, sequence_parallel, logits_bytes,
-                        norms, pp, pp_stage, ep)  # fmt: skip
-    return md.activations.total_bytes

@@ -65,7 +65,7 @@ from functools import lru_cache, partial
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
-from app.ledger.models.defaults import model_defaults
+from app.ledger.models.defaults import ModelQuery, model_defaults
 from app.ledger.models.fsdp2 import padded_rows_elements
 from app.ledger.models.inventory import Tensor
 from app.ledger.models.reference import resolve
@@ -284,7 +284,8 @@ def activation_terms(s: Scenario) -> ActivationTerms:
 
 @lru_cache(maxsize=1024)
 def _activation_terms(model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str) -> ActivationTerms:
-    md = model_defaults(model, seq, b, w, policy, 1, 0, lw, norms)  # tp = 1: not_schedulable(s) is None
+    # tp = pp = ep = 1: not_schedulable(s) is None
+    md = model_defaults(ModelQuery(model, seq, b, w, policy, logits_bytes=lw, norms=norms))
     a = md.activations
     arch = md.model.architecture
     full = sum(x.bytes for x in a.saved)  # tp = 1: one layer's complete saved set

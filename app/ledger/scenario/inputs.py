@@ -60,7 +60,7 @@ from app.ledger.bounds import (
 )
 from app.ledger.models.activations import ActivationInputError
 from app.ledger.models.architecture import ModelConfigError
-from app.ledger.models.defaults import model_defaults
+from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
 from app.ledger.models.parallel import ParallelLayoutError
 from app.ledger.models.reference import resolve
 from app.ledger.scenario.sizes import SizeError, parse_bytes, parse_count, parse_plain
@@ -589,9 +589,6 @@ def default_seq_len(model: str) -> int:
     return min(base, arch.max_positions) if arch.learned_positions else base
 
 
-# The inputs a model's defaults depend on, in model_defaults()'s argument order.
-MODEL_INPUTS: tuple[str, ...] = ("model", "seq_len", "micro_batch", "act_bytes", "act_policy", "tp",
-                                 "sequence_parallel", "logits_bytes", "norms", "pp", "pp_stage", "ep")  # fmt: skip
 MODEL_ALLOWED = "a known model id or a compact config (cfg:…)"
 
 
@@ -645,10 +642,8 @@ def _model_fill(inp: ScenarioIn) -> ModelFill | Problem:
     model = str(inp.model)
     try:
         seq_len = inp.seq_len if inp.seq_len is not None else default_seq_len(model)
-        md = model_defaults(model, seq_len, _int(inp, "micro_batch"), _int(inp, "act_bytes"),
-                            str(_value(inp, "act_policy")), _int(inp, "tp"), _int(inp, "sequence_parallel"),
-                            _int(inp, "logits_bytes"), str(_value(inp, "norms")), _int(inp, "pp"),
-                            str(_value(inp, "pp_stage")), _int(inp, "ep"))  # fmt: skip
+        given = {name: _value(inp, name) for name in MODEL_INPUTS if name not in ("model", "seq_len")}
+        md = model_defaults(ModelQuery.of({**given, "model": model, "seq_len": seq_len}))
     except ModelConfigError as exc:
         return Problem("model", "model_config", str(exc), MODEL_ALLOWED)
     except ParallelLayoutError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.ledger.arithmetic import shown_int
-from app.ledger.models.defaults import ModelDefaults, model_defaults
+from app.ledger.models.defaults import ModelDefaults, ModelQuery, model_defaults
 from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, STATIC_DEFAULTS, allowed_text, default_unit_params
 from app.ledger.scenario.inputs import UNCHECKED, ScenarioIn, StrictScenarioIn, across_fields, default_seq_len
 
@@ -93,13 +93,15 @@ class Scenario:
     def as_dict(self) -> dict[str, int | str]:
         return {name: getattr(self, name) for name in _SCENARIO_FIELDS}
 
+    def model_query(self) -> ModelQuery:
+        """The inputs the model's defaults depend on."""
+        return ModelQuery.of(self.as_dict())
+
     def model_defaults(self) -> ModelDefaults | None:
         """What the named model supplies (None without a model); valid by construction."""
         if not self.model:
             return None
-        return model_defaults(self.model, self.seq_len, self.micro_batch, self.act_bytes, self.act_policy,
-                              self.tp, self.sequence_parallel, self.logits_bytes, self.norms, self.pp,
-                              self.pp_stage, self.ep)  # fmt: skip
+        return model_defaults(self.model_query())
 
     @property
     def world(self) -> int:
