@@ -327,7 +327,7 @@ def test_the_lab_phases_are_the_ones_the_stretches_name() -> None:
 
 # --------------------------------------------------------------------------- the modules stay small and exact
 
-OBSERVED_CORE = [APP / "observed" / "records.py", APP / "observed" / "reconcile.py", APP / "probe.py"]
+OBSERVED_CORE = [APP / "observed" / "records.py", APP / "observed" / "reconcile.py", APP / "observed" / "probe.py"]
 WEB = ("fastapi", "starlette", "jinja2", "uvicorn", "app.web", "app.cli")
 
 
@@ -350,7 +350,7 @@ def imports(path: Path) -> list[tuple[str, int]]:
 
 
 def test_the_probe_imports_only_the_standard_library_and_torch_lazily() -> None:
-    found = imports(APP / "probe.py")
+    found = imports(APP / "observed" / "probe.py")
     assert ("torch", 1) in found
     for name, depth in found:
         top = name.split(".")[0]
@@ -429,7 +429,7 @@ def test_the_probe_is_one_file_that_runs_on_its_own(tmp_path: Path) -> None:
     from app.observed.probe import source
 
     text = source()
-    assert text == (APP / "probe.py").read_text(encoding="utf-8")
+    assert text == (APP / "observed" / "probe.py").read_text(encoding="utf-8")
     (tmp_path / "zero3_probe.py").write_text(text, encoding="utf-8")
     code = "import sys; import zero3_probe as p; assert 'torch' not in sys.modules; print(p.MARKS)"
 
