@@ -98,7 +98,7 @@ class Probe:
         self.rank = found_rank if rank is None else rank
         self.world = found_world if world is None else world
         self.device = int(_torch().cuda.current_device()) if device is None else device
-        self.path = Path(folder) / f"rank-{self.rank}.jsonl"
+        self.path = Path(folder).joinpath(f"rank-{self.rank}.jsonl")  # joinpath: no "/" in a byte-counting module
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.step = 0
         self._last = -1  # the position in MARKS of the previous mark; -1: none yet this step
