@@ -1,8 +1,8 @@
 """The bounds both the scenario's inputs and the model layer enforce: one leaf that imports nothing.
 
-``app.ledger.scenario.inputs`` declares its fields with these numbers and choices; the model readers
-(``app.ledger.models``) check their own arguments against the same ones, so a model accepts exactly
-what a scenario can hold, without the model layer importing the scenario (which imports the models).
+``app.ledger.scenario.declared`` declares the scenario's fields with these numbers and choices; the
+model readers (``app.ledger.models``) check their own arguments against the same ones, so a model
+accepts exactly what a scenario can hold, without the model layer importing the scenario (which imports the models).
 """
 
 from __future__ import annotations

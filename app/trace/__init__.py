@@ -1,13 +1,20 @@
 """``zero3-lab trace``: one FSDP2 training step traced with PyTorch's ``FSDPMemTracker`` on fake tensors.
 
 An optional extra (``pip install 'zero3-lab[trace]'``, pinned ``torch==2.13.0``): the lab itself never
-imports torch. Only :mod:`app.trace.models` and :mod:`app.trace.tracer` do, and only when a trace runs.
+imports torch. Only :mod:`app.trace.models`, :mod:`app.trace.step` and :mod:`app.trace.timeline` do, and
+only when a trace runs (:func:`app.trace.tracer.run_trace` imports them).
 
 - :mod:`app.trace.setup`: the scenario as a traceable FSDP2 layout, or the reasons it is not (no torch).
-- :mod:`app.trace.models`: plain-torch decoders whose parameters equal the lab's inventory.
-- :mod:`app.trace.tracer`: fake process group, ``fully_shard``, two iterations under the tracker.
+- :mod:`app.trace.models`: plain-torch decoders whose parameters equal the lab's inventory, one module
+  per family (``swiglu``, ``gpt2``, ``gpt_neox``), their shared ``blocks`` and ``build_model``.
+- :mod:`app.trace.tracer`: :func:`~app.trace.tracer.run_trace`, two iterations under the tracker.
+- :mod:`app.trace.step`: the fake process group, ``fully_shard``, the optimizer, one iteration.
+- :mod:`app.trace.timeline`: the tracker with a timeline of named instants and the peak's location.
+- :mod:`app.trace.result`: what a trace found: categories, instants, the peak's place (no torch).
 - :mod:`app.trace.report`: the JSON and the table, beside the lab's stage-3 model (no torch).
-- :mod:`app.cli.trace`: the ``trace`` subcommand.
+- :mod:`app.trace.process`, :mod:`app.trace.store`, :mod:`app.trace.jobs`: the page's trace jobs, each
+  run in a child process, their state on disk, the bounded queue (no torch).
+- :mod:`app.cli.trace`: the ``trace`` subcommand (argparse lives there; nothing here imports it).
 """
 
 from __future__ import annotations

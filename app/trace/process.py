@@ -113,6 +113,61 @@ def _wait(
             pass
 
 
+class _Readers:
+    """Two threads that empty a child's pipes as it writes: its whole standard output (up to
+    :data:`MAX_REPORT_BYTES`, then drained and dropped) and its standard error line by line."""
+
+    def __init__(self, proc: subprocess.Popen[str], on_line: Callable[[str], None]) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self.stdout, self.stderr = proc.stdout, proc.stderr
+        self.on_line = on_line
+        self.out: list[str] = []
+        self.too_long = threading.Event()
+        self.err: deque[str] = deque(maxlen=STDERR_LINES)
+        self.threads = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for reader in self.threads:
+            reader.start()
+
+    def _read_stdout(self) -> None:
+        text = self.stdout.read(MAX_REPORT_BYTES + 1)
+        if len(text) > MAX_REPORT_BYTES:
+            self.too_long.set()
+            while self.stdout.read(1 << 16):  # drain, so that the child is not blocked writing
+                pass
+        else:
+            self.out.append(text)
+
+    def _read_stderr(self) -> None:
+        for raw in self.stderr:
+            line = raw.rstrip("\r\n")
+            self.err.append(line)
+            self.on_line(line)
+
+    def close(self) -> None:
+        for reader in self.threads:
+            reader.join(timeout=READER_JOIN_S)
+        self.stdout.close()
+        self.stderr.close()
+
+
+def _start(argv: Sequence[str], cwd: Path | None) -> subprocess.Popen[str]:
+    return subprocess.Popen(  # noqa: S603 - argv is built from a validated scenario, no shell
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # each progress line as it is written
+        start_new_session=True,
+    )
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -126,42 +181,8 @@ def run_process(
     """Run ``argv``; ``on_line`` hears each line of its stderr as it comes, ``on_tick`` is called every
     ``tick_s`` while it runs (the job's heartbeat). Killed after ``timeout_s``, or once ``stop`` is set
     (the queue closing), which counts as a timeout."""
-    proc = subprocess.Popen(  # noqa: S603 - argv is built from a validated scenario, no shell
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        cwd=cwd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # each progress line as it is written
-        start_new_session=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    stdout, stderr = proc.stdout, proc.stderr
-    out: list[str] = []
-    too_long = threading.Event()
-    err: deque[str] = deque(maxlen=STDERR_LINES)
-
-    def read_stdout() -> None:
-        text = stdout.read(MAX_REPORT_BYTES + 1)
-        if len(text) > MAX_REPORT_BYTES:
-            too_long.set()
-            while stdout.read(1 << 16):  # drain, so that the child is not blocked writing
-                pass
-        else:
-            out.append(text)
-
-    def read_stderr() -> None:
-        for raw in stderr:
-            line = raw.rstrip("\r\n")
-            err.append(line)
-            on_line(line)
-
-    readers = [threading.Thread(target=read_stdout, daemon=True), threading.Thread(target=read_stderr, daemon=True)]
-    for reader in readers:
-        reader.start()
+    proc = _start(argv, cwd)
+    readers = _Readers(proc, on_line)
     try:
         timed_out = _wait(proc, timeout_s, on_tick, tick_s, stop)
     except BaseException:  # whatever stops the wait, no trace is left running unwatched
@@ -171,14 +192,12 @@ def run_process(
     # Nothing a trace starts may outlive it: a process it left behind that still holds the pipes would
     # keep the readers (and so the queue) waiting past any time limit.
     _kill(proc)
-    for reader in readers:
-        reader.join(timeout=READER_JOIN_S)
-    stdout.close()
-    stderr.close()
+    readers.close()
+    too_long = readers.too_long.is_set()
     return Outcome(
         returncode=None if timed_out else proc.returncode,
-        stdout="" if too_long.is_set() else "".join(out),
-        stderr=tuple(err),
+        stdout="" if too_long else "".join(readers.out),
+        stderr=tuple(readers.err),
         timed_out=timed_out,
-        too_long=too_long.is_set(),
+        too_long=too_long,
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from app.ledger.estimate import estimate
 from app.receipts.receipt import fsdp2_section
-from app.trace.tracer import CATEGORIES, CATEGORY_NAMES, Instant, TraceResult
+from app.trace.result import CATEGORIES, CATEGORY_NAMES, Instant, TraceResult
 
 SCHEMA = "zero3-lab.trace/1"
 MODEL_STATE = ("params", "grads", "optimizer_states")
@@ -133,34 +133,39 @@ def _instant_json(i: Instant) -> dict[str, Any]:
             "peak_since_previous": i.peak_since_previous, "parts": {k: i.parts[k] for k in CATEGORY_NAMES}}  # fmt: skip
 
 
-def trace_json(result: TraceResult) -> dict[str, Any]:
+def _run(result: TraceResult) -> dict[str, Any]:
+    """What ran: torch, the model, the mesh, the dtypes and options, how long each part took."""
     setup = result.setup
+    return {
+        "torch": result.torch_version,
+        "model": setup.model_title,
+        "family": setup.architecture.family,
+        "parameters": result.params,
+        "parameter_tensors": result.tensors,
+        "world_size": setup.dp,
+        "rank": 0,
+        "device": "cpu, fake tensors (FakeTensorMode) over a fake process group",
+        "units": list(result.units),
+        "dtypes": setup.dtypes(),
+        "reduce_bytes": setup.reduce_bytes,
+        "reshard_after_forward": setup.reshard_after_forward,
+        "norms": "unfused" if setup.architecture.norm == "rmsnorm" else "layernorm (no choice)",
+        "act_policy": setup.act_policy,
+        "optimizer": setup.optimizer,
+        "foreach": setup.foreach,
+        "tokens": {"micro_batch": setup.micro_batch, "seq_len": setup.seq_len},
+        "iterations": 2,
+        "reported_iteration": 2,
+        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+    }
+
+
+def trace_json(result: TraceResult) -> dict[str, Any]:
     lab = modelled(result)
     return {
         "schema": SCHEMA,
-        "scenario": setup.scenario.as_dict(),
-        "trace": {
-            "torch": result.torch_version,
-            "model": setup.model_title,
-            "family": setup.architecture.family,
-            "parameters": result.params,
-            "parameter_tensors": result.tensors,
-            "world_size": setup.dp,
-            "rank": 0,
-            "device": "cpu, fake tensors (FakeTensorMode) over a fake process group",
-            "units": list(result.units),
-            "dtypes": setup.dtypes(),
-            "reduce_bytes": setup.reduce_bytes,
-            "reshard_after_forward": setup.reshard_after_forward,
-            "norms": "unfused" if setup.architecture.norm == "rmsnorm" else "layernorm (no choice)",
-            "act_policy": setup.act_policy,
-            "optimizer": setup.optimizer,
-            "foreach": setup.foreach,
-            "tokens": {"micro_batch": setup.micro_batch, "seq_len": setup.seq_len},
-            "iterations": 2,
-            "reported_iteration": 2,
-            "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
-        },
+        "scenario": result.setup.scenario.as_dict(),
+        "trace": _run(result),
         "peak": {**{k: result.peak[k] for k in CATEGORY_NAMES}, "total": result.peak["total"]},
         "peak_at": {
             "phase": result.peak_at.phase,
@@ -209,9 +214,9 @@ def _shown_instants(result: TraceResult) -> list[Instant | None]:
     return out
 
 
-def render_table(result: TraceResult) -> str:
-    setup, lab = result.setup, modelled(result)
-    cmp = comparison(result, lab)
+def _header(result: TraceResult) -> list[str]:
+    """What ran, and where the peak of iteration 2 happened, with its parts."""
+    setup = result.setup
     dtypes = setup.dtypes()
     lines = [
         f"zero3-lab trace: {setup.model_title} ({setup.architecture.family}, {result.params:,} parameters), "
@@ -231,15 +236,24 @@ def render_table(result: TraceResult) -> str:
     for name, _ in CATEGORIES:
         if result.peak[name]:
             lines.append(f"    {_LABELS[name]:<{width}}  {result.peak[name]:>20,} B")
-    lines += [
-        "",
-        f"Steady state after the optimizer step: {_b(result.steady['total'])}",
-    ]
+    return lines
+
+
+def _steady(result: TraceResult) -> list[str]:
+    """The steady state after the optimizer step, by part."""
+    width = max(len(v) for v in _LABELS.values())
+    lines = ["", f"Steady state after the optimizer step: {_b(result.steady['total'])}"]
     for name in (*MODEL_STATE, "buffers", "inputs"):
         extra = f"   (incl. {result.step_counter_bytes:,} B of step counters)" if name == "optimizer_states" else ""
         lines.append(f"    {_LABELS[name]:<{width}}  {result.steady[name]:>20,} B{extra}")
+    return lines
+
+
+def _against_the_lab(result: TraceResult, lab: dict[str, Any]) -> list[str]:
+    """The lab's stage-3 figures and instants beside the traced ones."""
+    cmp = comparison(result, lab)
     same = "equal" if cmp["steady_model_state_equals_padded"] else "NOT equal"
-    lines += [
+    lines = [
         "",
         "Against the lab's stage-3 model (zero3-lab estimate, same scenario):",
         _row("model state traced (params + grads + optimizer states − step counters)", cmp["steady_model_state"]),
@@ -266,9 +280,12 @@ def render_table(result: TraceResult) -> str:
             traced = "—" if i["traced"] is None else f"{i['traced']:,} B ({i['modelled_vs_traced']})"
             lines.append(f"    {i['instant']:<40}  modelled {i['modelled']:>18,} B   traced {traced}")
         lines.append("")
-    lines += [
-        "Timeline of iteration 2 (bytes resident at each instant; the highest since the instant before):",
-    ]
+    return lines
+
+
+def _timeline(result: TraceResult) -> list[str]:
+    """Iteration 2's instants (some skipped for a deep model), the first at the peak marked."""
+    lines = ["Timeline of iteration 2 (bytes resident at each instant; the highest since the instant before):"]
     label_width = max((len(i.label) for i in result.timeline), default=10)
     marked = False
     for item in _shown_instants(result):
@@ -280,4 +297,9 @@ def render_table(result: TraceResult) -> str:
             mark, marked = "  ← peak", True
         lines.append(f"    {item.label:<{label_width}}  {item.total:>18,}  {item.peak_since_previous:>18,}{mark}")
     lines.append("")
+    return lines
+
+
+def render_table(result: TraceResult) -> str:
+    lines = [*_header(result), *_steady(result), *_against_the_lab(result, modelled(result)), *_timeline(result)]
     return "\n".join(lines)

@@ -63,29 +63,27 @@ class TraceSetup:
         }
 
 
-def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
-    """The trace ``s`` asks for, or a :class:`TraceSetupError` listing every reason it cannot be built.
-
-    The reduce-scatter width and ``reshard_after_forward`` are the scenario's own fields (the
-    reduce width defaults to the gradient width there). Inputs the trace measures instead of
-    reading (params, U, the activation peak, buckets, overhead, prefetch) are not consulted.
-    """
-    problems: list[str] = []
-    arch: Architecture | None = None
-    title = ""
+def _model(s: Scenario) -> tuple[Architecture | None, str, list[str]]:
+    """The scenario's architecture and title, and why it is not a model of a traceable family."""
     if not s.model:
-        problems.append("trace needs a model: --model ID or --model-config CONFIG.json")
-    else:
-        try:
-            ref = resolve(s.model)
-        except ModelConfigError as exc:  # a parsed scenario's model resolves; kept for direct callers
-            problems.append(f"--model: {exc}")
-        else:
-            arch, title = ref.architecture, ref.title
-            if arch.family not in TRACEABLE_FAMILIES:
-                problems.append(
-                    f"--model: family {arch.family!r} is not yet traceable (traceable: {', '.join(TRACEABLE_FAMILIES)})"
-                )
+        return None, "", ["trace needs a model: --model ID or --model-config CONFIG.json"]
+    try:
+        ref = resolve(s.model)
+    except ModelConfigError as exc:  # a parsed scenario's model resolves; kept for direct callers
+        return None, "", [f"--model: {exc}"]
+    arch = ref.architecture
+    if arch.family not in TRACEABLE_FAMILIES:
+        return (
+            arch,
+            ref.title,
+            [f"--model: family {arch.family!r} is not yet traceable (traceable: {', '.join(TRACEABLE_FAMILIES)})"],
+        )
+    return arch, ref.title, []
+
+
+def _state_problems(s: Scenario) -> list[str]:
+    """Why the scenario's model state (master copy, parameters, gradients, optimizer) is not FSDP2's."""
+    problems: list[str] = []
     if s.master_bytes != 0:
         problems.append(
             f"--master-bytes {s.master_bytes}: FSDP2 keeps no separate master copy, the optimizer updates the "
@@ -105,6 +103,12 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
             f"--opt-bytes {s.opt_bytes}: the optimizer's states take the parameters' dtype "
             f"(--param-bytes {s.param_bytes})"
         )
+    return problems
+
+
+def _run_problems(s: Scenario) -> list[str]:
+    """Why the scenario's forward and backward (widths, recomputation, parallelism) cannot be traced."""
+    problems: list[str] = []
     if s.gather_bytes not in DTYPE_NAMES:
         problems.append(f"--gather-bytes {s.gather_bytes}: only 2 (bfloat16) or 4 (float32) all-gathers are traceable")
     elif s.act_bytes != s.gather_bytes:
@@ -116,9 +120,20 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         problems.append(f"--act-policy {s.act_policy}: not yet traceable (traceable: none, full)")
     if s.tp != 1 or s.sequence_parallel:
         problems.append("--tp / --sequence-parallel: the trace shards over one data-parallel mesh only (tp = 1)")
-    reduce = s.reduce_bytes
-    if reduce not in REDUCE_WIDTHS:  # the scenario's field allows exactly these; kept for direct callers
-        problems.append(f"--reduce-bytes {reduce}: one of 2 (bfloat16), 4 (float32)")
+    if s.reduce_bytes not in REDUCE_WIDTHS:  # the scenario's field allows exactly these; kept for direct callers
+        problems.append(f"--reduce-bytes {s.reduce_bytes}: one of 2 (bfloat16), 4 (float32)")
+    return problems
+
+
+def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
+    """The trace ``s`` asks for, or a :class:`TraceSetupError` listing every reason it cannot be built.
+
+    The reduce-scatter width and ``reshard_after_forward`` are the scenario's own fields (the
+    reduce width defaults to the gradient width there). Inputs the trace measures instead of
+    reading (params, U, the activation peak, buckets, overhead, prefetch) are not consulted.
+    """
+    arch, title, problems = _model(s)
+    problems += _state_problems(s) + _run_problems(s)
     if problems or arch is None:
         raise TraceSetupError(problems)
     return TraceSetup(
@@ -130,7 +145,7 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         micro_batch=s.micro_batch,
         param_bytes=s.param_bytes,
         gather_bytes=s.gather_bytes,
-        reduce_bytes=reduce,
+        reduce_bytes=s.reduce_bytes,
         logits_bytes=s.logits_bytes,
         opt_states=s.opt_states,
         act_policy=s.act_policy,

@@ -140,6 +140,14 @@ def compare(ledger: Ledger, host: HostLedger) -> Comparison | None:
             f"before its factor its host figure is {n(before)} B; the lab's pinned buffers ({n(pinned)} B per rank, "
             f"{n(pinned * ranks)} B per node) are terms it does not have"
         )
+    differences += _model_differences(s, largest, lab_gpu, per_node, nodes)
+    return Comparison(s.stage, options, gpu, cpu, printed, lab_gpu, lab_cpu, tuple(differences))
+
+
+def _model_differences(s: Scenario, largest: int, lab_gpu: int, per_node: int, nodes: int) -> list[str]:
+    """Where DeepSpeed's model of the stage differs from the ledger's: its extra terms, each with its bytes."""
+    cpu_offload = s.offload_optimizer == "cpu"
+    differences: list[str] = []
     if s.stage == 3:
         differences.append(
             f"its GPU figure adds 4 B × largest_layer_params ({n(largest)}, the largest module's own parameters) = "
@@ -174,4 +182,4 @@ def compare(ledger: Ledger, host: HostLedger) -> Comparison | None:
             "it divides N by D and floors; the ledger counts the busiest rank's "
             f"⌈N ÷ D⌉ = {n(ceil_div(s.params, s.dp))}"
         )
-    return Comparison(s.stage, options, gpu, cpu, printed, lab_gpu, lab_cpu, tuple(differences))
+    return differences

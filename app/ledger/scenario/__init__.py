@@ -1,11 +1,19 @@
 """The scenario: what a user typed, bounded and checked, and the canonical run it names.
 
 - :mod:`app.ledger.scenario.sizes`: exact readers of ``7B``, ``80GiB``, ``7,000,000,000``.
-- :mod:`app.ledger.scenario.inputs`: ``ScenarioIn``, the pydantic model where every bound, default,
-  unit and help text lives, and the rules across fields.
+- :mod:`app.ledger.scenario.readers`: how each kind of field reads a raw value (exact integers, sizes,
+  text, choices).
+- :mod:`app.ledger.scenario.declared`: ``ScenarioFields``, the fields declared once: every bound,
+  default, unit and help text.
+- :mod:`app.ledger.scenario.across`: the rules across fields (a model's fill, U ≤ N, the sharding layout).
+- :mod:`app.ledger.scenario.inputs`: ``ScenarioIn``, the declared fields with the rules across them,
+  as FastAPI, the page and the CLI read it.
 - :mod:`app.ledger.scenario.fields`: the field table derived from it (CLI flags, the form, CSV rows).
+- :mod:`app.ledger.scenario.values`: the core's typed values and defaults, generated from the declared
+  fields by :mod:`app.ledger.scenario.derive`.
 - :mod:`app.ledger.scenario.scenario`: the frozen :class:`Scenario` with every default filled in,
   and :class:`FieldError` lines that name the field and its allowed range.
+- :mod:`app.ledger.scenario.out`: the receipt's scenario section, for its schema.
 - :mod:`app.ledger.scenario.links`: the one canonical query string (the scenario's address).
 - :mod:`app.ledger.scenario.presets`: workshop scenarios and device capacities.
 

@@ -1,6 +1,6 @@
-"""The field table: every scenario input's bounds, unit and meaning, derived from ``ScenarioIn``.
+"""The field table: every scenario input's bounds, unit and meaning, derived from the declared fields.
 
-The pydantic model in :mod:`app.ledger.scenario.inputs` is the one source; this module reads it into plain
+:class:`app.ledger.scenario.declared.ScenarioFields` is the one source; this module reads it into plain
 :class:`Field` records for the code that lays fields out (the CLI flags, the page's form, the
 receipts' input rows), so a bound cannot drift between what is enforced and what is shown.
 """
@@ -13,47 +13,21 @@ from typing import Literal, get_args, get_origin
 from pydantic import BeforeValidator
 from pydantic.fields import FieldInfo
 
-from app.ledger.bounds import (
-    ACT_POLICIES,
-    DEFAULT_UNIT_PARAMS_CAP,
-    MODEL_MAX_CHARS,
-    NAME_MAX_CHARS,
-    NORMS,
-    TEN_13,
-    TWO_40,
-    TWO_46,
-)
-from app.ledger.scenario.inputs import (
-    GROUPS,
-    NAME_FORBIDDEN,
-    NAME_PATTERN,
-    READERS,
-    STATIC_DEFAULTS,
-    Kind,
-    ScenarioIn,
-    default_unit_params,
-    form_metadata,
-)
+from app.ledger.bounds import TEN_13, TWO_40, TWO_46
+from app.ledger.scenario.declared import GROUPS, STATIC_DEFAULTS, ScenarioFields, form_metadata
+from app.ledger.scenario.readers import NAME_PATTERN, READERS, Kind
 
 __all__ = [
-    "ACT_POLICIES",
-    "DEFAULT_UNIT_PARAMS_CAP",
     "FIELDS",
     "FIELD_BY_NAME",
     "GROUPS",
-    "MODEL_MAX_CHARS",
-    "NAME_FORBIDDEN",
-    "NAME_MAX_CHARS",
     "NAME_PATTERN",
-    "NORMS",
     "STATIC_DEFAULTS",
     "TEN_13",
-    "TWO_40",
-    "TWO_46",
     "Field",
     "Kind",
     "allowed_text",
-    "default_unit_params",
+    "derive_field",
 ]
 
 
@@ -100,7 +74,7 @@ def _constraint(info: FieldInfo, name: str) -> int:
 
 
 def derive_field(name: str, info: FieldInfo) -> Field:
-    """One ``ScenarioIn`` field as a :class:`Field`; a field whose metadata is incomplete or
+    """One declared field as a :class:`Field`; a field whose metadata is incomplete or
     contradicts how it is read is refused (``TypeError``), so the table cannot describe another rule."""
     meta = form_metadata(info)
     kind: Kind = meta.get("x-kind", "")
@@ -132,7 +106,7 @@ def derive_field(name: str, info: FieldInfo) -> Field:
                  choices=choices, options=options)  # fmt: skip
 
 
-FIELDS: tuple[Field, ...] = tuple(derive_field(name, info) for name, info in ScenarioIn.model_fields.items())
+FIELDS: tuple[Field, ...] = tuple(derive_field(name, info) for name, info in ScenarioFields.model_fields.items())
 FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
 
 

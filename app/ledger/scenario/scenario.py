@@ -2,8 +2,9 @@
 
 :class:`app.ledger.scenario.inputs.ScenarioIn` validates the inputs (each field's bounds, then the rules
 across fields); :func:`to_scenario` fills in the defaults and gives the core's frozen
-:class:`Scenario`; :func:`field_errors` states pydantic's errors as :class:`FieldError` lines that
-name the field and its allowed range; :func:`parse_scenario` does all three for a raw mapping.
+:class:`Scenario` (the generated :class:`app.ledger.scenario.values.ScenarioValues` and what they
+mean); :func:`field_errors` states pydantic's errors as :class:`FieldError` lines that name the field
+and its allowed range; :func:`parse_scenario` does all three for a raw mapping.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pydantic import ValidationError
 
 from app.ledger.arithmetic import shown_int
 from app.ledger.models.defaults import ModelDefaults, ModelQuery, model_defaults
-from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, STATIC_DEFAULTS, allowed_text, default_unit_params
-from app.ledger.scenario.inputs import UNCHECKED, ScenarioIn, StrictScenarioIn, across_fields, default_seq_len
+from app.ledger.scenario.across import FOLLOWERS, across_fields, default_seq_len, following
+from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, STATIC_DEFAULTS, allowed_text
+from app.ledger.scenario.inputs import UNCHECKED, ScenarioIn, StrictScenarioIn
+from app.ledger.scenario.values import ScenarioValues
 
 __all__ = [
     "DEFAULT_SCENARIO",
@@ -37,47 +40,10 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class Scenario:
-    """One fully validated, canonical scenario (the seed's example by default)."""
-
-    model: str = ""
-    params: int = 7_000_000_000
-    dp: int = 8
-    param_bytes: int = 2
-    grad_bytes: int = 2
-    master_bytes: int = 4
-    opt_states: int = 2
-    opt_bytes: int = 4
-    unit_params: int = 400_000_000
-    gather_bytes: int = 2
-    prefetch: int = 0
-    stage: int = 3  # the stage the run uses (the comparison shows all four)
-    shard_group: int = 0  # HSDP / MiCS: state sharded over this many ranks, replicated across D ÷ it; 0 → D
-    hpz: int = 1  # ZeRO++'s secondary parameter partition over this many ranks (1: none)
-    pp: int = 1
-    pp_stage: str = "first"  # the end of the pipeline budgeted (pp > 1)
-    ep: int = 1
-    bucket_bytes: int = 0
-    activation_bytes: int = 20_000_000_000
-    overhead_bytes: int = 0
-    contingency_pct: int = 0
-    capacity_bytes: int = 80_000_000_000
-    name: str = ""
-    seq_len: int = 4096
-    micro_batch: int = 1
-    act_bytes: int = 2
-    act_policy: str = "none"
-    tp: int = 1
-    sequence_parallel: int = 0
-    logits_bytes: int = 4
-    reduce_bytes: int = 2  # the gradient width unless typed
-    reshard_after_forward: int = 1
-    norms: str = "unfused"  # eager transformers-style RMSNorm: the larger, traced figure
-    offload_optimizer: str = "none"  # master, optimizer states and FP32 gradients: device, cpu or nvme
-    offload_param: str = "none"  # stage 3's parameter shards
-    ranks_per_node: int = 8
-    host_bytes: int = 2_000_000_000_000
-    zero_init: int = 1
+class Scenario(ScenarioValues):
+    """One fully validated, canonical scenario (the seed's example by default): the inputs of
+    :class:`ScenarioValues`, each defaulted, and what they mean (the world, the shards, the defaults
+    that follow other inputs)."""
 
     def __post_init__(self) -> None:
         if self.shard_group == 0:  # the default: one group of all D ranks (a frozen dataclass: set it once here)
@@ -145,25 +111,20 @@ class Scenario:
     def default_for(self, name: str) -> int | str:
         """The default of ``name`` given the other inputs: U and the gather width depend on them,
         the reduce-scatter width the gradient width, and a model supplies params, U and the activation peak."""
-        if name == "gather_bytes":
-            return self.param_bytes
-        if name == "reduce_bytes":
-            return self.grad_bytes
-        if name == "shard_group":
-            return self.dp
         if name == "seq_len" and self.model:
             return default_seq_len(self.model)
-        if name in MODEL_FILLED:
-            md = self.model_defaults()
-            if md is not None:
-                if name == "params":
-                    return md.params
-                if name == "unit_params":
-                    return min(md.unit_params, self.params)
-                return md.activations.total_bytes
-        if name == "unit_params":
-            return default_unit_params(self.params)
-        return STATIC_DEFAULTS[name]
+        md = self.model_defaults() if name in MODEL_FILLED else None
+        if md is not None:
+            if name == "params":
+                return md.params
+            if name == "unit_params":
+                return min(md.unit_params, self.params)
+            return md.activations.total_bytes
+        return following(name, self._input) if name in FOLLOWERS else STATIC_DEFAULTS[name]
+
+    def _input(self, name: str) -> int | str:
+        value: int | str = getattr(self, name)
+        return value
 
     def source_of(self, name: str) -> str:
         """Where a model-fillable input came from: ``from config`` / ``modelled`` when it equals
@@ -237,15 +198,11 @@ def to_scenario(inp: ScenarioIn) -> Scenario:
     if fill is not None:
         values.update(params=fill.params, activation_bytes=fill.activation_bytes, seq_len=fill.seq_len)
     values.update({name: value for name, value in inp if value is not None})
-    params = int(values["params"])
-    if inp.unit_params is None:
-        values["unit_params"] = min(fill.unit_params, params) if fill else default_unit_params(params)
-    if inp.gather_bytes is None:
-        values["gather_bytes"] = values["param_bytes"]
-    if inp.reduce_bytes is None:
-        values["reduce_bytes"] = values["grad_bytes"]
-    if inp.shard_group is None:
-        values["shard_group"] = values["dp"]
+    for name in FOLLOWERS:
+        if getattr(inp, name) is None:
+            values[name] = following(name, values.__getitem__)
+    if fill is not None and inp.unit_params is None:
+        values["unit_params"] = min(fill.unit_params, int(values["params"]))
     return Scenario(**values)  # type: ignore[arg-type]
 
 

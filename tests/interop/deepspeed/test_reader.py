@@ -1,72 +1,24 @@
-"""DeepSpeed configs in (``app.interop.deepspeed.reader``) and out (``app.interop.snippets``).
+"""A DeepSpeed config read into a scenario (``app.interop.deepspeed.reader``), every key accounted for.
 
 The five configs in ``tests/data/deepspeed/`` are public training recipes, written out by hand from
 their sources (``tests/data/deepspeed/README.md``). Each test's docstring computes what the lab
-must make of it; the figures in the asserts are those hand computations.
+must make of it; the figures in the asserts are those hand computations. hpZ and MiCS are
+``test_partitions.py``'s; the way back out, ``test_writer.py``'s.
 """
 
 from __future__ import annotations
-
-import json
-from collections.abc import Iterator, Mapping
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.interop.deepspeed.reader import DeepSpeedConfigError, DeepSpeedImport, import_deepspeed
-from app.interop.snippets import DEEPSPEED_FIELDS, deepspeed_config, fsdp2_snippet
+from app.interop.deepspeed.reader import import_deepspeed
+from app.interop.deepspeed.report import DeepSpeedConfigError
 from app.ledger.estimate import estimate
 from app.ledger.ledger import compute_ledger
-from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario import ScenarioError
 from app.ledger.scenario.links import canonical_query
-from tests.support import paths
-from tests.support.strategies import scenarios
-
-DATA = paths.DATA / "deepspeed"
-# Sections read as a whole (their inner keys do not change memory): one line accounts for each.
-WHOLE = frozenset({"hybrid_engine", "tensorboard", "scheduler"})
-
-
-def config(name: str) -> dict[str, object]:
-    loaded = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
-    assert isinstance(loaded, dict)
-    return loaded
-
-
-def leaf_keys(tree: Mapping[str, object], prefix: str = "") -> Iterator[str]:
-    """Every key path of a config that holds a value (an object's keys, recursively)."""
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value and path not in WHOLE:
-            yield from leaf_keys(value, path + ".")
-        else:
-            yield path
-
-
-def accounted(result: DeepSpeedImport) -> set[str]:
-    keys: set[str] = set()
-    for line in result.lines:
-        keys.update(part.strip() for part in line.key.split(","))
-    return keys
-
-
-def lines_of(result: DeepSpeedImport, key: str) -> list[str]:
-    return [f"{line.status}: {line.effect}" for line in result.lines if line.key == key]
-
-
-def assert_every_key_accounted(cfg: Mapping[str, object], result: DeepSpeedImport) -> None:
-    alias = {"max_live_parameters": "stage3_max_live_parameters", "max_reuse_distance": "stage3_max_reuse_distance",
-             "gather_16bit_weights_on_model_save": "stage3_gather_16bit_weights_on_model_save"}  # fmt: skip
-    have = accounted(result) | {"fp16.enabled", "bf16.enabled"}  # the precision line names both when they agree
-    missing = []
-    for key in leaf_keys(cfg):
-        head, _, tail = key.rpartition(".")
-        canonical = f"{head}.{alias[tail]}" if tail in alias else key
-        if key not in have and canonical not in have:
-            missing.append(key)
-    assert not missing, f"keys with no line: {missing}"
-
+from tests.interop.deepspeed.configs import assert_every_key_accounted, config, lines_of
 
 # --------------------------------------------------------------------------- five public recipes
 
@@ -249,95 +201,6 @@ def test_a_bad_key_is_refused_by_name(cfg: dict[str, object], key: str, words: s
     assert words in refused.value.message
 
 
-def test_hpz_at_stage_3_adds_the_secondary_partition() -> None:
-    """ZeRO++ hpZ: a 7B model (N = 7,000,000,000) on D = 64 with ``zero_hpz_partition_size`` 8, bf16.
-
-    * hpz = 8 (8 divides 64): beside its primary shard of ⌈N ÷ 64⌉ = 109,375,000 parameters each rank
-      keeps a secondary ⌈N ÷ 8⌉ = 875,000,000, so stage 3's parameters are
-      (109,375,000 + 875,000,000) × 2 B = 1,968,750,000 B.
-    * the rest of stage 3's persistent state is over D: 109,375,000 × (2 gradients + 4 master + 2 × 4 Adam)
-      = 1,531,250,000 B; in all 3,500,000,000 B.
-    """
-    cfg = {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}}
-    result = import_deepspeed(cfg, {"params": "7B", "dp": 64})
-    s = result.scenario
-    assert (s.hpz, s.shard_group, s.stage) == (8, 64, 3)
-    (line,) = lines_of(result, "zero_optimization.zero_hpz_partition_size")
-    assert line.startswith("sets: hpz = 8: ZeRO++ hpZ") and "within 8 ranks (8 groups)" in line
-    assert result.origin["hpz"] == "zero_optimization.zero_hpz_partition_size"
-    stage3 = compute_ledger(s).stages[3]
-    assert stage3.bytes_of("parameters") == 1_968_750_000
-    assert stage3.persistent == 3_500_000_000
-
-
-def test_mics_at_stage_3_is_the_shard_group() -> None:
-    """MiCS: a 7B model on D = 32 with ``mics_shard_size`` 8 (and the hierarchical gather, a comm detail).
-
-    * shard_group = 8: state sharded over 8 ranks, replicated across 32 ÷ 8 = 4 groups.
-    * stage 3's persistent state is over the group: ⌈N ÷ 8⌉ = 875,000,000 × (2 + 2 + 4 + 8) B
-      = 14,000,000,000 B.
-    """
-    cfg = {
-        "bf16": {"enabled": True},
-        "zero_optimization": {"stage": 3, "mics_shard_size": 8, "mics_hierarchical_params_gather": True},
-    }
-    result = import_deepspeed(cfg, {"params": "7B", "dp": 32})
-    s = result.scenario
-    assert (s.shard_group, s.hpz) == (8, 1)
-    (line,) = lines_of(result, "zero_optimization.mics_shard_size")
-    assert line.startswith("sets: shard_group = 8: MiCS: state sharded over 8 ranks, replicated across 4 groups")
-    (gather,) = lines_of(result, "zero_optimization.mics_hierarchical_params_gather")
-    assert gather.startswith("no memory effect")
-    assert compute_ledger(s).stages[3].persistent == 14_000_000_000
-    assert_every_key_accounted(cfg, result)
-    # a shard group of all D is plain ZeRO-3; off (-1, 0) too
-    for size, group in ((32, 32), (-1, 32), (0, 32), (1, 1)):
-        cfg = {"zero_optimization": {"stage": 3, "mics_shard_size": size}}
-        assert import_deepspeed(cfg, {"params": "7B", "dp": 32}).scenario.shard_group == group
-
-
-def test_hpz_and_mics_below_stage_3_are_ignored_as_deepspeed_ignores_them() -> None:
-    """Stages 1–2's optimizer takes neither (DeepSpeed's _configure_zero_optimizer): the lines say
-    ignored and the scenario shards over all D; a shard group the inputs carried is reset."""
-    cfg = {"zero_optimization": {"stage": 2, "zero_hpz_partition_size": 8, "mics_shard_size": 4}}
-    result = import_deepspeed(cfg, {"params": "7B", "dp": 32, "shard_group": 4}, typed=frozenset({"params", "dp"}))
-    assert (result.scenario.hpz, result.scenario.shard_group) == (1, 32)
-    for key in ("zero_optimization.zero_hpz_partition_size", "zero_optimization.mics_shard_size"):
-        (line,) = lines_of(result, key)
-        assert line.startswith("ignored: read only at stage 3 (this is stage 2")
-    absent = import_deepspeed({"zero_optimization": {"stage": 3}}, {"dp": 32, "hpz": 8}, typed=frozenset({"dp"}))
-    assert absent.scenario.hpz == 1  # DeepSpeed's default when the key is absent
-    assert lines_of(absent, "zero_optimization.zero_hpz_partition_size")[0].startswith("sets: hpz = 1")
-
-
-@pytest.mark.parametrize(
-    ("zero", "inputs", "key", "words"),
-    [
-        ({"zero_hpz_partition_size": 3}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
-         "3 does not divide D = 8"),
-        ({"zero_hpz_partition_size": 16}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
-         "16 does not divide D = 8"),
-        ({"mics_shard_size": 3}, {"dp": 8}, "zero_optimization.mics_shard_size", "3 does not divide D = 8"),
-        ({"zero_hpz_partition_size": 4, "mics_shard_size": 2}, {"dp": 8}, "zero_optimization.zero_hpz_partition_size",
-         "MiCS together are not modelled"),
-        ({"zero_hpz_partition_size": "auto"}, {}, "zero_optimization.zero_hpz_partition_size", "whole number of ranks"),
-        ({"zero_hpz_partition_size": -1}, {}, "zero_optimization.zero_hpz_partition_size", "between 0"),
-        ({"mics_shard_size": 2.5}, {}, "zero_optimization.mics_shard_size", "whole number"),
-        ({"zero_hpz_partition_size": 4}, {"dp": 8, "shard_group": 4}, "zero_optimization.zero_hpz_partition_size",
-         "not modelled"),
-        ({"mics_shard_size": 4}, {"model": "mixtral-8x7b-v0.1", "dp": 8, "ep": 8},
-         "zero_optimization.mics_shard_size", "_validate_zero3_moe_compatibility"),
-    ],
-)  # fmt: skip
-def test_a_bad_partition_is_refused_by_name(
-    zero: dict[str, object], inputs: dict[str, object], key: str, words: str
-) -> None:
-    with pytest.raises(DeepSpeedConfigError) as refused:
-        import_deepspeed({"zero_optimization": {"stage": 3, **zero}}, inputs)
-    assert refused.value.key == key
-    assert words in refused.value.message
-
-
 def test_an_unknown_top_level_key_is_reported_not_refused() -> None:
     result = import_deepspeed({"train_micro_batch_size_per_gpu": 2, "zero_optimisation": {"stage": 3}}, {})
     (line,) = (line for line in result.lines if line.key == "zero_optimisation")
@@ -377,145 +240,6 @@ def test_optimizers_and_their_states() -> None:
     }  # fmt: skip
     assert states == {"AdamW": 2, "Adam": 2, "Lamb": 2, "Adagrad": 1, "Lion": 1, "SGD": 0}
     assert import_deepspeed({"optimizer": {"type": "SGD", "params": {"momentum": 0.9}}}, {}).scenario.opt_states == 1
-
-
-# --------------------------------------------------------------------------- snippets and the round trip
-
-
-def reimported(s: Scenario) -> Scenario:
-    """``s`` written as a ds_config.json and read back beside its inputs the config does not carry."""
-    cfg, _ = deepspeed_config(s)
-    others = {name: value for name, value in s.non_default_items() if name not in DEEPSPEED_FIELDS}
-    return import_deepspeed(json.loads(json.dumps(cfg)), others).scenario
-
-
-@pytest.mark.parametrize(
-    ("name", "inputs"),
-    [
-        ("llava-zero3", {"model": "llama-2-13b"}),
-        ("llava-zero2", {"model": "llama-2-13b"}),
-        ("axolotl-zero3-bf16-cpuoffload-all", {"model": "mixtral-8x7b-v0.1"}),
-        ("deepspeed-chat-step1-zero3", {"model": "llama-2-7b"}),
-        ("bloom-176b-tr11", {"dp": 8}),
-    ],
-)
-def test_config_scenario_config_is_stable(name: str, inputs: dict[str, object]) -> None:
-    """config → scenario → config → scenario: the same canonical link, and the written config reads
-    back to itself."""
-    first = import_deepspeed(config(name), inputs).scenario
-    again = reimported(first)
-    assert canonical_query(again) == canonical_query(first)
-    assert deepspeed_config(again) == deepspeed_config(first)
-
-
-def divisors(number: int) -> list[int]:
-    small = [d for d in range(1, int(number**0.5) + 1) if number % d == 0]
-    return sorted({*small, *(number // d for d in small)})
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    s=scenarios(),
-    micro_batch=st.integers(1, 64),
-    act_policy=st.sampled_from(["none", "full"]),
-    reduce_bytes=st.sampled_from([2, 4]),
-    layout=st.sampled_from(["plain", "hpz", "shard_group"]),
-    pick=st.integers(0, 2**20),
-)
-def test_every_expressible_input_survives_the_round_trip(
-    s: Scenario, micro_batch: int, act_policy: str, reduce_bytes: int, layout: str, pick: int
-) -> None:
-    """A scenario written as a config and read back keeps every DeepSpeed input the notes do not name
-    as inexpressible, and its config reads back to the same config. The layout draws ZeRO++'s hpz or a
-    shard group (MiCS) among D's divisors (not modelled together): at stage 3 they are written and read back,
-    below it a note names them."""
-    s = s.with_(micro_batch=micro_batch, act_policy=act_policy, reduce_bytes=reduce_bytes, name="")
-    if layout != "plain":
-        size = divisors(s.dp)[pick % len(divisors(s.dp))]
-        s = s.with_(**{layout: size})
-        assert parse_scenario(dict(s.non_default_items())) == s  # a valid scenario
-    cfg, notes = deepspeed_config(s)
-    back = reimported(s)
-    said = " ".join(notes)
-    # a field is exempt only where a note begins with its name (the note says it is not written)
-    named = {name for name in DEEPSPEED_FIELDS for note in notes if note.startswith(name + " ")}
-    named |= {"param_bytes", "master_bytes"} if any(note.startswith("param_bytes ") for note in notes) else set()
-    named |= {"opt_bytes"} if any(note.startswith("opt_states ") for note in notes) else set()
-    for name in sorted(DEEPSPEED_FIELDS):
-        if name not in named and not (name == "prefetch" and s.unit_params == 0):
-            assert getattr(back, name) == getattr(s, name), (name, notes)
-    written = deepspeed_config(back)
-    if not any(name in said for name in DEEPSPEED_FIELDS) and s.unit_params:
-        assert written[0] == cfg  # wholly expressible: the same config
-    if not any("not expressible" in note for note in written[1]):
-        assert deepspeed_config(reimported(back)) == written  # and from a config, the trip is stable
-
-
-def test_the_fsdp2_snippet_reads_the_scenario() -> None:
-    fsdp2_layout = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "gather_bytes": 2, "reduce_bytes": 4}
-    s = parse_scenario({"model": "llama-2-7b", **fsdp2_layout, "act_policy": "full", "prefetch": 2, "dp": 16})
-    snippet = fsdp2_snippet(s)
-    text = snippet.text
-    assert "MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)" in text
-    assert 'init_device_mesh("cuda", (16,))' in text
-    assert "checkpoint(layer)" in text and "reshard_after_forward=True" in text
-    assert "layers[i + 1 : i + 1 + 2]" in text
-    assert "model.to(" not in text  # FP32 shards: the model stays in FP32
-    compile(text, "fsdp2_snippet.py", "exec")  # valid Python
-    assert snippet.notes == ()  # FSDP2's own layout: nothing it cannot say
-
-
-def test_the_round_trip_keeps_hpz_and_the_shard_group() -> None:
-    """At stage 3 hpz and a shard group are written (zero_hpz_partition_size, mics_shard_size) and read
-    back; a shard group equal to D, and hpz 1, are DeepSpeed's defaults and are not written."""
-    for fields in ({"hpz": 8}, {"shard_group": 8}, {"shard_group": 1}, {"shard_group": 64}, {"hpz": 1}):
-        s = parse_scenario({"params": "7B", "dp": 64, **fields})
-        zero = deepspeed_config(s)[0]["zero_optimization"]
-        assert isinstance(zero, dict)
-        assert zero.get("zero_hpz_partition_size") == (s.hpz if s.hpz > 1 else None)
-        assert zero.get("mics_shard_size") == (s.shard_group if s.shard_group < s.dp else None)
-        back = reimported(s)
-        assert (back.hpz, back.shard_group) == (s.hpz, s.shard_group)
-        assert deepspeed_config(back) == deepspeed_config(s)
-
-
-def test_below_stage_3_hpz_and_a_shard_group_are_notes() -> None:
-    s = parse_scenario({"params": "7B", "dp": 64, "stage": 2, "shard_group": 8})
-    cfg, notes = deepspeed_config(s)
-    assert "mics_shard_size" not in json.dumps(cfg)
-    assert any(note.startswith("shard_group 8: DeepSpeed has no such layout below stage 3") for note in notes)
-    hpz = parse_scenario({"params": "7B", "dp": 64, "stage": 1, "hpz": 8})
-    cfg, notes = deepspeed_config(hpz)
-    assert "zero_hpz_partition_size" not in json.dumps(cfg)
-    assert any(note.startswith("hpz 8: ") and "not written" in note for note in notes)
-
-
-def test_pipeline_and_expert_parallelism_are_notes() -> None:
-    pp = parse_scenario({"model": "llama-2-7b", "pp": 4})
-    assert any("PipelineModule(num_stages=4)" in note for note in deepspeed_config(pp)[1])
-    assert any("torch.distributed.pipelining" in note for note in fsdp2_snippet(pp).notes)
-    ep = parse_scenario({"model": "mixtral-8x7b-v0.1", "dp": 8, "ep": 8, "stage": 2})
-    assert any("deepspeed.moe.layer.MoE(ep_size=8)" in note for note in deepspeed_config(ep)[1])
-    assert any(note.startswith("ep 8: ") for note in fsdp2_snippet(ep).notes)
-
-
-def test_the_fsdp2_snippet_writes_hsdp_as_a_2d_mesh() -> None:
-    """A shard group of 8 on D = 32: FSDP2's HSDP, a (replicate, shard) mesh of 32 ÷ 8 = 4 × 8 that every
-    fully_shard takes; hpz has no FSDP2 equivalent (a note)."""
-    s = parse_scenario({"model": "llama-2-7b", "dp": 32, "shard_group": 8})
-    text = fsdp2_snippet(s).text
-    assert 'init_device_mesh("cuda", (4, 8), mesh_dim_names=("replicate", "shard"))' in text
-    assert text.count("fully_shard(") == text.count("mesh=mesh") == 2  # each layer (in the loop) and the root
-    compile(text, "fsdp2_snippet.py", "exec")
-    hpz = fsdp2_snippet(parse_scenario({"model": "llama-2-7b", "dp": 32, "hpz": 8}))
-    assert 'init_device_mesh("cuda", (32,))' in hpz.text
-    assert any(note.startswith("hpz 8: ") and "no FSDP2 equivalent" in note for note in hpz.notes)
-
-
-def test_the_fsdp2_snippet_names_what_it_cannot_say() -> None:
-    s = parse_scenario({"model": "llama-2-7b", "stage": 1})  # BF16 with an FP32 master
-    said = " ".join(fsdp2_snippet(s).notes)
-    assert "stage 1" in said and "master_bytes 4" in said and "model.to(torch.bfloat16)" in fsdp2_snippet(s).text
 
 
 # --------------------------------------------------------------------------- hostile configs

@@ -26,7 +26,8 @@ from app.ledger.scenario import (
     to_scenario,
 )
 from app.ledger.scenario.fields import FIELDS, GROUPS, NAME_PATTERN, STATIC_DEFAULTS, Field, allowed_text, derive_field
-from app.ledger.scenario.inputs import UNCHECKED, Plain, ScenarioIn, StrictScenarioIn, read_count
+from app.ledger.scenario.inputs import UNCHECKED, ScenarioIn, StrictScenarioIn
+from app.ledger.scenario.readers import Plain, read_count
 
 SCHEMA = ScenarioIn.model_json_schema()
 

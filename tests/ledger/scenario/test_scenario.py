@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from app.ledger.bounds import TEN_13
 from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
-from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, TEN_13, Field, allowed_text, default_unit_params
+from app.ledger.scenario.across import default_unit_params
+from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, Field, allowed_text
 
 NUMERIC = [f for f in FIELDS if f.kind not in ("text", "choice")]
 

@@ -1,0 +1,187 @@
+"""The activation ledger in words: its formula with the numbers substituted, and its assumptions."""
+
+from __future__ import annotations
+
+from app.ledger.arithmetic import ceil_div, n
+from app.ledger.models.activations.figures import ActivationLedger
+from app.ledger.models.activations.saved import Saved, has_dropout
+from app.ledger.models.architecture import GPT_FAMILIES, Architecture
+
+POLICY_DESCRIPTIONS: dict[str, str] = {
+    "none": "no recomputation: every layer keeps all it saves for backward",
+    "selective": "selective recomputation of the attention core (Korthikanti et al. 2022, §5)",
+    "full": "full recomputation: each layer keeps only its input and recomputes its forward in backward",
+}
+_LABELS = {
+    "none": "per layer",
+    "selective": "per layer (attention core recomputed)",
+    "full": "per layer (checkpoint)",
+}
+
+_GPT_ASSUMPTIONS = (
+    "GPT-style block as in Korthikanti et al. 2022 (§4.1, Table 2): the s×s attention scores are "
+    "materialised (softmax output, its dropout mask and the dropout output, 5·a·s²·b bytes at 2-byte "
+    "activations), dropout masks at 1 byte per element, everything else at act_bytes; restated per "
+    "element, it equals the paper's s·b·h·(34 + 5·a·s/h) at act_bytes = 2 and i = 4h, with the MLP "
+    "terms scaling with i otherwise. LayerNorm statistics are not counted (as in the paper). The scores are "
+    "what eager attention keeps (transformers' `eager` path, the math path of SDPA); a fused kernel "
+    "(FlashAttention, SDPA's flash or memory-efficient backends) keeps none, and this count is then high."
+)
+_NEOX_NOTE = (
+    " GPT-NeoX trains with dropout 0 (its config defaults; GPT-NeoX-20B and Pythia): PyTorch then keeps no "
+    "masks and no second copy of the scores, so a layer keeps 7·act_bytes·s·b·h + 2·act_bytes·s·b·i + "
+    "act_bytes·a·s²·b, (2 + act_bytes)·s·b·h + (1 + act_bytes)·a·s²·b bytes less than the paper's GPT block: "
+    "its parallel residual has both LayerNorms read the layer input, one saved tensor, and the embedding "
+    "keeps no dropout mask."
+)
+_SWIGLU_ASSUMPTIONS = (
+    "SwiGLU / GQA block, unfused projections, no dropout; attention by a FlashAttention-style "
+    "kernel that keeps q, k, v and its output but no s×s scores (only an FP32 log-sum-exp per head "
+    "per token); RoPE keeps only its cos/sin tables (negligible, not counted); RMSNorm keeps its "
+    "input and an FP32 1/rms per token; the MLP keeps gate and up outputs, the SiLU output and the "
+    "down_proj input (4 × s·b·i); the attention output is the o_proj input (one tensor)."
+)
+_MOE_NOTE = (
+    " MoE (token-choice top-k, no capacity limit, no token dropping): the router's FP32 "
+    "probabilities (s·b·E), the top-k weights and int64 indices, and for each token's k experts "
+    "its dispatched input, the expert's gate/up/SiLU/down-input activations (4 × i) and its output."
+)
+_SELECTIVE_FLASH_NOTE = (
+    " Selective recomputation of the attention core saves only the log-sum-exp here: a "
+    "FlashAttention-style kernel already keeps no s×s scores, which is what the policy removes."
+)
+_UNFUSED_NOTE = (
+    " RMSNorm unfused (transformers' LlamaRMSNorm in Python, as a CPU trace runs it): each norm keeps an "
+    "FP32 upcast of its input and the normalised input before the weight instead of the input, 4·s·b·h "
+    "bytes more per norm (2 per layer and the final one)."
+)
+_COMMON = (
+    " Rounding: each per-rank figure (per layer, embedding, head, logits) is rounded up to a whole "
+    "byte once. Tensor parallelism divides what lies inside the TP region (q/k/v, attention, the "
+    "MLP's i-wide tensors); residual-stream tensors (norm inputs and outputs, dropout masks on h) "
+    "are replicated unless sequence parallelism is on, which divides everything by tp. "
+    "The embedding output stands for the one residual-stream tensor outside the per-layer counts "
+    "(each layer counts its own input; there are L + 1 such tensors); the head is the final norm's "
+    "output (the LM head input); the logits are s·b·V in the loss dtype, vocab-parallel over tp. "
+    "Saved tensors only: transient gradients and workspace are not counted, and the parts are "
+    "summed as if all held at once. Never divided by dp."
+)
+
+
+def assumptions(arch: Architecture, policy: str, unfused: bool) -> str:
+    """What the count assumes, for ``arch``'s family under ``policy``."""
+    gpt = arch.family in GPT_FAMILIES
+    out = _GPT_ASSUMPTIONS if gpt else _SWIGLU_ASSUMPTIONS
+    if arch.family == "gpt_neox":
+        out += _NEOX_NOTE
+    if arch.experts:
+        out += _MOE_NOTE
+    if policy == "selective" and not gpt:
+        out += _SELECTIVE_FLASH_NOTE
+    if unfused:
+        out += _UNFUSED_NOTE
+    return out + " " + POLICY_DESCRIPTIONS[policy][0].upper() + POLICY_DESCRIPTIONS[policy][1:] + "." + _COMMON
+
+
+# ---------------------------------------------------------------------------------------------
+# The formula
+# ---------------------------------------------------------------------------------------------
+
+
+def _terms(saved: tuple[Saved, ...], numbers: bool) -> str:
+    parts = [f"{n(x.elements) if numbers else x.shape} × {x.width} B" for x in saved]
+    return " + ".join(parts) if parts else "0"
+
+
+def layer_formula(saved: tuple[Saved, ...], tp: int, sp: bool, numbers: bool) -> str:
+    """The per-rank sum of ``saved``: in symbols, or with the element counts (``numbers``)."""
+    if tp == 1:
+        return _terms(saved, numbers)
+    t = str(tp) if numbers else "t"
+    if sp:
+        return f"⌈({_terms(saved, numbers)}) ÷ {t}⌉"
+    rep = tuple(x for x in saved if not x.split)
+    split = tuple(x for x in saved if x.split)
+    return f"({_terms(rep, numbers)}) + ⌈({_terms(split, numbers)}) ÷ {t}⌉"
+
+
+def _variables(arch: Architecture, s: int, b: int, t: int, sp: bool) -> str:
+    out = f"s={n(s)}, b={n(b)}, h={n(arch.hidden)}, i={n(arch.intermediate)}, a={arch.heads}"
+    if arch.family not in GPT_FAMILIES:
+        out += f", kv={arch.kv_heads}, d={arch.head_dim}"
+        if arch.experts:
+            out += f", E={arch.experts}, k={arch.experts_per_token}"
+    if t > 1:
+        out += f", t={t}" + (" with sequence parallelism" if sp else "")
+    return out
+
+
+def _closed_form(arch: Architecture, policy: str, s: int, b: int, w: int, t: int) -> str:
+    """The paper's Table 2 form, where the layer is exactly the paper's GPT block."""
+    if not (
+        has_dropout(arch)
+        and not arch.parallel_residual
+        and policy == "none"
+        and t == 1
+        and w == 2
+        and arch.intermediate == 4 * arch.hidden
+    ):
+        return ""
+    return (
+        f" = 34·s·b·h + 5·a·s²·b = 34·{n(s)}·{b}·{n(arch.hidden)} + 5·{arch.heads}·{n(s)}²·{b}"
+        " (Korthikanti et al. 2022, Table 2)"
+    )
+
+
+def _total_line(led: ActivationLedger, pp: int) -> str:
+    layers = f"{led.layers} layer{'' if led.layers == 1 else 's'}"
+    all_to_all = f" + all-to-all {n(led.all_to_all_bytes)} B" if led.all_to_all_bytes else ""
+    if led.stage == "only":
+        return (
+            f"total = {layers} × {n(led.per_layer_bytes)} B + working set {n(led.working_set_bytes)} B"
+            f" + embedding {n(led.embedding_bytes)} B + head {n(led.head_bytes)} B + logits {n(led.logits_bytes)} B"
+            + all_to_all
+            + f" = {n(led.total_bytes)} B"
+        )
+    first = led.stage == "first"
+    where = f"the first of {pp} pipeline stages" if first else f"the last of {pp} pipeline stages"
+    held = f"{led.in_flight} micro batches in flight (1F1B)" if led.in_flight > 1 else "1 micro batch in flight"
+    ends = f" + embedding {n(led.embedding_bytes)} B" if first else ""
+    tail = f" + head {n(led.head_bytes)} B + logits {n(led.logits_bytes)} B" if led.stage == "last" else ""
+    return (
+        f"total ({where}, {held}) = {led.in_flight} × ({layers} × {n(led.per_layer_bytes)} B{ends}) + working set "
+        f"{n(led.working_set_bytes)} B{tail}" + all_to_all + f" = {n(led.total_bytes)} B"
+    )
+
+
+def formula(
+    led: ActivationLedger,
+    arch: Architecture,
+    kept: tuple[Saved, ...],
+    *,
+    s: int,
+    b: int,
+    w: int,
+    t: int,
+    sp: bool,
+    logits_width: int,
+    pp: int,
+) -> str:
+    """``led``'s formula: one layer in symbols and in numbers, the recompute working set (``full``), the
+    logits and the total of the stage."""
+    lines = [
+        f"{_LABELS[led.policy]} = {layer_formula(kept, t, sp, False)} with {_variables(arch, s, b, t, sp)}",
+        f"  = {layer_formula(kept, t, sp, True)} = {n(led.per_layer_bytes)} B"
+        + _closed_form(arch, led.policy, s, b, w, t),
+    ]
+    if led.policy == "full":
+        lines.append(
+            f"working set (one layer recomputed) = {layer_formula(led.saved, t, sp, True)}"
+            f" = {n(led.working_set_bytes)} B"
+        )
+    lines.append(
+        f"logits = s·b·⌈V ÷ t⌉·{logits_width} B = {n(s)}·{n(b)}·{n(ceil_div(arch.vocab, t))}·{logits_width}"
+        f" = {n(led.logits_bytes)} B"
+    )
+    lines.append(_total_line(led, pp))
+    return "\n".join(lines)

@@ -1,0 +1,57 @@
+"""The activation ledger's values: the per-rank figures of one micro batch, and the input error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.models.activations.saved import Saved
+
+
+class ActivationInputError(ValueError):
+    """An activation input out of bounds; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationLedger:
+    """Activation bytes per rank for one micro batch, and what recomputation costs.
+
+    ``total_bytes`` = ``in_flight`` × (``layers`` × ``per_layer_bytes`` + ``embedding_bytes``) +
+    ``working_set_bytes`` + ``head_bytes`` + ``logits_bytes`` + ``all_to_all_bytes``, where ``layers`` are
+    the decoder layers on the pipeline stage and a stage without the embedding or the head has 0 for it
+    (pp = 1: one stage with both, one micro batch in flight). Under ``full``, ``per_layer_bytes`` is the checkpointed
+    layer input and ``working_set_bytes`` one layer's complete saved set during its recompute;
+    otherwise the working set is 0. ``recompute_flops`` is the extra forward FLOPs as an exact
+    fraction (numerator, denominator) of a step without recomputation (forward + backward).
+    """
+
+    policy: str
+    per_layer_bytes: int
+    layers: int
+    working_set_bytes: int
+    embedding_bytes: int
+    head_bytes: int
+    logits_bytes: int
+    total_bytes: int
+    recompute_flops: tuple[int, int]
+    formula: str
+    assumptions: str
+    saved: tuple[Saved, ...]  # one layer's complete saved set (what `none` keeps; `core`: what selective drops)
+    source: str = "modelled"
+    # Pipeline parallelism: the stage budgeted (only, first or last), and how many micro batches' activations
+    # it keeps at once under 1F1B (the first stage: pp; every other: fewer, the last one).
+    stage: str = "only"
+    in_flight: int = 1
+    all_to_all_bytes: int = 0  # expert parallelism: one MoE layer's dispatch send and receive buffers
+
+    def recompute_fraction_text(self, places: int = 3) -> str:
+        """The recompute fraction as a decimal, rounded half up to ``places`` digits (e.g. "0.326")."""
+        num, den = self.recompute_flops
+        scale = 10**places
+        q = (2 * num * scale + den) // (2 * den)
+        if places == 0:
+            return str(q)
+        return f"{q // scale}.{q % scale:0{places}d}"

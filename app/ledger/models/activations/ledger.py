@@ -1,0 +1,150 @@
+"""The activation ledger: what the forward pass keeps for backward, per rank, never divided by dp.
+
+ZeRO / FSDP partition model state, not activations: every data-parallel rank runs its own micro
+batch through the whole model, so nothing here takes ``dp`` (a test asserts the signature has none).
+Tensor parallelism (``tp``) and sequence parallelism do split activations and are inputs. What one
+layer saves is :mod:`~app.ledger.models.activations.saved`; the cost of recomputing it,
+:mod:`~app.ledger.models.activations.recompute`; the formula and assumptions in words,
+:mod:`~app.ledger.models.activations.explain`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.ledger.arithmetic import ceil_div
+from app.ledger.bounds import ACT_POLICIES, ACT_WIDTHS, LOGITS_WIDTHS, MICRO_BATCH, NORMS, SEQ_LEN, TP
+from app.ledger.models.activations.explain import assumptions, formula
+from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
+from app.ledger.models.activations.recompute import recompute_fraction
+from app.ledger.models.activations.saved import (
+    all_to_all_saved,
+    embedding_saved,
+    head_saved,
+    kept_saved,
+    layer_saved,
+    per_rank,
+)
+from app.ledger.models.architecture import Architecture
+
+POLICIES: tuple[str, ...] = ACT_POLICIES
+# The scenario's own bounds (app/ledger/bounds.py): the activation model accepts what a scenario can hold.
+SEQ_LEN_BOUNDS = SEQ_LEN
+MICRO_BATCH_BOUNDS = MICRO_BATCH
+TP_BOUNDS = TP
+
+
+def _check(field: str, value: object, lo: int, hi: int) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise ActivationInputError(field, f"must be an integer {lo:,} … {hi:,}")
+    return value
+
+
+def _check_choices(act_bytes: int, logits_bytes: int, norms: str, policy: str, sequence_parallel: bool) -> None:
+    if act_bytes not in ACT_WIDTHS or type(act_bytes) is not int:
+        raise ActivationInputError("act_bytes", f"must be one of {', '.join(map(str, ACT_WIDTHS))}")
+    if logits_bytes not in LOGITS_WIDTHS or type(logits_bytes) is not int:
+        raise ActivationInputError("logits_bytes", f"must be one of {', '.join(map(str, LOGITS_WIDTHS))}")
+    if norms not in NORMS:
+        raise ActivationInputError("norms", f"must be one of {', '.join(NORMS)}")
+    if policy not in POLICIES:
+        raise ActivationInputError("act_policy", f"must be one of {', '.join(POLICIES)}")
+    if type(sequence_parallel) is not bool:
+        raise ActivationInputError("sequence_parallel", "must be true or false")
+
+
+def _check_model(arch: Architecture, s: int, t: int) -> None:
+    if arch.heads % t != 0:
+        raise ActivationInputError("tp", f"must divide the {arch.heads} attention heads (each rank holds whole heads)")
+    if arch.learned_positions and s > arch.max_positions:
+        raise ActivationInputError("seq_len", f"exceeds the model's {arch.max_positions:,} learned positions")
+
+
+def _stage(arch: Architecture, pp: int, pp_stage: str) -> tuple[str, int]:
+    """(the stage budgeted, the micro batches it keeps in flight under 1F1B)."""
+    stage = "only" if pp == 1 else pp_stage
+    if stage not in ("only", "first", "last") or arch.layers % pp:
+        raise ActivationInputError("pp", f"must divide the model's {arch.layers:,} layers")
+    return stage, pp if stage == "first" else 1
+
+
+def activation_ledger(
+    arch: Architecture,
+    *,
+    seq_len: int,
+    micro_batch: int,
+    act_bytes: int = 2,
+    policy: str = "none",
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    logits_bytes: int = 4,
+    norms: str = "fused",
+    pp: int = 1,
+    pp_stage: str = "first",
+    ep: int = 1,
+) -> ActivationLedger:
+    """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
+
+    ``norms``: ``fused`` (an RMSNorm keeps its input and FP32 1/rms) or ``unfused`` (transformers'
+    ``LlamaRMSNorm``: also an FP32 upcast and the normalised input, 4·s·b·h bytes more per norm; what a
+    trace on CPU fake tensors reproduces). No effect on LayerNorm models.
+
+    ``act_bytes``: activation element width (BF16 = 2); ``logits_bytes``: the loss dtype's width
+    (FP32 loss = 4); ``tp``: tensor-parallel degree (must divide the heads);
+    ``sequence_parallel``: Megatron-style sequence parallelism over the same tp ranks.
+    Policies: ``none``, ``selective`` (attention core recomputed), ``full`` (layer inputs only,
+    plus one layer's saved set while it is recomputed).
+
+    ``pp`` > 1: the stage ``pp_stage`` (``first`` or ``last``) holds L ÷ pp layers. Under 1F1B
+    (Narayanan et al. 2021, §2.2) the first stage runs pp forwards before its first backward, so it
+    keeps pp micro batches' activations (embedding output included) and no logits; the last keeps one
+    micro batch's, with the head's and the logits. Assumes at least pp micro batches per step.
+    ``ep`` > 1 (a MoE model): one layer's all-to-all send and receive buffers of the k·s·b dispatched
+    tokens are resident beside the saved set (balanced routing, no capacity padding).
+    Raises :class:`ActivationInputError`.
+    """
+    s = _check("seq_len", seq_len, *SEQ_LEN_BOUNDS)
+    b = _check("micro_batch", micro_batch, *MICRO_BATCH_BOUNDS)
+    t = _check("tp", tp, *TP_BOUNDS)
+    _check_choices(act_bytes, logits_bytes, norms, policy, sequence_parallel)
+    _check_model(arch, s, t)
+    sp = sequence_parallel and t > 1
+    w = act_bytes
+
+    unfused = norms == "unfused" and arch.norm == "rmsnorm"
+    full_set = layer_saved(arch, s, b, w, "unfused" if unfused else "fused")
+    kept = kept_saved(full_set, policy, s, b, arch.hidden, w)
+    per_layer = per_rank(kept, t, sp)
+    working_set = per_rank(full_set, t, sp) if policy == "full" else 0
+
+    embedding = per_rank(embedding_saved(arch, s, b, w), t, sp)
+    head = per_rank(head_saved(arch, s, b, w, unfused), t, sp)
+    logits = s * b * ceil_div(arch.vocab, t) * logits_bytes
+    stage, in_flight = _stage(arch, pp, pp_stage)
+    if stage == "first":
+        head = logits = 0
+    elif stage == "last":
+        embedding = 0
+    all_to_all = per_rank(all_to_all_saved(arch, s, b, w), t, sp) if ep > 1 and arch.experts else 0
+    stage_layers = arch.layers // pp
+    total = in_flight * (stage_layers * per_layer + embedding) + working_set + head + logits + all_to_all
+
+    figures = ActivationLedger(
+        policy=policy,
+        per_layer_bytes=per_layer,
+        layers=stage_layers,
+        working_set_bytes=working_set,
+        embedding_bytes=embedding,
+        head_bytes=head,
+        logits_bytes=logits,
+        total_bytes=total,
+        recompute_flops=recompute_fraction(arch, s, b, policy),
+        formula="",
+        assumptions=assumptions(arch, policy, unfused),
+        saved=full_set,
+        stage=stage,
+        in_flight=in_flight,
+        all_to_all_bytes=all_to_all,
+    )
+    text = formula(figures, arch, kept, s=s, b=b, w=w, t=t, sp=sp, logits_width=logits_bytes, pp=pp)
+    return replace(figures, formula=text)

@@ -1,0 +1,213 @@
+"""What one decoder layer (and the model's ends) keeps for backward: tensor by tensor, per family.
+
+Two models of a decoder layer, both stated tensor by tensor in :func:`layer_saved`:
+
+- ``gpt2`` / ``gpt_neox``: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+  Transformer Models", §4 and Table 2, restated per element so that other activation widths stay
+  exact: ``act_bytes`` × (8·s·b·h + 2·s·b·i + 2·a·s²·b) + 1 B × (2·s·b·h + a·s²·b) for the dropout
+  masks, which PyTorch keeps as one byte per element whatever the activation width. At 2-byte
+  activations and i = 4h this is the paper's s·b·h·(34 + 5·a·s/h) exactly.
+- ``llama`` / ``mistral`` / ``qwen2`` / ``mixtral``: SwiGLU MLP, grouped-query attention through a
+  FlashAttention-style kernel that keeps no s×s scores (only its FP32 log-sum-exp), RMSNorm that
+  keeps its input and FP32 1/rms, no dropout; MoE keeps each token's top-k expert activations.
+
+Integer arithmetic only. Where ``tp`` (or sequence parallelism) divides a sum, the per-rank figure
+is rounded **up** to a whole byte, once per figure (:func:`per_rank`): per layer, embedding, head, logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.arithmetic import ceil_div
+from app.ledger.models.architecture import GPT_FAMILIES, Architecture
+
+FP32 = 4
+MASK = 1  # a dropout mask: one byte per element (torch.bool), whatever the activation width
+INDEX = 8  # an int64 index
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """One tensor (or group of equal tensors) a decoder layer keeps for its backward pass.
+
+    ``split``: divided over the ``tp`` ranks even without sequence parallelism (it lives inside
+    the tensor-parallel region); with sequence parallelism every entry is divided.
+    ``core``: inside the attention core, dropped (recomputed) by the selective policy.
+    """
+
+    what: str
+    shape: str  # symbolic element count, e.g. "2·s·b·h"
+    elements: int
+    width: int
+    split: bool
+    core: bool = False
+
+    @property
+    def bytes(self) -> int:
+        return self.elements * self.width
+
+
+def has_dropout(arch: Architecture) -> bool:
+    """Whether the family trains with dropout, as its config defaults say: GPT-2 0.1 (``attn_pdrop``,
+    ``resid_pdrop``, ``embd_pdrop``); GPT-NeoX 0 (``attention_dropout``, ``hidden_dropout``: GPT-NeoX-20B and
+    Pythia train without). With p = 0 PyTorch keeps neither a mask nor a second copy of the scores."""
+    return arch.family == "gpt2"
+
+
+# ---------------------------------------------------------------------------------------------
+# One decoder layer
+# ---------------------------------------------------------------------------------------------
+
+
+def _gpt_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
+    """Korthikanti et al. 2022, §4.1, per element: attention 11·s·b·h + 5·a·s²·b, MLP 19·s·b·h,
+    two LayerNorms 4·s·b·h bytes at 2-byte activations and i = 4h (dropout masks 1 B/element).
+
+    GPT-NeoX as it trains: no dropout (no masks; the softmax output is the one tensor ``× V`` saves), and
+    with its parallel residual both LayerNorms read the layer input, one saved tensor."""
+    h, i, a = arch.hidden, arch.intermediate, arch.heads
+    sbh, sbi, ass = s * b * h, s * b * i, a * s * s * b
+    dropout = has_dropout(arch)
+    if arch.parallel_residual:
+        norm_inputs = Saved("LayerNorm input (the layer input, read by both: parallel residual)", "s·b·h", sbh, w,
+                            False)  # fmt: skip
+    else:
+        norm_inputs = Saved("LayerNorm inputs (2 per layer)", "2·s·b·h", 2 * sbh, w, False)
+    scores = (
+        (
+            Saved("softmax output", "a·s²·b", ass, w, True, core=True),
+            Saved("softmax dropout mask", "a·s²·b", ass, MASK, True, core=True),
+            Saved("attention dropout output (for ×V)", "a·s²·b", ass, w, True, core=True),
+        )
+        if dropout
+        else (Saved("softmax output (for its backward and ×V)", "a·s²·b", ass, w, True, core=True),)
+    )
+    return (
+        norm_inputs,
+        Saved("QKV projection input", "s·b·h", sbh, w, False),
+        Saved("Q and K (for QKᵀ)", "2·s·b·h", 2 * sbh, w, True),
+        *scores,
+        Saved("V", "s·b·h", sbh, w, True),
+        Saved("attention output projection input", "s·b·h", sbh, w, True),
+        *((Saved("attention dropout mask", "s·b·h", sbh, MASK, False),) if dropout else ()),
+        Saved("MLP first linear input", "s·b·h", sbh, w, False),
+        Saved("GeLU input", "s·b·i", sbi, w, True),
+        Saved("GeLU output (second linear input)", "s·b·i", sbi, w, True),
+        *((Saved("MLP dropout mask", "s·b·h", sbh, MASK, False),) if dropout else ()),
+    )
+
+
+def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, unfused: bool) -> list[Saved]:
+    """The norms and the attention of a SwiGLU / GQA layer (a FlashAttention-style kernel)."""
+    h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
+    sb = s * b
+    norm_inputs = (
+        [
+            Saved("RMSNorm FP32 upcasts of the inputs (unfused: kept by pow and mul)", "2·s·b·h", 2 * sb * h, FP32,
+                  False),
+            Saved("RMSNorm normalised inputs before the weight (unfused: kept by the weight's mul)", "2·s·b·h",
+                  2 * sb * h, w, False),
+        ]
+        if unfused
+        else [Saved("RMSNorm inputs (layer input, post-attention residual)", "2·s·b·h", 2 * sb * h, w, False)]
+    )  # fmt: skip
+    return [
+        *norm_inputs,
+        Saved("RMSNorm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, False),
+        Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False),
+        Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
+        Saved("K and V (kv_heads × head_dim each)", "2·s·b·kv·d", 2 * sb * kv * d, w, True),
+        Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True),
+        Saved("attention log-sum-exp (FP32, per head per token)", "s·b·a", sb * a, FP32, True, core=True),
+    ]
+
+
+def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
+    """A dense SwiGLU MLP, or a MoE block's router and each token's k expert passes."""
+    h, i = arch.hidden, arch.intermediate
+    sb = s * b
+    if arch.experts == 0:
+        return [
+            Saved("gate_proj and up_proj outputs", "2·s·b·i", 2 * sb * i, w, True),
+            Saved("SiLU output", "s·b·i", sb * i, w, True),
+            Saved("down_proj input (SiLU(gate) × up)", "s·b·i", sb * i, w, True),
+        ]
+    e, k = arch.experts, arch.experts_per_token
+    return [
+        Saved("router probabilities (FP32 softmax)", "s·b·E", sb * e, FP32, False),
+        Saved("top-k routing weights", "s·b·k", sb * k, w, False),
+        Saved("top-k dispatch indices (int64)", "s·b·k", sb * k, INDEX, False),
+        Saved("expert inputs (each token to its k experts)", "k·s·b·h", k * sb * h, w, False),
+        Saved("expert w1 (gate) and w3 (up) outputs", "2·k·s·b·i", 2 * k * sb * i, w, True),
+        Saved("expert SiLU outputs", "k·s·b·i", k * sb * i, w, True),
+        Saved("expert w2 (down) inputs", "k·s·b·i", k * sb * i, w, True),
+        Saved("expert outputs (for the routing-weight product)", "k·s·b·h", k * sb * h, w, False),
+    ]
+
+
+def _swiglu_layer(arch: Architecture, s: int, b: int, w: int, unfused: bool = False) -> tuple[Saved, ...]:
+    """SwiGLU + GQA with a FlashAttention-style kernel; see the module docstring and the assumptions text.
+
+    ``unfused``: RMSNorm as transformers' ``LlamaRMSNorm`` (Python ops): each norm keeps an FP32 upcast of its
+    input (for ``pow`` and the scaling ``mul``) and the normalised input (for the weight's ``mul``) instead of
+    the input itself: 4·s·b·h bytes more per norm at any activation width."""
+    return (*_swiglu_attention(arch, s, b, w, unfused), *_swiglu_mlp(arch, s, b, w))
+
+
+def layer_saved(
+    arch: Architecture, seq_len: int, micro_batch: int, act_bytes: int = 2, norms: str = "fused"
+) -> tuple[Saved, ...]:
+    """Every tensor one decoder layer of ``arch`` keeps for backward with no recomputation (``norms``:
+    what an RMSNorm keeps, fused or unfused; LayerNorm models are the same either way)."""
+    if arch.family in GPT_FAMILIES:
+        return _gpt_layer(arch, seq_len, micro_batch, act_bytes)
+    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms == "unfused")
+
+
+def kept_saved(full_set: tuple[Saved, ...], policy: str, s: int, b: int, h: int, w: int) -> tuple[Saved, ...]:
+    """What a layer keeps under ``policy``: everything (``none``), all but the attention core
+    (``selective``), or only its input (``full``: the checkpoint)."""
+    if policy == "none":
+        return full_set
+    if policy == "selective":
+        return tuple(x for x in full_set if not x.core)
+    return (Saved("checkpointed layer input", "s·b·h", s * b * h, w, False),)
+
+
+# ---------------------------------------------------------------------------------------------
+# The model's ends and the expert-parallel buffers
+# ---------------------------------------------------------------------------------------------
+
+
+def embedding_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
+    """The embedding output (and its dropout mask where the family trains with dropout)."""
+    out = [Saved("embedding output", "s·b·h", s * b * arch.hidden, w, False)]
+    if has_dropout(arch):
+        out.append(Saved("embedding dropout mask", "s·b·h", s * b * arch.hidden, MASK, False))
+    return tuple(out)
+
+
+def head_saved(arch: Architecture, s: int, b: int, w: int, unfused: bool) -> tuple[Saved, ...]:
+    """The final norm's output (the LM head input), and what an RMSNorm keeps besides."""
+    h = arch.hidden
+    out = [Saved("final norm output (LM head input)", "s·b·h", s * b * h, w, False)]
+    if arch.family not in GPT_FAMILIES:
+        out.append(Saved("final RMSNorm 1/rms (FP32)", "s·b", s * b, FP32, False))
+    if unfused:  # the final norm's FP32 upcast; its normalised input stands where the fused model has its input
+        out.append(Saved("final RMSNorm FP32 upcast (unfused)", "s·b·h", s * b * h, FP32, False))
+    return tuple(out)
+
+
+def all_to_all_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
+    """Expert parallelism: one MoE layer's all-to-all send and receive buffers of the k·s·b dispatched tokens."""
+    k = arch.experts_per_token
+    return (Saved("all-to-all send and receive buffers", "2·k·s·b·h", 2 * k * s * b * arch.hidden, w, False),)
+
+
+def per_rank(saved: tuple[Saved, ...], tp: int, sp: bool) -> int:
+    """Replicated bytes + ⌈split bytes ÷ tp⌉; with sequence parallelism ⌈all bytes ÷ tp⌉."""
+    if sp:
+        return ceil_div(sum(x.bytes for x in saved), tp)
+    replicated = sum(x.bytes for x in saved if not x.split)
+    return replicated + ceil_div(sum(x.bytes for x in saved if x.split), tp)

@@ -1,0 +1,191 @@
+"""The rules across fields: what no single field can check, run after every field passed its own.
+
+:func:`across_fields` fills in what a named model supplies (params, U, the activation peak, s) and
+states each broken rule as a :class:`Problem` on the field it blames: U ≤ N, the model's own limits
+(``tp`` dividing the heads, ``seq_len`` within learned positions, a modelled activation peak in
+bounds), and the sharding layout (a shard group and ZeRO++'s secondary partition dividing D, expert
+parallelism's needs). :class:`app.ledger.scenario.inputs.ScenarioIn` runs it as its model validator;
+:func:`app.ledger.scenario.to_scenario` reads its fill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic_core import PydanticCustomError
+
+from app.ledger.bounds import DEFAULT_UNIT_PARAMS_CAP, TWO_46
+from app.ledger.models.activations import ActivationInputError
+from app.ledger.models.architecture import ModelConfigError
+from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
+from app.ledger.models.parallel import ParallelLayoutError
+from app.ledger.models.reference import resolve
+from app.ledger.scenario.declared import STATIC_DEFAULTS, ScenarioFields
+
+# The inputs whose default, when absent, is another input's value; and U, whose default is min(400M, N).
+FOLLOWS: dict[str, str] = {"gather_bytes": "param_bytes", "reduce_bytes": "grad_bytes", "shard_group": "dp"}
+FOLLOWERS: tuple[str, ...] = ("unit_params", *FOLLOWS)
+
+
+def default_unit_params(params: int) -> int:
+    """Spec default for U: min(400,000,000, N)."""
+    return min(DEFAULT_UNIT_PARAMS_CAP, params)
+
+
+def default_seq_len(model: str) -> int:
+    """4,096 tokens, or the model's context when it has learned positions and a shorter one (GPT-2)."""
+    arch = resolve(model).architecture
+    base = int(STATIC_DEFAULTS["seq_len"])
+    return min(base, arch.max_positions) if arch.learned_positions else base
+
+
+def following(name: str, value: Callable[[str], int | str]) -> int:
+    """The default of one of :data:`FOLLOWERS` (``name``), given how to read the other inputs."""
+    if name == "unit_params":
+        return default_unit_params(int(value("params")))
+    return int(value(FOLLOWS[name]))
+
+
+MODEL_ALLOWED = "a known model id or a compact config (cfg:…)"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFill:
+    """What a named model supplies for the inputs left empty."""
+
+    params: int
+    unit_params: int
+    activation_bytes: int
+    seq_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A rule across fields that the inputs break: the field it blames, why, and what is allowed."""
+
+    field: str
+    kind: str  # the pydantic error type
+    message: str
+    allowed: str | None = None  # None: the field's own allowed range
+
+    def error(self) -> PydanticCustomError:
+        context = {"reason": self.message} | ({"allowed": self.allowed} if self.allowed else {})
+        return PydanticCustomError(self.kind, "{reason}", context)
+
+
+@dataclass(frozen=True, slots=True)
+class Across:
+    """What the rules across fields found: the named model's fill (None without one, or when it failed)
+    and the problems."""
+
+    fill: ModelFill | None
+    problems: tuple[Problem, ...]
+
+
+def _value(inp: ScenarioFields, name: str) -> int | str:
+    """The input as typed, or its static default."""
+    value: int | str | None = getattr(inp, name)
+    return STATIC_DEFAULTS[name] if value is None else value
+
+
+def _int(inp: ScenarioFields, name: str) -> int:
+    return int(_value(inp, name))
+
+
+def _model_fill(inp: ScenarioFields) -> ModelFill | Problem:
+    """params, U, the activation peak and s as the named model gives them, or the problem that stops it.
+
+    A bad model, or an activation input the model cannot take (``tp`` not dividing the heads,
+    ``seq_len`` beyond learned positions), is a problem on that field; so is a modelled activation
+    peak beyond the ``activation_bytes`` bound (blamed on ``micro_batch``).
+    """
+    model = str(inp.model)
+    try:
+        seq_len = inp.seq_len if inp.seq_len is not None else default_seq_len(model)
+        given = {name: _value(inp, name) for name in MODEL_INPUTS if name not in ("model", "seq_len")}
+        md = model_defaults(ModelQuery.of({**given, "model": model, "seq_len": seq_len}))
+    except ModelConfigError as exc:
+        return Problem("model", "model_config", str(exc), MODEL_ALLOWED)
+    except ParallelLayoutError as exc:
+        return Problem(exc.field, "parallel_layout", str(exc), exc.allowed)
+    except ActivationInputError as exc:
+        message = str(exc).removeprefix(f"{exc.field}: ")
+        return Problem(exc.field, "activation_input", message)
+    activation = md.activations.total_bytes
+    top = TWO_46  # the activation_bytes field's bound
+    # A typed activation_bytes replaces the modelled total, but where the schedule-aware peak is walked
+    # (the model's own params and U, tp = 1) its loss and backward temporaries stay modelled: they too
+    # must stay in bounds, or a receipt's integers could pass 2^53.
+    walked = inp.params is None and inp.unit_params is None and all(_int(inp, k) == 1 for k in ("tp", "pp", "ep"))
+    if activation > top and (inp.activation_bytes is None or walked):
+        typed = inp.activation_bytes is not None
+        why = " (the schedule-aware peak models its temporaries even with activation_bytes typed)" if typed else ""
+        fix = "a smaller micro_batch or seq_len" + ("" if typed else ", or a typed activation_bytes")
+        message = f"the modelled activation peak, {activation:,} B, is beyond the {top:,} B bound{why}"
+        return Problem("micro_batch", "activation_bound", message, fix)
+    return ModelFill(md.params, md.unit_params, activation, seq_len)
+
+
+def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) -> Across:
+    """The rules no single field can check, on fields that each passed their own.
+
+    ``unchecked`` names inputs that were given but invalid: a rule that reads one of them is
+    skipped (its verdict would be about a value nobody typed).
+    """
+    problems: list[Problem] = []
+    fill: ModelFill | None = None
+    model_failed = False
+    if inp.model and not unchecked.intersection(MODEL_INPUTS):
+        found = _model_fill(inp)
+        if isinstance(found, Problem):
+            problems.append(found)
+            model_failed = True
+        else:
+            fill = found
+    elif inp.model:
+        model_failed = True  # a model input is bad: what the model would fill is unknown
+    if inp.unit_params is not None and "params" not in unchecked:
+        params = inp.params if inp.params is not None else fill.params if fill else None
+        if params is None and not model_failed:
+            params = int(STATIC_DEFAULTS["params"])
+        if params is not None and inp.unit_params > params:
+            problems.append(Problem("unit_params", "unit_above_params",
+                                    f"{inp.unit_params:,} is larger than params ({params:,})",
+                                    f"0 … params ({params:,})"))  # fmt: skip
+    blamed = {p.field for p in problems}
+    problems.extend(p for p in _sharding_problems(inp, unchecked) if p.field not in blamed)
+    return Across(fill, tuple(problems))
+
+
+def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Problem]:
+    """The shard group, the secondary partition and expert parallelism against D and each other."""
+    if "dp" in unchecked:
+        return []
+    dp = _int(inp, "dp")
+    problems: list[Problem] = []
+    divisor = f"a divisor of dp ({dp:,})"
+    group = inp.shard_group if "shard_group" not in unchecked else None
+    hpz = _int(inp, "hpz") if "hpz" not in unchecked else 1
+    ep = _int(inp, "ep") if "ep" not in unchecked else 1
+    if group is not None and dp % group:
+        problems.append(Problem("shard_group", "shard_group_divides", f"{group:,} does not divide dp ({dp:,})",
+                                divisor))  # fmt: skip
+    if hpz > 1 and dp % hpz:
+        problems.append(Problem("hpz", "hpz_divides", f"{hpz:,} does not divide dp ({dp:,})", f"1 or {divisor}"))
+    elif hpz > 1 and group is not None and group < dp:
+        why = "ZeRO++'s secondary partition with a shard group smaller than D is not modelled (DeepSpeed mixes them)"
+        problems.append(Problem("hpz", "hpz_with_hsdp", why, "1 with a shard group"))
+    if ep > 1:
+        why = ""
+        if dp % ep:
+            why = f"{ep:,} does not divide dp ({dp:,}): the experts' data-parallel group is D ÷ ep ranks"
+        elif not inp.model and "model" not in unchecked:
+            why = f"{ep:,} needs a mixture-of-experts model (which of the parameters are experts)"
+        elif inp.params is not None or inp.unit_params is not None:
+            why = "needs the model's own parameter counts (params and unit_params not typed): which are experts"
+        elif (group is not None and group < dp) or hpz > 1:
+            why = "expert parallelism with a shard group or hpZ is not modelled"
+        if why:
+            problems.append(Problem("ep", "expert_parallel", why, f"1, or a divisor of dp ({dp:,}) and the experts"))
+    return problems

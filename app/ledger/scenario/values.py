@@ -1,0 +1,53 @@
+"""The scenario's values, typed, each with its default: GENERATED from app/ledger/scenario/declared.py.
+
+Do not edit: change the field there and run ``python -m app.ledger.scenario.derive`` (see that module;
+tests/ledger/scenario/test_derive.py fails while this file is stale). Field order is the receipt's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioValues:
+    """Every scenario input: the seed's example by default (``Scenario`` adds what it means)."""
+
+    model: str = ""  # Model
+    params: int = 7_000_000_000  # Parameters (N)
+    dp: int = 8  # Sharding degree (D)
+    param_bytes: int = 2  # Parameter width
+    grad_bytes: int = 2  # Gradient width
+    master_bytes: int = 4  # Master-copy width
+    opt_states: int = 2  # Optimizer states
+    opt_bytes: int = 4  # Optimizer-state width
+    unit_params: int = 400_000_000  # Largest wrapped unit (U)
+    gather_bytes: int = 2  # All-gather width
+    prefetch: int = 0  # Prefetched units (P)
+    stage: int = 3  # ZeRO stage run
+    shard_group: int = 0  # Shard group (HSDP / MiCS); 0 means D
+    hpz: int = 1  # Secondary partition (ZeRO++ hpZ)
+    pp: int = 1  # Pipeline parallel (pp)
+    pp_stage: str = "first"  # Pipeline stage budgeted
+    ep: int = 1  # Expert parallel (ep)
+    bucket_bytes: int = 0  # Communication buckets
+    activation_bytes: int = 20_000_000_000  # Activation peak
+    overhead_bytes: int = 0  # Runtime overhead
+    contingency_pct: int = 0  # Contingency
+    capacity_bytes: int = 80_000_000_000  # Device capacity
+    name: str = ""  # Scenario name
+    seq_len: int = 4096  # Sequence length (s)
+    micro_batch: int = 1  # Micro-batch (b)
+    act_bytes: int = 2  # Activation width
+    act_policy: str = "none"  # Recomputation
+    tp: int = 1  # Tensor parallel (t)
+    sequence_parallel: int = 0  # Sequence parallel
+    logits_bytes: int = 4  # Loss dtype width
+    reduce_bytes: int = 2  # Reduce-scatter width
+    reshard_after_forward: int = 1  # Reshard after forward
+    norms: str = "unfused"  # RMSNorm kernel
+    offload_optimizer: str = "none"  # Optimizer offload
+    offload_param: str = "none"  # Parameter offload
+    ranks_per_node: int = 8  # Ranks per node
+    host_bytes: int = 2_000_000_000_000  # Host memory
+    zero_init: int = 1  # Partitioned construction

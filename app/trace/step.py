@@ -1,0 +1,154 @@
+"""One FSDP2 training step on fake tensors, piece by piece (imports torch; :mod:`app.trace.tracer` drives it).
+
+A fake process group of ``dp`` ranks, the model built and cast, ``fully_shard`` per decoder layer
+and at the root, the optimizer, and one iteration of ``zero_grad(set_to_none=True)``, forward,
+loss, backward and optimizer step with the timeline's named instants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed._composable.checkpoint_activation import checkpoint
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+from app.ledger.models.architecture import Architecture
+from app.trace.models import build_model, decoder_layers
+from app.trace.result import Progress
+from app.trace.setup import TraceSetup
+from app.trace.timeline import TimelineTracker
+
+LEARNING_RATE = 1e-4
+
+
+@contextmanager
+def fake_world(dp: int) -> Iterator[Any]:
+    """A fake process group of ``dp`` ranks (this process is rank 0) and its 1-D CPU mesh."""
+    if dist.is_initialized():
+        raise RuntimeError("a process group is already initialised in this process; the trace needs its own")
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=dp)
+    try:
+        yield init_device_mesh("cpu", (dp,))
+    finally:
+        dist.destroy_process_group()
+
+
+def dtype(width: int) -> Any:
+    return {2: torch.bfloat16, 4: torch.float32}[width]
+
+
+def _unit_name(fqn: str) -> str:
+    """``model.layers.3`` → ``layers.3``; the root (``""``) → ``root``."""
+    if not fqn:
+        return "root"
+    parts = fqn.split(".")
+    return ".".join(parts[-2:]) if len(parts) >= 2 else fqn
+
+
+def _optimizer(setup: TraceSetup, params: Any) -> Any:
+    if setup.opt_states == 2:
+        return torch.optim.AdamW(params, lr=LEARNING_RATE, foreach=setup.foreach)
+    momentum = 0.9 if setup.opt_states == 1 else 0.0
+    return torch.optim.SGD(params, lr=LEARNING_RATE, momentum=momentum, foreach=setup.foreach)
+
+
+def step_counter_bytes(optimizer: Any) -> int:
+    """Bytes of the optimizer's per-parameter ``step`` tensors (AdamW keeps one 0-d tensor each)."""
+    total = 0
+    for state in optimizer.state.values():
+        step = state.get("step")
+        if step is not None and hasattr(step, "untyped_storage"):
+            total += int(step.untyped_storage().nbytes())
+    return total
+
+
+def build(arch: Architecture, report: Progress) -> Any:
+    """The family's decoder for ``arch`` in training mode (under ``FakeTensorMode``)."""
+    model = build_model(arch, lambda done, of: report("building layers", done, of))
+    model.train()
+    return model
+
+
+@dataclass(frozen=True, slots=True)
+class Sharded:
+    """The model after ``fully_shard``, its optimizer, and its FSDP units by module id and by name."""
+
+    model: Any
+    optimizer: Any
+    units: dict[int, str]  # id(module) → unit name (``root``, ``layers.3``)
+    units_by_fqn: dict[str, str]  # the module's qualified name → unit name
+
+    def ordered_units(self) -> tuple[str, ...]:
+        """The unit names, root first, then the layers in order."""
+        return tuple(sorted(self.units.values(), key=lambda u: (u != "root", int(u.rpartition(".")[2] or 0)
+                                                                if u != "root" else 0)))  # fmt: skip
+
+
+def shard(model: Any, setup: TraceSetup, mesh: Any, report: Progress) -> Sharded:
+    """Cast the parameters, ``fully_shard`` every decoder layer (checkpointed under ``full``) and the root."""
+    mp = MixedPrecisionPolicy(param_dtype=dtype(setup.gather_bytes), reduce_dtype=dtype(setup.reduce_bytes))
+    if setup.param_bytes != 4:  # the parameters only: buffers (rotary tables) stay FP32
+        for p in model.parameters():
+            p.data = p.data.to(dtype(setup.param_bytes))
+    layers = decoder_layers(model)
+    for k, layer in enumerate(layers):
+        if setup.act_policy == "full":
+            checkpoint(layer)
+        fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=setup.reshard_after_forward)
+        report("sharding layers", k + 1, setup.architecture.layers)
+    # The root keeps fully_shard's default (None): it is not resharded after forward, since backward
+    # needs the head and the final norm first (the recipe of torchtitan and FSDP2's documentation).
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    unit_fqns = {id(m): fqn for fqn, m in model.named_modules() if m is model or any(m is la for la in layers)}
+    units = {key: _unit_name(fqn) for key, fqn in unit_fqns.items()}
+    optimizer = _optimizer(setup, model.parameters())
+    return Sharded(model, optimizer, units, {fqn: _unit_name(fqn) for fqn in unit_fqns.values()})
+
+
+def layer_progress(report: Progress, what: str, layers: int) -> Callable[[str, str], None]:
+    """The tracker's progress for one iteration: forward and backward counted over the units."""
+    done = {"forward": 0, "backward": 0}
+
+    def step(phase: str, unit: str) -> None:
+        done[phase] += 1
+        report(f"{what}: {phase}", min(done[phase], layers + 1), layers + 1)
+
+    return step
+
+
+def iteration(
+    tracker: TimelineTracker, sharded: Sharded, setup: TraceSetup, tokens: Any, labels: Any, report: Progress, what: str
+) -> None:
+    """zero_grad, forward, loss, backward and the optimizer step, each marked on the timeline."""
+    model, optimizer = sharded.model, sharded.optimizer
+    logits_dtype = dtype(setup.logits_bytes)
+    tracker.phase = "start"
+    tracker.instant("iteration start (last step's gradients still resident)", "start")
+    optimizer.zero_grad(set_to_none=True)
+    tracker.instant("zero_grad(set_to_none=True)", "start")
+    tracker.phase = "forward"
+    logits = model(tokens)
+    tracker.instant("end of forward (logits)", "forward")
+    tracker.phase = "loss"
+    if logits.dtype != logits_dtype:
+        logits = logits.to(logits_dtype)
+        tracker.instant("logits cast for the loss", "loss")
+    loss = F.cross_entropy(logits.view(-1, setup.architecture.vocab), labels.view(-1))
+    del logits  # as a training loop drops its reference before backward (torchtitan's `del pred`)
+    tracker.instant("loss computed", "loss")
+    tracker.phase = "backward"
+    loss.backward()  # type: ignore[no-untyped-call]
+    del loss
+    tracker.instant("end of backward", "backward")
+    tracker.phase = "optimizer"
+    report(f"{what}: optimizer step", 1, 1)
+    optimizer.step()
+    tracker.instant("after the optimizer step (steady state)", "optimizer")
