@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Literal
 
 from app.ledger.arithmetic import n, share_bp
 from app.ledger.estimate import Estimate
+from app.ledger.ledger import StageLedger
 from app.ledger.peak.declared import Peak
 from app.ledger.scenario.fields import FIELDS
-from app.receipts.receipt import activations_section, fsdp2_section, model_section
+from app.receipts.formula_text import split_formula
+from app.receipts.sections.model import ModelledActivations, activations_out, fsdp2_out, model_out
 
 COLUMNS: tuple[str, ...] = (
     "stage",
@@ -50,14 +51,6 @@ BOM = "\ufeff"  # U+FEFF, three bytes EF BB BF in UTF-8: how Excel knows the fil
 
 Cell = int | str
 Row = dict[str, Cell]
-
-# Words inside a formula that are not the formula: a parenthesised remark that starts with a
-# letter, has a blank and no arithmetic ("(one unit at a time)", "(attention core recomputed)",
-# "(Korthikanti et al. 2022, Table 2)"; not "(Ψ_g + Ψ_p = …)" nor "(checkpoint)"), and a run of
-# two or more words ending a line ("… t=4 with sequence parallelism"; not the unit in "= 14 B").
-_REMARK = re.compile(r"\s*\(([^\W\d_][^()=+×÷−⌈⌉·]*\s[^()=+×÷−⌈⌉·]*)\)")
-_TRAILING_WORDS = re.compile(r"\s+([^\W\d_]+(?:\s[^\W\d_]+)+)$")
-_NAME = re.compile(r"[^\W\d_]+(?: [^\W\d_]+)*")  # a line's name: "per layer", "working set", "logits"
 
 
 def _lead(char: str) -> Literal["formula", "skip", "text"]:
@@ -114,37 +107,6 @@ def scenario_inputs(csv_rows: Iterable[Mapping[str, str]]) -> dict[str, str]:
     only ``ledger``, ``category`` and ``value`` are read, never the first column.
     """
     return {row["category"]: restore(row["value"]) for row in csv_rows if row.get("ledger") == "input"}
-
-
-def split_formula(text: str) -> tuple[str, tuple[str, ...]]:
-    """The core's formula text as (the arithmetic, the words around it), for the two columns.
-
-    A text without ``=`` is no equation ("stages 0–2 hold full parameters: nothing to gather",
-    "20,000,000,000 B, not divided by D"): all of it is a remark and the formula is empty.
-    Otherwise every line keeps its arithmetic and gives up its parenthesised remarks and a
-    trailing run of words; a remark on a named line carries the name ("per layer: attention core
-    recomputed"), a continuation line (one starting with ``=``) counting as the line above.
-    """
-    if "=" not in text:
-        return "", (text,) if text else ()
-    remarks: list[str] = []
-    lines = []
-    name = ""
-    for line in text.split("\n"):
-        found = [m.group(1).strip() for m in _REMARK.finditer(line)] if "(" in line else []
-        if found:
-            line = _REMARK.sub("", line)
-        last_two = line.rsplit(None, 2)[-2:]
-        trailing = _TRAILING_WORDS.search(line) if all(word.isalpha() for word in last_two) else None
-        if trailing is not None:
-            found.append(trailing.group(1))
-            line = line[: trailing.start()]
-        head = line.partition("=")[0].strip()
-        if head or not line.lstrip().startswith("="):
-            name = head if _NAME.fullmatch(head) else ""
-        remarks.extend(f"{name}: {remark}" if name else remark for remark in found)
-        lines.append(line)
-    return "\n".join(lines), tuple(dict.fromkeys(remarks))
 
 
 def _host_rows(e: Estimate) -> Iterator[Row]:
@@ -206,6 +168,19 @@ def _explained(formula_text: str, *detail: str) -> Row:
 
 def rows(e: Estimate) -> Iterator[Row]:
     """Every CSV row of the receipt, in order, as dicts keyed by :data:`COLUMNS`."""
+    yield from _input_rows(e)
+    for st in e.ledger.stages:
+        yield from _stage_rows(st, e.activation_source)
+    yield from _checkpoint_rows(e)
+    yield from _model_rows(e)
+    yield from _host_rows(e)
+    yield from _parallelism_rows(e)
+    yield from _fit_finder_rows(e)
+    yield from _mutation_rows(e)
+
+
+def _input_rows(e: Estimate) -> Iterator[Row]:
+    """The scenario's inputs (ledger ``input``): the CSV alone reconstructs the scenario."""
     s = e.scenario
     for field in FIELDS:
         value = getattr(s, field.name)
@@ -216,41 +191,47 @@ def rows(e: Estimate) -> Iterator[Row]:
             "bytes": value if field.kind == "bytes" else "",
             "detail": field.unit,
         }
-    for st in e.ledger.stages:
-        for line in st.lines:
-            yield {
-                "stage": st.stage,
-                "ledger": "persistent",
-                "category": line.tensor_class,
-                "bytes": line.bytes,
-                "width": line.width,
-                "copies": line.copies,
-                "owners": line.owners,
-                "elements": line.elements,
-                "share_bp": share_bp(line.bytes, st.persistent),
-                **_explained(line.formula, line.evidence, line.note),
-            }
-        yield {"stage": st.stage, "ledger": "persistent", "category": "total", "bytes": st.persistent}
-        p = st.peak
-        if p.schedule is None:
-            yield from _declared_rows(st.stage, "peak", p, e.activation_source)
-        else:
-            yield from _schedule_rows(st.stage, p)
-        yield from _declared_rows(st.stage, "declared_peak", p.declared_peak, e.activation_source)
+
+
+def _stage_rows(st: StageLedger, activation_source: str) -> Iterator[Row]:
+    """One stage: its persistent lines and total, both peaks, the verdict, the communication per step."""
+    for line in st.lines:
         yield {
             "stage": st.stage,
-            "ledger": "fit",
-            "category": "headroom",
-            "bytes": p.headroom,
-            "value": "fits" if p.fits else "does not fit",
+            "ledger": "persistent",
+            "category": line.tensor_class,
+            "bytes": line.bytes,
+            "width": line.width,
+            "copies": line.copies,
+            "owners": line.owners,
+            "elements": line.elements,
+            "share_bp": share_bp(line.bytes, st.persistent),
+            **_explained(line.formula, line.evidence, line.note),
         }
-        yield {
-            "stage": st.stage,
-            "ledger": "communication",
-            "category": "total",
-            "bytes": st.communication.bytes,
-            **_explained(st.communication.formula, st.communication.collectives, st.communication.evidence),
-        }
+    yield {"stage": st.stage, "ledger": "persistent", "category": "total", "bytes": st.persistent}
+    p = st.peak
+    if p.schedule is None:
+        yield from _declared_rows(st.stage, "peak", p, activation_source)
+    else:
+        yield from _schedule_rows(st.stage, p)
+    yield from _declared_rows(st.stage, "declared_peak", p.declared_peak, activation_source)
+    yield {
+        "stage": st.stage,
+        "ledger": "fit",
+        "category": "headroom",
+        "bytes": p.headroom,
+        "value": "fits" if p.fits else "does not fit",
+    }
+    yield {
+        "stage": st.stage,
+        "ledger": "communication",
+        "category": "total",
+        "bytes": st.communication.bytes,
+        **_explained(st.communication.formula, st.communication.collectives, st.communication.evidence),
+    }
+
+
+def _checkpoint_rows(e: Estimate) -> Iterator[Row]:
     for c in e.checkpoint:
         yield {
             "ledger": "checkpoint",
@@ -266,9 +247,9 @@ def rows(e: Estimate) -> Iterator[Row]:
         }
         for stage, peak in enumerate(c.save_peaks):
             yield {"stage": stage, "ledger": "checkpoint", "category": f"{c.policy}.save_peak", "bytes": peak}
-    yield from _model_rows(e)
-    yield from _host_rows(e)
-    yield from _parallelism_rows(e)
+
+
+def _fit_finder_rows(e: Estimate) -> Iterator[Row]:
     for fit in e.fit.stages:
         yield {"stage": fit.stage, "ledger": "fit_finder", "category": "smallest_dp", "value": _blank(fit.smallest_dp)}
         if e.fit.micro_batch_modelled:
@@ -278,6 +259,9 @@ def rows(e: Estimate) -> Iterator[Row]:
     yield {"stage": e.scenario.stage, "ledger": "fit_finder", "category": "cheapest_offload",
            "value": "none fits" if o is None else f"{o.offload_optimizer}/{o.offload_param}",
            "detail": "optimizer/parameters offload on which the run's stage fits the device and the host"}  # fmt: skip
+
+
+def _mutation_rows(e: Estimate) -> Iterator[Row]:
     for ledger_name, results in (("mutation", e.mutations), ("reference_mutation", e.reference_mutations)):
         for m in results:
             yield {
@@ -337,30 +321,35 @@ def _blank(value: int | None) -> int | str:
 
 def _model_rows(e: Estimate) -> Iterator[Row]:
     """The model's inventory, its activation ledger and the FSDP2 padding, when a model is named."""
-    model, activations, fsdp2 = model_section(e), activations_section(e), fsdp2_section(e)
+    model, activations, fsdp2 = model_out(e), activations_out(e), fsdp2_out(e)
     if model is not None:
-        yield {"ledger": "model", "category": "params", "value": model["params"], "detail": model["title"]}
-        yield {"ledger": "model", "category": "largest_unit", "value": model["largest_unit"]["params"],
-               "detail": model["largest_unit"]["name"]}  # fmt: skip
-    if activations["source"] == "modelled":
-        for key in ("per_layer_bytes", "working_set_bytes", "embedding_bytes", "head_bytes", "logits_bytes"):
-            yield {"ledger": "activations", "category": key.removesuffix("_bytes"), "bytes": activations[key]}
-        # the ledger's derivation belongs to its total; its assumptions are the detail
-        formula, remarks = split_formula(activations["formula"])
-        yield {"ledger": "activations", "category": "total", "bytes": activations["total_bytes"],
-               "formula": formula, "detail": "; ".join((*remarks, activations["assumptions"]))}  # fmt: skip
-        num, den = activations["recompute_flops"]["numerator"], activations["recompute_flops"]["denominator"]
-        fraction = activations["recompute_flops_fraction"]
-        exact = num * 10 ** len(fraction.partition(".")[2]) % den == 0
-        yield {"ledger": "activations", "category": "recompute_flops_fraction", "value": fraction,
-               "formula": f"{n(num)} ÷ {n(den)} {'=' if exact else '≈'} {fraction}", "detail": _RECOMPUTE}  # fmt: skip
+        yield {"ledger": "model", "category": "params", "value": model.params, "detail": model.title}
+        yield {"ledger": "model", "category": "largest_unit", "value": model.largest_unit.params,
+               "detail": model.largest_unit.name}  # fmt: skip
+    if isinstance(activations, ModelledActivations):
+        yield from _activation_rows(activations)
     if fsdp2 is not None:
-        for cls, size in fsdp2["stage3_padded_bytes"].items():
+        padded_bytes = fsdp2.stage3_padded_bytes
+        for cls, size in padded_bytes.model_dump().items():
             yield {"stage": 3, "ledger": "fsdp2", "category": cls, "bytes": size}
-        padded, lower, padding = (fsdp2["stage3_padded_bytes"]["total"], fsdp2["stage3_lower_bound_bytes"],
-                                  fsdp2["padding_bytes"])  # fmt: skip
+        padded, lower, padding = padded_bytes.total, fsdp2.stage3_lower_bound_bytes, fsdp2.padding_bytes
         yield {"stage": 3, "ledger": "fsdp2", "category": "padding", "bytes": padding,
-               "formula": f"{n(padded)} − {n(lower)} = {n(padding)} B", "detail": fsdp2["note"]}  # fmt: skip
+               "formula": f"{n(padded)} − {n(lower)} = {n(padding)} B", "detail": fsdp2.note}  # fmt: skip
+
+
+def _activation_rows(a: ModelledActivations) -> Iterator[Row]:
+    """The modelled activation ledger: its terms, its total with the derivation, the recompute fraction."""
+    for key in ("per_layer", "working_set", "embedding", "head", "logits"):
+        yield {"ledger": "activations", "category": key, "bytes": getattr(a, f"{key}_bytes")}
+    # the ledger's derivation belongs to its total; its assumptions are the detail
+    formula, remarks = split_formula(a.formula)
+    yield {"ledger": "activations", "category": "total", "bytes": a.total_bytes,
+           "formula": formula, "detail": "; ".join((*remarks, a.assumptions))}  # fmt: skip
+    num, den = a.recompute_flops.numerator, a.recompute_flops.denominator
+    fraction = a.recompute_flops_fraction
+    exact = num * 10 ** len(fraction.partition(".")[2]) % den == 0
+    yield {"ledger": "activations", "category": "recompute_flops_fraction", "value": fraction,
+           "formula": f"{n(num)} ÷ {n(den)} {'=' if exact else '≈'} {fraction}", "detail": _RECOMPUTE}  # fmt: skip
 
 
 def csv_records(columns: Sequence[str], records: Iterable[Row], *, bom: bool = False) -> Iterator[str]:

@@ -4,14 +4,55 @@ The response follows the model's *shape*, not its size: the identical decoder la
 unit entry with ``count`` = L, and a MoE layer's identical experts are one tensor entry per kind
 with ``count`` = E, so 1,024 layers of 1,024 experts answer in as few bytes as one layer of eight.
 Names keep the checkpoint's spelling with ``{k}`` for the layer index and ``{e}`` for the expert.
+:class:`InventoryOut` describes it (``POST /api/model-inventory``); :class:`KnownModelOut` is one
+built-in model as ``GET /api/models`` lists it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from app.ledger.models.inventory import Inventory, Unit
 from app.ledger.models.reference import ModelRef
+from app.receipts.sections.model import UnitSize
+from app.receipts.strict import Count, Strict
+
+
+class TensorGroup(Strict):
+    name: str = Field(description="checkpoint name; {k} is the layer index, {e} the expert index")
+    shape: list[Count]
+    count: Count = Field(description="identical tensors of this kind in one unit (experts)")
+
+
+class UnitGroup(Strict):
+    name: str
+    count: Count = Field(description="identical units (the decoder layers)")
+    params: Count = Field(description="parameters in one of these units")
+    tensors: list[TensorGroup]
+
+
+class InventoryOut(Strict):
+    """A config's exact inventory: one entry per kind of unit and tensor, with counts."""
+
+    model: str = Field(description="the scenario's model input for this config (cfg:…)")
+    title: str
+    family: str
+    params: Count
+    layers: Count
+    tensor_count: Count = Field(description="tensors in the checkpoint")
+    largest_unit: UnitSize
+    units: list[UnitGroup] = Field(description="the embedding unit, all decoder layers as one entry, the final unit")
+    ignored_keys: list[str] = Field(description="config keys this family does not read (the first 20)")
+    ignored_key_count: Count
+
+
+class KnownModelOut(Strict):
+    id: str
+    title: str
+    source: str
+    params: Count
 
 
 def _unit(unit: Unit, name: str, prefix: str, count: int) -> dict[str, Any]:

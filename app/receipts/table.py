@@ -9,7 +9,8 @@ from app.ledger.estimate import Estimate
 from app.ledger.state.rules import CLASSES
 from app.ledger.verify.mutants import MutationResult
 from app.receipts.display import gb, gib, integer
-from app.receipts.receipt import DISCLAIMER, parallelism_shown
+from app.receipts.receipt import DISCLAIMER
+from app.receipts.sections.parallelism import parallelism_shown
 
 
 def _row(cells: list[str], widths: list[int]) -> str:
@@ -148,6 +149,25 @@ def render_table(e: Estimate) -> str:
 
 
 def _lines(e: Estimate) -> Iterator[str]:
+    yield from _header_lines(e)
+    yield from _persistent_lines(e)
+    yield ""
+    yield from _peak_lines(e)
+    yield from _model_lines(e)
+    yield from _parallel_lines(e)
+    yield ""
+    yield from _fit_lines(e)
+    yield from _host_lines(e)
+    yield ""
+    yield from _communication_lines(e)
+    yield ""
+    yield from _checkpoint_lines(e)
+    yield ""
+    yield from _check_lines(e)
+    yield DISCLAIMER
+
+
+def _header_lines(e: Estimate) -> Iterator[str]:
     s = e.scenario
     title = s.name or "scenario"
     yield f"zero3-lab — {title}: {integer(s.params)} params, D = {s.dp}, U = {integer(s.unit_params)}"
@@ -157,6 +177,9 @@ def _lines(e: Estimate) -> Iterator[str]:
         f"the run uses stage {s.stage}"
     )
     yield ""
+
+
+def _persistent_lines(e: Estimate) -> Iterator[str]:
     yield "Persistent state per busiest rank (bytes; GB = 10^9, GiB = 2^30)"
     body = []
     for tensor_class in CLASSES:
@@ -165,7 +188,10 @@ def _lines(e: Estimate) -> Iterator[str]:
     body.append(["total (GiB)", *(gib(st.persistent) for st in e.ledger.stages)])
     body.append(["total (bytes)", *(integer(st.persistent) for st in e.ledger.stages)])
     yield from _table(["class", "stage 0", "stage 1", "stage 2", "stage 3"], body)
-    yield ""
+
+
+def _peak_lines(e: Estimate) -> Iterator[str]:
+    s = e.scenario
     yield f"Training peak against capacity {gb(s.capacity_bytes)} / {gib(s.capacity_bytes)}"
     body = []
     for st in e.ledger.stages:
@@ -207,9 +233,10 @@ def _lines(e: Estimate) -> Iterator[str]:
         yield f"  stage-3 gather: {stage3.gather_formula}"
     else:
         yield from _schedule_lines(e)
-    yield from _model_lines(e)
-    yield from _parallel_lines(e)
-    yield ""
+
+
+def _fit_lines(e: Estimate) -> Iterator[str]:
+    s = e.scenario
     yield f"Fit finder against {gb(s.capacity_bytes)} / {gib(s.capacity_bytes)}"
     body = [
         [f"stage {st.stage}", "none fits" if st.smallest_dp is None else f"D = {st.smallest_dp:,}",
@@ -225,8 +252,9 @@ def _lines(e: Estimate) -> Iterator[str]:
         f"host {gb(o.host_peak)} per node"
     )  # fmt: skip
     yield f"  cheapest offload on which stage {s.stage} fits: {cheapest}"
-    yield from _host_lines(e)
-    yield ""
+
+
+def _communication_lines(e: Estimate) -> Iterator[str]:
     yield "Communication per rank per optimizer step"
     yield from _table(
         ["", "bytes", "GB", "collectives"],
@@ -240,7 +268,9 @@ def _lines(e: Estimate) -> Iterator[str]:
             for st in e.ledger.stages
         ],
     )
-    yield ""
+
+
+def _checkpoint_lines(e: Estimate) -> Iterator[str]:
     yield "Checkpoint save on rank 0"
     body = []
     for c in e.checkpoint:
@@ -257,7 +287,9 @@ def _lines(e: Estimate) -> Iterator[str]:
     for c in e.checkpoint:
         if c.flagged:
             yield f"  {c.policy}: {c.flag}"
-    yield ""
+
+
+def _check_lines(e: Estimate) -> Iterator[str]:
     yield from _kills("Mutation kill list on this scenario (checks 1–4, 6, 7, 9)", e.mutations)
     yield from _kills("Reference kill list on the frozen references (checks 1–9)", e.reference_mutations)
     failed = [check for check in e.checks if not check.passed]
@@ -266,4 +298,3 @@ def _lines(e: Estimate) -> Iterator[str]:
         for check in failed:
             yield f"CHECK FAILED {check.check}: {check.message}"
     yield ""
-    yield DISCLAIMER
