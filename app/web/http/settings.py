@@ -9,7 +9,7 @@ from pathlib import Path
 
 from starlette.requests import Request
 
-from app.receipts.receipt import DEFAULT_BASE_URL, check_base_url
+from app.receipts.url import DEFAULT_BASE_URL, check_base_url
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -13,8 +13,11 @@ from typing import Any
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.interop.deepspeed.reader import DEEPSPEED, TRANSFORMERS, DeepSpeedConfigError, import_deepspeed
-from app.interop.snippets import deepspeed_config, fsdp2_snippet
+from app.interop.deepspeed.keys import DEEPSPEED, TRANSFORMERS
+from app.interop.deepspeed.reader import import_deepspeed
+from app.interop.deepspeed.report import DeepSpeedConfigError
+from app.interop.deepspeed.writer import deepspeed_config
+from app.interop.fsdp2 import fsdp2_snippet
 from app.ledger.estimate import estimate
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.inventory import inventory
@@ -23,9 +26,10 @@ from app.ledger.models.reference import compact, ignored_keys, resolve
 from app.ledger.scenario import ScenarioError
 from app.ledger.scenario.inputs import StrictScenarioIn
 from app.ledger.scenario.links import link
-from app.receipts.inventory import inventory_json
-from app.receipts.receipt import mutation_json, receipt
-from app.receipts.schema import DeepSpeedImportOut, InventoryOut, KillLists, KnownModelOut, Receipt, SnippetsOut
+from app.receipts.interop_out import DeepSpeedImportOut, SnippetsOut
+from app.receipts.inventory import InventoryOut, KnownModelOut, inventory_json
+from app.receipts.receipt import Receipt, receipt
+from app.receipts.sections.checks import KillLists, mutation_json
 from app.web.http.deps import BodyScenario, QueryScenario
 from app.web.http.errors import body_error, unprocessable
 from app.web.http.responses import BODY_ERRORS, ERRORS, LIMITS

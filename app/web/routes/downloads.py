@@ -8,7 +8,8 @@ from collections.abc import Iterable, Iterator
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from app.interop.snippets import deepspeed_snippet, fsdp2_snippet
+from app.interop.deepspeed.writer import deepspeed_snippet
+from app.interop.fsdp2 import fsdp2_snippet
 from app.ledger.estimate import estimate
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import slug

@@ -14,14 +14,14 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl, urlsplit
+from urllib.parse import parse_qs, parse_qsl
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from app.interop.deepspeed.reader import DeepSpeedConfigError, import_deepspeed
-from app.interop.snippets import deepspeed_snippet, fsdp2_snippet
+from app.interop.deepspeed.reader import import_deepspeed
+from app.interop.deepspeed.report import DeepSpeedConfigError
 from app.ledger.ledger import compute_ledger
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import compact
@@ -29,48 +29,29 @@ from app.ledger.peak.fit import find_fit
 from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario, ScenarioError
 from app.ledger.scenario.links import canonical_query, link
 from app.ledger.scenario.presets import PRESET_BY_ID
+from app.web.http.htmx import (
+    FRAGMENT_VARY,
+    IN_VIEW_HEADER,
+    PAGE_METHODS,
+    VARY,
+    history_header,
+    is_history_restore,
+    is_htmx,
+    wants_fragment,
+)
 from app.web.http.query import DERIVED, form_fields, query_dict, read_scenario
 from app.web.http.templating import templates
-from app.web.views.page import (
-    address_of,
-    detail_page_context,
-    fit_table_context,
-    lines_context,
-    page_context,
-    presenting,
-    results_context,
-    title_of,
-    view,
-    with_present,
-)
-from app.web.views.results import DEFERRABLE, kills, lower
+from app.web.views.deepspeed import deepspeed_import
+from app.web.views.detail import detail_page_context
+from app.web.views.fit import fit_table_context
+from app.web.views.kills import kills_context
+from app.web.views.lines import lines_context
+from app.web.views.lower import lower_context
+from app.web.views.page import address_of, page_context, presenting, results_context, title_of, view, with_present
+from app.web.views.results import DEFERRABLE
+from app.web.views.snippets import snippets_context
 
 router = APIRouter(include_in_schema=False)
-
-PAGE_METHODS = ["GET", "HEAD"]  # HEAD answers like GET, for link checkers and monitors
-VARY = {"Vary": "HX-Request"}  # the same URL answers a page or a fragment: caches must tell them apart
-
-
-def is_htmx(request: Request) -> bool:
-    return request.headers.get("hx-request") == "true"
-
-
-def is_history_restore(request: Request) -> bool:
-    return request.headers.get("hx-history-restore-request") == "true"
-
-
-def wants_fragment(request: Request) -> bool:
-    """htmx asks for the fragment, except when restoring history (then it needs the whole page)."""
-    return is_htmx(request) and not is_history_restore(request)
-
-
-# The page's script says how a live update should touch the history (static/app.js): ``replace``
-# while an edit is being typed (its first update made the entry), else a settled change.
-HISTORY_HEADER = "X-History"
-# ... and which of the parts a live update may defer are on screen (``lower kills``, static/app.js): those
-# come inline, the others are deferred until they come into view.
-IN_VIEW_HEADER = "X-In-View"
-FRAGMENT_VARY = {"Vary": f"HX-Request, HX-Current-URL, {HISTORY_HEADER}, {IN_VIEW_HEADER}"}
 
 
 def deferred_parts(request: Request, present: bool) -> frozenset[str]:
@@ -81,18 +62,6 @@ def deferred_parts(request: Request, present: bool) -> frozenset[str]:
     if present:
         return frozenset()
     return DEFERRABLE - frozenset(request.headers.get(IN_VIEW_HEADER, "").split())
-
-
-def history_header(request: Request, address: str) -> str:
-    """``HX-Push-Url`` for a settled change to a new address; ``HX-Replace-Url`` while typing (each
-    keystroke's update replaces the entry the edit opened) and when the address is the one the page
-    is already at (a blur or Enter after typing, or a change back and forth), so that typing ``128``
-    leaves one entry, not four, and nothing is ever pushed twice."""
-    current = urlsplit(request.headers.get("hx-current-url", ""))
-    here = current.path + (f"?{current.query}" if current.query else "")
-    if request.headers.get(HISTORY_HEADER) == "replace" or here == address:
-        return "HX-Replace-Url"
-    return "HX-Push-Url"
 
 
 @router.api_route("/", methods=PAGE_METHODS)
@@ -136,13 +105,20 @@ def _page(request: Request) -> Response:
     return templates.TemplateResponse(request, "index.html", page_context(v), status_code=status, headers=VARY)
 
 
+async def _posted(request: Request) -> tuple[dict[str, str], dict[str, str]]:
+    """A paste form's fields (the last of a repeated one winning) and the scenario it was pasted on
+    (``keep``: its canonical query, derived fields left to their defaults)."""
+    body = await request.body()
+    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and k not in DERIVED}
+    return form, keep
+
+
 @router.post("/model")
 async def use_model_config(request: Request) -> Response:
     """The page's "use a config.json" form: the config becomes the scenario's ``model`` (compact),
     keeping the other inputs of the scenario the form was on; a bad config is shown inline."""
-    body = await request.body()
-    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
-    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and k not in DERIVED}
+    form, keep = await _posted(request)
     text = form.get("config", "")
     try:
         config = json.loads(text)
@@ -168,9 +144,7 @@ async def use_deepspeed_config(request: Request) -> Response:
     """The page's "use a DeepSpeed config" form: the config read beside the scenario the form was on (the
     config's keys replace that scenario's fields; its model reads the "auto" sizes), answered with every
     key and a link to the scenario it describes; a config DeepSpeed would refuse is shown inline."""
-    body = await request.body()
-    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
-    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and k not in DERIVED}
+    form, keep = await _posted(request)
     text = form.get("ds_config", "")
     message: str | None = None
     imported: dict[str, Any] | None = None
@@ -180,8 +154,7 @@ async def use_deepspeed_config(request: Request) -> Response:
             raise DeepSpeedConfigError("config", "must be a JSON object, like a ds_config.json file")
         # A new run: the config's keys replace the kept fields (typed=∅), and the old scenario's name goes
         result = import_deepspeed(config, {k: v for k, v in keep.items() if k != "name"}, typed=frozenset())
-        imported = {"scenario": result.scenario, "link": link(result.scenario), "lines": result.lines,
-                    "unresolved": result.unresolved}  # fmt: skip
+        imported = deepspeed_import(result)
     except DeepSpeedConfigError as exc:
         message = f"{exc.key}: {exc.message}" if exc.key != "config" else exc.message
     except ScenarioError as exc:  # the kept scenario itself is bad (a hand-edited form)
@@ -242,10 +215,7 @@ def fit_table(request: Request) -> Response:
 def kill_lists(request: Request) -> Response:
     """The kill lists: what a live update's results load when the section comes into view (htmx), or,
     followed as a link without JavaScript, the kill lists as a page of their own."""
-    # present: False, since presenter mode never defers its kill lists (page(), above)
-    return _detail_table(
-        request, "Mutation kill list", "partials/_kills.html", lambda s: {"kills": kills(s), "present": False}
-    )
+    return _detail_table(request, "Mutation kill list", "partials/_kills.html", kills_context)
 
 
 @router.api_route("/lower", methods=PAGE_METHODS)
@@ -254,22 +224,13 @@ def lower_sections(request: Request) -> Response:
     a live update's results load when they come into view (htmx), or, followed as a link without JavaScript,
     those sections as a page of their own."""
     title = "Trace, fit finder, communication, checkpoint and host"
-    return _detail_table(request, title, "partials/_lower.html", _lower_context)
-
-
-def _lower_context(s: Scenario) -> dict[str, Any]:
-    """``_lower.html``'s context: its figures, and the scenario and its query for the trace panel and links."""
-    query = canonical_query(s)
-    return {"lower": lower(s), "scenario": s, "query": query, "q": f"?{query}" if query else ""}
+    return _detail_table(request, title, "partials/_lower.html", lower_context)
 
 
 @router.api_route("/snippets", methods=PAGE_METHODS)
 def snippets(request: Request) -> Response:
     """The scenario as a ds_config.json and an FSDP2 snippet, each with what it cannot express."""
-    return _detail_table(
-        request, "Run it with DeepSpeed or FSDP2", "partials/_snippets.html",
-        lambda s: {"deepspeed": deepspeed_snippet(s), "fsdp2": fsdp2_snippet(s), "q": link(s, "")},
-    )  # fmt: skip
+    return _detail_table(request, "Run it with DeepSpeed or FSDP2", "partials/_snippets.html", snippets_context)
 
 
 @router.api_route("/docs", methods=PAGE_METHODS)

@@ -20,10 +20,10 @@ from app.ledger.scenario.links import canonical_query, link
 from app.observed.probe import MARKS
 from app.observed.reconcile import ENTRY_LABELS, Reconciliation, reconcile
 from app.observed.records import MAX_STEP, ObservedError, read_observed
+from app.web.http.htmx import PAGE_METHODS
 from app.web.http.query import form_fields, query_dict, read_scenario
 from app.web.http.settings import Settings
 from app.web.http.templating import templates
-from app.web.routes.pages import PAGE_METHODS
 from app.web.views.page import title_of
 
 router = APIRouter(include_in_schema=False)

@@ -28,11 +28,12 @@ from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import canonical_query
 from app.trace.jobs import QueueFull, TraceQueue, cache_version
 from app.trace.store import StoreError, TraceStore
+from app.web.http.htmx import PAGE_METHODS, is_htmx
 from app.web.http.query import form_fields, query_dict, read_scenario
 from app.web.http.settings import Settings
 from app.web.http.templating import templates
-from app.web.routes.pages import PAGE_METHODS
-from app.web.views.page import detail_page_context, title_of
+from app.web.views.detail import detail_page_context
+from app.web.views.page import title_of
 from app.web.views.trace_panel import trace_panel
 
 _queues_made = threading.Lock()
@@ -96,16 +97,12 @@ def _read(request: Request) -> tuple[Scenario, str] | Response:
     return scenario, canonical_query(scenario)
 
 
-def _is_htmx(request: Request) -> bool:
-    return request.headers.get("hx-request") == "true"
-
-
 def _panel_response(
     request: Request, scenario: Scenario, query: str, *, status_code: int = 200, **panel: Any
 ) -> Response:
     """The panel, as a fragment (htmx) or, followed without JavaScript, as a page of its own."""
     context = {"query": query, "trace_state": trace_panel(query, queue_for(request.app), **panel)}
-    if _is_htmx(request):
+    if is_htmx(request):
         return templates.TemplateResponse(
             request, "partials/_trace.html", context, status_code=status_code, headers=VARY
         )
@@ -122,14 +119,14 @@ def start_trace(request: Request) -> Response:
     scenario, query = read
     panel = trace_panel(query, None)
     if not panel.available or panel.problems:  # the panel says why; nothing is queued
-        return _panel_response(request, scenario, query, status_code=200 if _is_htmx(request) else 422)
+        return _panel_response(request, scenario, query, status_code=200 if is_htmx(request) else 422)
     try:
         queue_for(request.app).submit(query)
     except (QueueFull, StoreError) as exc:
         # htmx 2 swaps 2xx only: the refusal is said in the panel; without JavaScript, a 503 page
-        status = 200 if _is_htmx(request) else 503
+        status = 200 if is_htmx(request) else 503
         return _panel_response(request, scenario, query, status_code=status, notice=str(exc), focus=True)
-    if not _is_htmx(request):
+    if not is_htmx(request):
         target = f"/?{query}#trace" if query else "/#trace"
         return RedirectResponse(target, status_code=303)
     return _panel_response(request, scenario, query, focus=True)
@@ -142,7 +139,7 @@ def trace_status(request: Request) -> Response:
     if isinstance(read, Response):
         return read
     scenario, query = read
-    if not (_is_htmx(request) and request.headers.get("hx-target") == LIVE):
+    if not (is_htmx(request) and request.headers.get("hx-target") == LIVE):
         return _panel_response(request, scenario, query)
     panel = trace_panel(query, queue_for(request.app))
     if panel.status is not None and panel.status.active:

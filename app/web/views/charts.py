@@ -194,6 +194,24 @@ def _tick_label(value: int) -> str:
     return gb(value).replace(".00 GB", " GB")
 
 
+@dataclass(frozen=True, slots=True)
+class _Axes:
+    """The fit chart's two log scales, in pixels: bytes up the y axis, D along the x axis."""
+
+    high: int  # the log position of the largest value, at the plot's top
+    span: int  # log positions from the plot's top to its bottom (at least one doubling)
+    first: int  # the log position of the curve's first D, at the plot's left
+    last: int  # ... and of its last D, at the right
+
+    def y(self, v: int) -> int:
+        return FIT_TOP + (self.high - log_position(v)) * (FIT_HEIGHT - FIT_TOP - FIT_BOTTOM) // self.span
+
+    def x(self, d: int) -> int:
+        """A D's x, clamped to the curve's range (the current D may lie outside it)."""
+        clamped = min(max(log_position(d), self.first), self.last)
+        return FIT_LEFT + (clamped - self.first) * (FIT_WIDTH - FIT_LEFT - FIT_RIGHT) // max(self.last - self.first, 1)
+
+
 def fit_chart(
     curve: tuple[tuple[int, tuple[int, ...]], ...], capacity: int, dp: int, peaks: tuple[int, ...]
 ) -> FitChart:
@@ -203,20 +221,11 @@ def fit_chart(
     columns = list(zip(*(stage_peaks for _, stage_peaks in curve), strict=True))  # one per stage
     smallest = min(capacity, *map(min, columns), *peaks)
     largest = max(capacity, *map(max, columns), *peaks)
-    plot_w = FIT_WIDTH - FIT_LEFT - FIT_RIGHT
-    plot_h = FIT_HEIGHT - FIT_TOP - FIT_BOTTOM
     high = log_position(largest)
-    span = max(high - log_position(max(smallest, 1)), LOG_STEPS)
-
-    def y(v: int) -> int:
-        return FIT_TOP + (high - log_position(v)) * plot_h // span
-
-    first, last_position = log_position(dps[0]), log_position(dps[-1])
-
-    def x(d: int) -> int:
-        clamped = min(max(log_position(d), first), last_position)
-        return FIT_LEFT + (clamped - first) * plot_w // max(last_position - first, 1)
-
+    axes = _Axes(
+        high, max(high - log_position(max(smallest, 1)), LOG_STEPS), log_position(dps[0]), log_position(dps[-1])
+    )
+    x, y = axes.x, axes.y
     xs = [x(d) for d in dps]
     bottom = FIT_HEIGHT - FIT_BOTTOM
     last = len(dps) - 1

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from app.ledger.scenario import FieldError
 from app.web.http.templating import TEMPLATES_DIR, templates
-from app.web.views.page import form_field
+from app.web.views.form import form_field
+from tests.support import paths
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.ROOT
 FIELDS_MACROS: Any = templates.get_template("macros/fields.html").module
 # Text a user may type: anything but NUL and lone surrogates (a query string cannot carry them).
 TYPED = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"))

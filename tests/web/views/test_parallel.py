@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from app.receipts.schema import Receipt
+from app.receipts.receipt import Receipt
 
 LLAMA_70B = "model=llama-2-70b&tp=8&pp=4&dp=4"
 # GPT-2 on two pipeline stages under full recomputation (found by computing both ends): the last stage's

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -16,11 +15,12 @@ from fastapi.testclient import TestClient
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import canonical_query, link
 from app.ledger.scenario.presets import PRESETS
+from app.web.views.kills import kills as kill_lists
 from app.web.views.page import presenting, with_present
-from app.web.views.results import kills as kill_lists
+from tests.support import paths
 
 HX = {"HX-Request": "true"}
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.ROOT
 
 
 class _Tags(HTMLParser):

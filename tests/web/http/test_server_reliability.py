@@ -26,8 +26,11 @@ from app.cli import build_parser
 from app.web.app import create_app
 from app.web.http.security import SECURITY_HEADERS
 from tests.bench._server import free_port
+from tests.support import paths
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.server
+
+ROOT = paths.ROOT
 # A liveness bound, not a benchmark: the server's graceful-shutdown timeout is 5 s.
 EXIT_WITHIN_S = 15
 EXPECTED_HEADERS = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}

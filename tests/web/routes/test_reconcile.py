@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import re
-from pathlib import Path
 from urllib.parse import urlencode
 
 from fastapi.testclient import TestClient
@@ -14,8 +13,9 @@ from app.ledger.scenario.links import canonical_query
 from app.observed.reconcile import reconcile
 from app.observed.records import read_observed
 from app.web.routes.reconcile import MAX_PASTE_BYTES
+from tests.support import paths
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "observed"
+DATA = paths.DATA / "observed"
 SCENARIO = parse_scenario({"model": "llama-2-7b", "dp": 8, "param_bytes": 4, "master_bytes": 0, "grad_bytes": 4,
                            "gather_bytes": 2, "act_policy": "full"})  # fmt: skip
 Q = canonical_query(SCENARIO)

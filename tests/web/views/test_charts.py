@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -28,6 +27,7 @@ from app.web.views.charts import (
     fit_chart,
     peak_chart,
 )
+from tests.support import paths
 from tests.support.strategies import scenarios
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -111,7 +111,7 @@ def test_the_charts_on_the_page_are_the_macros_output() -> None:
 
 # --- colours, textures, labels and the current D (issue 14, item 8) --------------------------------
 
-CSS = (Path(__file__).resolve().parents[2] / "static" / "app.css").read_text(encoding="utf-8")
+CSS = (paths.ROOT / "static" / "app.css").read_text(encoding="utf-8")
 ROOT_RULE = CSS[CSS.index(":root {") : CSS.index("}", CSS.index(":root {"))]
 COLOURS = dict(re.findall(r"--([a-z0-9-]+):\s*(#[0-9a-fA-F]{6})\b", ROOT_RULE))
 # Presenter sizes (static/app.css, body.present): the labels 15 px bold, the ticks 14 px.

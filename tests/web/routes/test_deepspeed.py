@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
 
-DS = Path(__file__).resolve().parents[1] / "data" / "deepspeed"
+from tests.support import paths
+
+DS = paths.DATA / "deepspeed"
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 
 

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from app.ledger.estimate import estimate
 from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.scenario import Scenario, parse_scenario
-from app.receipts.receipt import receipt
-from app.receipts.schema import InventoryOut, KillLists, Receipt
+from app.receipts.inventory import InventoryOut
+from app.receipts.receipt import Receipt, receipt
+from app.receipts.sections.checks import KillLists
 from tests.support.json_data import as_json_data
 from tests.support.strategies import scenarios
 

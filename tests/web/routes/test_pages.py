@@ -18,7 +18,8 @@ from app.ledger.scenario.fields import FIELDS
 from app.ledger.scenario.links import canonical_query
 from app.ledger.scenario.presets import PRESETS
 from app.web.http.query import DERIVED
-from app.web.views.page import NOTED
+from app.web.views.form import NOTED
+from tests.support import paths
 from tests.support.html_numbers import read_cells
 
 HX = {"HX-Request": "true"}
@@ -386,9 +387,8 @@ def test_every_page_and_download_route_answers_head(client: TestClient) -> None:
 def test_static_assets_are_linked_with_a_content_version(client: TestClient) -> None:
     import hashlib
     import re
-    from pathlib import Path
 
-    static = Path(__file__).resolve().parents[2] / "static"
+    static = paths.ROOT / "static"
     page, docs = client.get("/").text, client.get("/docs").text
     for text, asset in (
         (page, "app.css"), (page, "app.js"), (page, "vendor/htmx.min.js"),

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
 from app.ledger.scenario.links import canonical_query
 from app.receipts.compare import PEAK_CATEGORIES, PERSISTENT_CATEGORIES, compare, compare_link, comparison_json
-from app.receipts.schema import ComparisonOut
+from app.receipts.compare_out import ComparisonOut
 from app.web.http.settings import Settings
 from app.web.routes.compare import MAX_SIDE_CHARS
 from tests.support.json_data import as_json_data

@@ -5,7 +5,11 @@ It asserts no timing: how fast is for tests/bench/workshop.py and docs/performan
 
 from __future__ import annotations
 
+import pytest
+
 from tests.bench.load import run_load
+
+pytestmark = pytest.mark.server
 
 MAX_GROWTH_KIB = 48 * 1024  # every cache in the app is bounded; a leak would grow with each request
 

@@ -311,6 +311,7 @@ def test_head_answers_like_get_on_the_trace_page_and_its_report(lab: Lab, tmp_pa
 # --------------------------------------------------------------------------- end to end, the real trace
 
 
+@pytest.mark.trace
 @pytest.mark.skipif(not torch_installed(), reason="the trace extra is not installed (pip install -e '.[trace]')")
 def test_a_real_trace_through_the_page_then_from_the_cache(tmp_path: Path) -> None:
     app = create_app(Settings(trace_cache=tmp_path / "traces.sqlite3"))

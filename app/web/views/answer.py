@@ -1,0 +1,61 @@
+"""``partials/_answer.html``: the verdict first, the least complex stage that fits and every stage's
+peak and headroom, on D ranks of a device whose name the capacity gives when it is a listed one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.estimate import Estimate
+from app.ledger.scenario.presets import DEVICES
+
+
+@dataclass(frozen=True, slots=True)
+class StageVerdict:
+    """One stage in the answer bar: whether its training peak fits, the peak, and the headroom
+    (negative when it does not fit)."""
+
+    stage: int
+    fits: bool
+    peak: int
+    headroom: int
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """``_answer.html``: the least complex stage that fits (or the smallest peak when none does),
+    every stage's verdict, and what it runs on: D ranks of a device of ``capacity`` bytes."""
+
+    fits_stage: int | None
+    fits_peak: int
+    fits_headroom: int
+    smallest_peak: int  # stage 3's, the smallest of all
+    smallest_headroom: int  # stage 3's (negative when no stage fits)
+    stages: tuple[StageVerdict, ...]
+    dp: int
+    capacity: int
+    devices: tuple[str, ...]  # the devices of exactly this capacity (empty: none of the list)
+    stage_run: int  # the stage the scenario says the run uses (marked in the list)
+
+
+def device_names(capacity: int) -> tuple[str, ...]:
+    """The listed devices whose capacity is exactly ``capacity`` bytes (A100 80GB and H100 80GB
+    share 80 GiB). The seed's decimal 80 GB is a scenario's figure, not a device: it is not named."""
+    return tuple(d.title for d in DEVICES if d.capacity_bytes == capacity and d.unit == "GiB")
+
+
+def answer(e: Estimate) -> Answer:
+    stages = e.ledger.stages
+    least = next((st for st in stages if st.peak.fits), None)
+    s = e.scenario
+    return Answer(
+        fits_stage=least.stage if least else None,
+        fits_peak=least.peak.total if least else 0,
+        fits_headroom=least.peak.headroom if least else 0,
+        smallest_peak=stages[3].peak.total,
+        smallest_headroom=stages[3].peak.headroom,
+        stages=tuple(StageVerdict(st.stage, st.peak.fits, st.peak.total, st.peak.headroom) for st in stages),
+        dp=s.dp,
+        capacity=s.capacity_bytes,
+        devices=device_names(s.capacity_bytes),
+        stage_run=s.stage,
+    )

@@ -1,0 +1,150 @@
+"""``compare.html`` and ``partials/_compare_results.html``: the comparison of two scenarios ready to lay
+out (each side's title, link and least fitting stage, the inputs that differ, the categories that moved),
+B's form beside it, and the request's two sides with their errors and the comparison's address."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from app.ledger.models.known import KNOWN_MODELS
+from app.ledger.scenario import FieldError, Scenario
+from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS
+from app.ledger.scenario.links import canonical_query
+from app.ledger.scenario.presets import DEVICES
+from app.receipts.compare import PATH, Comparison
+from app.web.views.charts import PARTS
+from app.web.views.form import DERIVED_ORDER, derived_hint, display_value, field_groups, form_fields
+from app.web.views.page import raw_query, title_of
+
+PEAK_LABELS: dict[str, str] = {**dict(PARTS), "subtotal": "subtotal (before contingency)", "total": "peak total"}
+
+
+@dataclass(frozen=True, slots=True)
+class SideError:
+    """A bad input of one side: ``name`` is the field, or empty for the side as a whole."""
+
+    side: str
+    name: str
+    message: str
+    allowed: str
+
+    @property
+    def field(self) -> str:
+        return f"{self.side}.{self.name}" if self.name else self.side
+
+    def detail(self) -> dict[str, Any]:
+        return {
+            "loc": ["query", self.side, *([self.name] if self.name else [])],
+            "field": self.field,
+            "msg": f"{self.field}: {self.message} (allowed: {self.allowed})",
+            "allowed": self.allowed,
+            "type": "value_error",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Sides:
+    """What one request names: both sides (None while invalid), their errors, and B as typed."""
+
+    a: Scenario | None
+    b: Scenario | None
+    errors: tuple[SideError, ...]
+    a_text: str  # the a= text (the form sends it back unchanged)
+    b_raw: Mapping[str, str]  # B's fields, as the link or the form gave them
+    from_form: bool  # B came from the form's fields, not a b= link
+
+    @property
+    def query(self) -> str:
+        """The comparison's address: canonical when both sides are valid, else as typed."""
+        if self.a is not None and self.b is not None:
+            return urlencode((("a", canonical_query(self.a)), ("b", canonical_query(self.b))))
+        a = canonical_query(self.a) if self.a is not None else self.a_text
+        b_errors = {e.name: _field_error(e) for e in self.errors if e.side == "b"}
+        b = canonical_query(self.b) if self.b is not None else raw_query(self.b_raw, b_errors)
+        return urlencode((("a", a), ("b", b)))
+
+
+def _field_error(e: SideError) -> FieldError:
+    return FieldError(e.name, e.message, e.allowed)
+
+
+def _least_fitting(c: Comparison, side: str) -> int | None:
+    return next((st.stage for st in c.stages if (st.fits_a if side == "a" else st.fits_b)), None)
+
+
+def _changes(c: Comparison) -> list[tuple[str, str, str]]:
+    def shown(name: str, value: int | str) -> str:
+        text = display_value(FIELD_BY_NAME[name], value)
+        return text if isinstance(value, str) or text == str(value) else f"{text} ({value:,})"
+
+    return [(i.name, shown(i.name, i.a), shown(i.name, i.b)) for i in c.inputs]
+
+
+def _moved(c: Comparison) -> list[tuple[str, str, str]]:
+    """Each category that moved: its label, its ``ledger.category`` key, and the stages."""
+    out = []
+    for m in c.moved:
+        if m.ledger == "persistent":
+            label = f"persistent {m.category}"
+        elif m.ledger == "peak":
+            label = f"peak: {PEAK_LABELS[m.category]}"
+        else:
+            label = "headroom" if m.ledger == "fit" else "communication per step"
+        stages = ("stage " if len(m.stages) == 1 else "stages ") + ", ".join(str(s) for s in m.stages)
+        out.append((label, f"{m.ledger}.{m.category}", stages))
+    return out
+
+
+def _addresses(c: Comparison) -> dict[str, Any]:
+    """The links of a valid comparison: A and B swapped, B reset to A, and each side in the lab."""
+    a, b = canonical_query(c.a), canonical_query(c.b)
+    return {
+        "swap": f"{PATH}?{urlencode((('a', b), ('b', a)))}",
+        "reset": f"{PATH}?{urlencode((('a', a), ('b', a)))}",
+        "a_link": "/?" + a,
+        "b_link": "/?" + b,
+    }
+
+
+def comparison_context(sides: Sides, c: Comparison | None, *, oob: bool) -> dict[str, Any]:
+    """``partials/_compare_results.html``: the comparison ``c`` of ``sides`` (None while either is invalid:
+    then the bad inputs), and for a live update (``oob``) B's error slots and derived hints, swapped out of
+    band."""
+    b_errors = {e.name: e for e in sides.errors if e.side == "b" and e.name}
+    a_title, b_title = (title_of(c.a), title_of(c.b)) if c else ("A", "B")
+    return {
+        "title": f"compare: {a_title} vs {b_title}" if c else "compare: fix the highlighted inputs",
+        "comparison": c,
+        "errors": sides.errors,
+        "link": f"{PATH}?{sides.query}",
+        "q": f"?{sides.query}",
+        **(_addresses(c) if c else {"swap": None, "reset": None, "a_link": None, "b_link": None}),
+        "a_title": a_title,
+        "b_title": b_title,
+        "a_fits": _least_fitting(c, "a") if c else None,
+        "b_fits": _least_fitting(c, "b") if c else None,
+        "changes": _changes(c) if c else [],
+        "moved": _moved(c) if c else [],
+        "peak_labels": PEAK_LABELS,
+        "oob": oob,
+        "b_slots": [(f.name, b_errors.get(f.name)) for f in FIELDS],
+        "derived_hints": [(name, derived_hint(sides.b, name)) for name in DERIVED_ORDER],
+    }
+
+
+def compare_page_context(sides: Sides, c: Comparison | None) -> dict[str, Any]:
+    """``compare.html``: B's form (A pinned in a hidden field) beside the comparison."""
+    b_errors = {e.name: _field_error(e) for e in sides.errors if e.side == "b" and e.name}
+    b_raw = {k: v for k, v in sides.b_raw.items() if k in FIELD_BY_NAME}
+    return {
+        **comparison_context(sides, c, oob=False),
+        "a_query": canonical_query(sides.a) if sides.a is not None else sides.a_text,
+        "pinned_link": "/?" + canonical_query(sides.a) if sides.a is not None else None,
+        "groups": field_groups(form_fields(b_raw, sides.b, b_errors)),
+        "models": KNOWN_MODELS,
+        "devices": DEVICES,
+        "alternate": f"/compare.json?{sides.query}",
+    }

@@ -1,0 +1,89 @@
+"""``partials/_model.html``: the model's inventory beside the N and U the scenario uses, its FSDP2
+shard, and the tensors of its embedding, one decoder layer and its head."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.estimate import Estimate
+from app.ledger.models.inventory import Unit
+from app.receipts.sections.model import fsdp2_section
+
+
+@dataclass(frozen=True, slots=True)
+class UnitRow:
+    name: str
+    last_layer: int | None  # for the decoder layer: the index of the last one ("layers.0 … layers.31")
+    params: int
+    each: bool  # the count is per layer
+    tensors: tuple[tuple[str, tuple[int, ...], int], ...]  # (name, shape, count)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSection:
+    """``_model.html``: the model's inventory beside the scenario's N and U, and its FSDP2 shard."""
+
+    title: str
+    family: str
+    source: str
+    params: int
+    params_source: str
+    scenario_params: int | None  # when the scenario overrides the model's count
+    layers: int
+    hidden: int
+    vocab: int
+    tied: bool
+    unit_name: str
+    unit_params: int
+    unit_source: str
+    scenario_unit_params: int | None
+    dp: int
+    fsdp2_padded: int | None
+    fsdp2_lower_bound: int
+    fsdp2_note: str
+    units: tuple[UnitRow, ...]
+
+
+def _unit_row(unit: Unit, layer: bool, layers: int) -> UnitRow:
+    return UnitRow(
+        name=unit.name,
+        last_layer=layers - 1 if layer and layers > 1 else None,
+        params=unit.params,
+        each=layer,
+        tensors=tuple((t.name, t.shape, t.count) for t in unit.tensors),
+    )
+
+
+def model_section(e: Estimate) -> ModelSection | None:
+    """The model's section, or None when the scenario names no model (N and U typed as numbers)."""
+    md = e.model
+    if md is None:
+        return None
+    s = e.scenario
+    inv, arch = md.model.inventory, md.model.architecture
+    fsdp2 = fsdp2_section(e)
+    return ModelSection(
+        title=md.model.title,
+        family=arch.family,
+        source=md.model.source,
+        params=inv.params,
+        params_source=s.source_of("params"),
+        scenario_params=s.params if s.params != inv.params else None,
+        layers=arch.layers,
+        hidden=arch.hidden,
+        vocab=arch.vocab,
+        tied=arch.tied_embeddings,
+        unit_name=inv.largest_unit.name,
+        unit_params=inv.largest_unit.params,
+        unit_source=s.source_of("unit_params"),
+        scenario_unit_params=s.unit_params if s.unit_params != inv.largest_unit.params else None,
+        dp=s.dp,
+        fsdp2_padded=e.fsdp2.padded_elements if e.fsdp2 else None,
+        fsdp2_lower_bound=e.fsdp2.lower_bound_elements if e.fsdp2 else 0,
+        fsdp2_note=str(fsdp2["note"]) if fsdp2 else "",
+        units=(
+            _unit_row(inv.embed, False, arch.layers),
+            _unit_row(inv.units[1], True, arch.layers),
+            _unit_row(inv.final, False, arch.layers),
+        ),
+    )
