@@ -14,7 +14,8 @@ from typing import Any
 
 from app.cli.scenario_args import add_scenario_arguments, fail, scenario_from_args
 from app.ledger.scenario import Scenario
-from app.receipts.receipt import DEFAULT_BASE_URL, check_base_url, page_url, receipt
+from app.receipts.receipt import receipt
+from app.receipts.url import DEFAULT_BASE_URL, check_base_url, page_url
 
 
 def add_estimate_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -87,7 +88,8 @@ def _render(args: argparse.Namespace, scenario: Scenario, base_url: str) -> Iter
         # absolute when a base URL is asked for; the bare canonical link otherwise, as ever
         return [(link(scenario) if args.base_url is None else page_url(scenario, base_url)) + "\n"]
     if args.format in ("deepspeed", "fsdp2"):
-        from app.interop.snippets import deepspeed_snippet, fsdp2_snippet
+        from app.interop.deepspeed.writer import deepspeed_snippet
+        from app.interop.fsdp2 import fsdp2_snippet
 
         snippet = deepspeed_snippet(scenario) if args.format == "deepspeed" else fsdp2_snippet(scenario)
         for note in snippet.notes:

@@ -127,7 +127,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario | None:
 
 def _import_deepspeed(path: Path, raw: dict[str, object]) -> Scenario:
     """``raw`` with what the DeepSpeed config at ``path`` sets (exit 2 naming the key it refuses)."""
-    from app.interop.deepspeed.reader import DeepSpeedConfigError, import_deepspeed
+    from app.interop.deepspeed.reader import import_deepspeed
+    from app.interop.deepspeed.report import DeepSpeedConfigError
 
     config = read_json_object(path, "--deepspeed-config")
     try:

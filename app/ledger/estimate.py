@@ -16,10 +16,11 @@ from app.ledger.pipeline import PipelineEnds, pipeline_ends
 from app.ledger.scenario import Scenario
 from app.ledger.state.checkpoint import CheckpointPolicy, checkpoint_policies
 from app.ledger.state.host import OffloadFit, cheapest_offload
-from app.ledger.state.persistent import ledger_line
-from app.ledger.state.rules import CLASSES, PRODUCTION
-from app.ledger.verify.checks import ALL_CHECKS, CheckResult, run_checks
+from app.ledger.state.persistent import persistent_lines
+from app.ledger.state.rules import PRODUCTION
+from app.ledger.verify.checks import run_checks
 from app.ledger.verify.mutants import MutationResult, kill_list, reference_kill_list
+from app.ledger.verify.results import ALL_CHECKS, CheckResult
 
 
 # Not slots: the fit finder and the cheapest offload are cached properties (they need the instance's __dict__).
@@ -58,7 +59,7 @@ class Estimate:
 
 def _run_stage_peak(s: Scenario) -> int:
     """The peak of the stage the scenario runs (schedule-aware with a model), under the production rules."""
-    lines = tuple(ledger_line(s, s.stage, c, PRODUCTION) for c in CLASSES)
+    lines = persistent_lines(s, s.stage, PRODUCTION)
     return training_peak(s, s.stage, sum(line.bytes for line in lines), PRODUCTION, lines).total
 
 

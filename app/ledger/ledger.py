@@ -8,8 +8,8 @@ from app.ledger.peak.declared import Peak, training_peak
 from app.ledger.scenario import Scenario
 from app.ledger.state.communication import Communication, communication
 from app.ledger.state.host import HostLedger, host_ledger
-from app.ledger.state.persistent import LedgerLine, ledger_line
-from app.ledger.state.rules import CLASSES, PRODUCTION, STAGES, Rules
+from app.ledger.state.persistent import LedgerLine, persistent_lines
+from app.ledger.state.rules import PRODUCTION, STAGES, Rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ def compute_ledger(s: Scenario, rules: Rules = PRODUCTION, *, schedule: bool = T
     lines (the kill lists try those first)."""
     stages = []
     for stage in STAGES:
-        lines = tuple(ledger_line(s, stage, c, rules) for c in CLASSES)
+        lines = persistent_lines(s, stage, rules)
         persistent = sum(line.bytes for line in lines)
         peak = training_peak(s, stage, persistent, rules, lines if schedule else ())
         stages.append(StageLedger(stage, lines, persistent, peak, communication(s, stage)))

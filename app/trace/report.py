@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.ledger.estimate import estimate
-from app.receipts.receipt import fsdp2_section
+from app.receipts.sections.model import fsdp2_section
 from app.trace.result import CATEGORIES, CATEGORY_NAMES, Instant, TraceResult
 
 SCHEMA = "zero3-lab.trace/1"

@@ -60,6 +60,7 @@ def probe_lines(result: Any, ranks: int) -> bytes:
     return "\n".join(out).encode()
 
 
+@pytest.mark.trace
 @needs_torch
 @pytest.mark.parametrize(("dp", "extra"), [(4, {}), (4, {"micro_batch": 2, "seq_len": 32, "act_policy": "full"})],
                          ids=["llama-d4", "llama-d4-b2-full"])  # fmt: skip

@@ -409,6 +409,7 @@ def test_the_probe_writes_records_the_reader_accepts(tmp_path: Path, monkeypatch
     assert [(s.record.step, s.record.instant) for s in rerun.ranks[1]] == [(0, "start"), (0, "end-of-forward")]
 
 
+@pytest.mark.trace
 def test_the_probe_finds_its_rank_from_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
     from app.trace import torch_installed
 

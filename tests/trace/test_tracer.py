@@ -144,6 +144,7 @@ def _arch(name: str) -> Architecture:
     return architecture_from_config(CONFIGS[name])
 
 
+@pytest.mark.trace
 @needs_torch
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_the_model_is_the_inventory(name: str) -> None:
@@ -210,6 +211,7 @@ def _model_state(result: Any) -> int:
                - result.step_counter_bytes)  # fmt: skip
 
 
+@pytest.mark.trace
 @needs_torch
 @pytest.mark.parametrize(
     ("config", "dp"),
@@ -233,6 +235,7 @@ def test_the_steady_state_is_the_padded_stage3_state(
         assert result.steady[name] == 0, name
 
 
+@pytest.mark.trace
 @needs_torch
 def test_padding_is_what_makes_the_difference(
     traces: dict[tuple[str, ...], Any], capsys: pytest.CaptureFixture[str]
@@ -244,6 +247,7 @@ def test_padding_is_what_makes_the_difference(
     assert _model_state(_trace(traces, model, 3)) == padded
 
 
+@pytest.mark.trace
 @needs_torch
 def test_the_small_config_traces_and_peaks_in_backward(traces: dict[tuple[str, ...], Any]) -> None:
     result = _trace(traces, SMALL_REF, 4)
@@ -260,6 +264,7 @@ def test_the_small_config_traces_and_peaks_in_backward(traces: dict[tuple[str, .
     assert result.timeline[-1].total == result.steady["total"]
 
 
+@pytest.mark.trace
 @needs_torch
 def test_recompute_and_resharding_move_the_peak(traces: dict[tuple[str, ...], Any]) -> None:
     base = _trace(traces, SMALL_REF, 4)
@@ -284,6 +289,7 @@ def test_recompute_and_resharding_move_the_peak(traces: dict[tuple[str, ...], An
     assert forward_peak[1] < forward_peak[0]  # full recomputation keeps only each layer's input through the forward
 
 
+@pytest.mark.trace
 @needs_torch
 def test_trace_json_from_the_command_line() -> None:
     proc = _run("trace", "--model", SMALL_REF, "--dp", "4", "--seq-len", "16", *FSDP2_FLAGS, "--format", "json")
@@ -317,6 +323,7 @@ def test_the_trace_reads_the_scenarios_reduce_width_and_resharding() -> None:
     assert (default.reduce_bytes, default.reshard_after_forward) == (4, True)  # the gradient width; resharded
 
 
+@pytest.mark.trace
 @needs_torch
 @pytest.mark.parametrize(
     ("config", "dp", "extra"),

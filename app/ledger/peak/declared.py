@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.ledger.arithmetic import ceil_div, n
-from app.ledger.peak.schedule import Instant, Schedule, not_schedulable, schedule
+from app.ledger.peak.schedule.instants import PARTS, Instant, Schedule
+from app.ledger.peak.schedule.layout import not_schedulable
+from app.ledger.peak.schedule.walk import schedule
 from app.ledger.scenario import Scenario
-from app.ledger.state.persistent import LedgerLine
+from app.ledger.state.persistent import LedgerLine, shard
 from app.ledger.state.rules import Rules
 
 
@@ -24,7 +26,7 @@ class Peak:
 
     For the declared peak the parts are the seed's terms (``persistent`` the stage's persistent
     total). For a schedule-aware peak (``schedule`` set) they are the categories resident at the
-    worst instant, summed into the same five parts (:data:`app.ledger.peak.schedule.CATEGORIES`):
+    worst instant, summed into the same five parts (:data:`app.ledger.peak.schedule.instants.CATEGORIES`):
     ``persistent`` the model state held then (gradients only as far as they exist), ``gather`` the
     unsharded parameters and all-gather outputs, ``buckets`` the reduce-scatter input, unsharded
     gradients and declared buckets, ``activations`` the saved activations and the op's temporaries.
@@ -107,17 +109,39 @@ class Peak:
         return f"⌈{n(self.subtotal)} × {self.scenario.contingency_pct} ÷ 100⌉ = {n(self.contingency)} B"
 
 
-def remote_unit_elements(s: Scenario) -> int:
+def contingency(subtotal: int, pct: int) -> int:
+    """⌈subtotal × pct ÷ 100⌉: the margin on top of a peak's subtotal (``pct``: the scenario's contingency)."""
+    return ceil_div(subtotal * pct, 100)
+
+
+def max_subtotal(capacity: int, pct: int) -> int:
+    """The largest subtotal whose peak (with its contingency rounded up) still fits ``capacity``: the
+    inverse of :func:`contingency`, for the fit finder."""
+    guess = capacity * 100 // (100 + pct)  # at most one off: sub + ⌈sub × pct ÷ 100⌉ ≤ cap
+    while guess + contingency(guess, pct) > capacity:
+        guess -= 1
+    while (guess + 1) + contingency(guess + 1, pct) <= capacity:
+        guess += 1
+    return guess
+
+
+def remote_unit_elements(s: Scenario, dp: int | None = None) -> int:
     """Elements of the largest unit this rank does not own: U − ⌈U ÷ D⌉ (D: the shard group; with expert
-    parallelism the unit's experts over D ÷ ep)."""
-    return sum(p - ceil_div(p, o) for p, o in s.unit_shards())
+    parallelism the unit's experts over D ÷ ep). ``dp`` evaluates it at another D (the fit finder's)."""
+    return sum(p - shard(p, o) for p, o in s.unit_shards(dp))
 
 
-def gather_bytes(s: Scenario, stage: int, rules: Rules) -> int:
-    """(1 + P) × (U − ⌈U ÷ D⌉) × gather_bytes at stage 3, else 0 (the seed's lower bound)."""
+def gather_bytes(s: Scenario, stage: int, rules: Rules, dp: int | None = None) -> int:
+    """(1 + P) × (U − ⌈U ÷ D⌉) × gather_bytes at stage 3, else 0 (the seed's lower bound); ``dp``: at
+    another D."""
     if stage != 3 or not rules.gather_peak:
         return 0
-    return (1 + s.prefetch) * remote_unit_elements(s) * s.gather_bytes
+    return (1 + s.prefetch) * remote_unit_elements(s, dp) * s.gather_bytes
+
+
+def declared_subtotal(s: Scenario, persistent: int, gather: int, activations: int) -> int:
+    """persistent + gather + buckets + activations + overhead: the seed's sum, before the contingency."""
+    return persistent + gather + s.bucket_bytes + activations + s.overhead_bytes
 
 
 def activation_bytes(s: Scenario, rules: Rules, dp: int | None = None) -> int:
@@ -137,12 +161,12 @@ def training_peak(s: Scenario, stage: int, persistent: int, rules: Rules, lines:
     why = not_schedulable(s) if lines else "no ledger lines given"
     if why is not None:
         return replace(declared, why_declared=why)
-    walk = schedule(s, stage, lines, rules, detail=False)  # the numbers now, each instant's entries on demand
+    walk = schedule(s, stage, lines, rules)  # the numbers now, each instant's entries on demand
     worst = walk.peak
-    parts = {part: worst.part(part) for part in ("persistent", "gather", "buckets", "activations", "overhead")}
+    parts = {part: worst.part(part) for part in PARTS}
     subtotal = worst.total
-    contingency = ceil_div(subtotal * s.contingency_pct, 100)
-    total = subtotal + contingency
+    margin = contingency(subtotal, s.contingency_pct)
+    total = subtotal + margin
     return Peak(
         stage=stage,
         persistent=parts["persistent"],
@@ -151,7 +175,7 @@ def training_peak(s: Scenario, stage: int, persistent: int, rules: Rules, lines:
         activations=parts["activations"],
         overhead=parts["overhead"],
         subtotal=subtotal,
-        contingency=contingency,
+        contingency=margin,
         total=total,
         capacity=s.capacity_bytes,
         fits=total <= s.capacity_bytes,
@@ -168,9 +192,9 @@ def declared_peak(s: Scenario, stage: int, persistent: int, rules: Rules) -> Pea
     """The seed's declared peak: persistent + gather + buckets + activations + overhead + contingency."""
     gather = gather_bytes(s, stage, rules)
     activations = activation_bytes(s, rules)
-    subtotal = persistent + gather + s.bucket_bytes + activations + s.overhead_bytes
-    contingency = ceil_div(subtotal * s.contingency_pct, 100)
-    total = subtotal + contingency
+    subtotal = declared_subtotal(s, persistent, gather, activations)
+    margin = contingency(subtotal, s.contingency_pct)
+    total = subtotal + margin
     return Peak(
         stage=stage,
         persistent=persistent,
@@ -179,7 +203,7 @@ def declared_peak(s: Scenario, stage: int, persistent: int, rules: Rules) -> Pea
         activations=activations,
         overhead=s.overhead_bytes,
         subtotal=subtotal,
-        contingency=contingency,
+        contingency=margin,
         total=total,
         capacity=s.capacity_bytes,
         fits=total <= s.capacity_bytes,

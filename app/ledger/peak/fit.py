@@ -2,11 +2,11 @@
 largest micro batch that fits at the current degree (when activations are modelled), and the
 curve of per-rank peak against D for the chart.
 
-Without a model the peak here is the ledger's own rules (ownership table, gather term,
-contingency) written as a closed form in D, so that the smallest D can be solved for rather than
-searched. With a model it is the schedule-aware peak (:mod:`app.ledger.peak.schedule`), whose instants
-are each a closed form in D (a handful of instants, each a sum over the model's few kinds of
-tensor): stages 0–2 never grow with D, so a bisection finds the smallest D in 17 evaluations;
+Without a model the peak here is the declared peak (:mod:`app.ledger.peak.declared`: its gather
+term, subtotal and contingency) with the persistent term, the ownership table's, split by how it
+depends on D, so that the smallest D can be solved for rather than searched. With a model it is the
+schedule-aware peak, each evaluation one walk of the schedule (:mod:`app.ledger.peak.schedule`,
+cached): stages 0–2 never grow with D, so a bisection finds the smallest D in 17 evaluations;
 stage 3's padded units can, so a bound without padding (which never grows) is bisected first
 and the answer searched up from it. Property tests hold both equal to the full ledger at every
 answer, one step before it and at every point of the curve.
@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.ledger.arithmetic import ceil_div
-from app.ledger.peak.schedule import _sums, not_schedulable, worst_total
+from app.ledger.peak.declared import contingency, declared_subtotal, gather_bytes, max_subtotal
+from app.ledger.peak.schedule.layout import not_schedulable
+from app.ledger.peak.schedule.walk import schedule, worst_total
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
-from app.ledger.state.persistent import ledger_line, width_and_copies
+from app.ledger.state.persistent import persistent_lines, shard, shard_elements, width_and_copies
 from app.ledger.state.rules import CLASSES, PRODUCTION, STAGES
 
 DP_MAX = FIELD_BY_NAME["dp"].maximum
@@ -46,7 +48,8 @@ class FitFinder:
 
 
 class _PeakModel:
-    """peak(stage, D, activations) for one scenario, every other input fixed."""
+    """peak(stage, D, activations) for one scenario, every other input fixed: the declared peak
+    (:func:`app.ledger.peak.declared.declared_peak`) with its persistent term split by how it depends on D."""
 
     def __init__(self, s: Scenario) -> None:
         self.s = s
@@ -61,40 +64,29 @@ class _PeakModel:
                 else:
                     replicated += width * copies
             self.widths.append((sharded, replicated))
-        self.fixed = s.bucket_bytes + s.overhead_bytes
-        self.room = self._max_subtotal()
+        self.room = max_subtotal(s.capacity_bytes, s.contingency_pct)
         # A shard group, hpZ or expert parallelism: ⌈N ÷ D⌉ is no longer the only term in D, and D must be a
         # multiple of the groups (``step``); the smallest D is then bisected instead of solved for.
         self.plain = len(s.shards()) == 1 and s.shard_group == s.dp and s.hpz == 1
         self.step = math.lcm(s.ep, s.hpz, 1 if s.shard_group == s.dp else s.shard_group)
         width, copies, _ = width_and_copies(s, "parameters", PRODUCTION, 3)
-        self.secondary = ceil_div(s.params, s.hpz) * width * copies if s.hpz > 1 else 0
+        self.secondary = shard(s.params, s.hpz) * width * copies if s.hpz > 1 else 0
 
     def persistent(self, stage: int, dp: int) -> int:
+        """The stage's persistent lines at D = ``dp``: ⌈N ÷ D⌉ (on a flat mesh) × the sharded classes' widths."""
         s = self.s
         sharded, replicated = self.widths[stage]
-        shard = sum(ceil_div(p, o) for p, o in s.shards(dp))  # ⌈N ÷ D⌉ on a flat mesh
-        return shard * sharded + s.params * replicated + (self.secondary if stage == 3 else 0)
-
-    def remote_unit(self, dp: int) -> int:
-        """Elements of the largest unit a rank gathers at D = ``dp``."""
-        return sum(p - ceil_div(p, o) for p, o in self.s.unit_shards(dp))
+        return shard_elements(s.shards(dp)) * sharded + s.params * replicated + (self.secondary if stage == 3 else 0)
 
     def peak(self, stage: int, dp: int, activations: int) -> int:
         s = self.s
-        gather = 0
-        if stage == 3:
-            gather = (1 + s.prefetch) * self.remote_unit(dp) * s.gather_bytes
-        subtotal = self.persistent(stage, dp) + gather + self.fixed + activations
-        return subtotal + ceil_div(subtotal * s.contingency_pct, 100)
+        gather = gather_bytes(s, stage, PRODUCTION, dp)
+        subtotal = declared_subtotal(s, self.persistent(stage, dp), gather, activations)
+        return subtotal + contingency(subtotal, s.contingency_pct)
 
     def curve(self, activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """All four stages' peaks at each D of ``CURVE_DPS``."""
         return tuple((dp, tuple(self.peak(stage, dp, activations) for stage in STAGES)) for dp in CURVE_DPS)
-
-    def _max_subtotal(self) -> int:
-        """The largest subtotal whose peak (with contingency) still fits the capacity."""
-        return max_subtotal(self.s.capacity_bytes, self.s.contingency_pct)
 
     def smallest_dp_without_gather(self, stage: int, activations: int) -> int | None:
         """Stages 0–2 in closed form: ⌈N ÷ D⌉ × sharded ≤ room  ⟺  D ≥ ⌈N ÷ ⌊room ÷ sharded⌋⌉."""
@@ -102,7 +94,7 @@ class _PeakModel:
             return self._bisected(stage, activations)
         s = self.s
         sharded, replicated = self.widths[stage]
-        room = self.room - s.params * replicated - self.fixed - activations
+        room = self.room - declared_subtotal(s, s.params * replicated, 0, activations)  # left for the sharded
         if room < 0:
             return None
         if sharded == 0:
@@ -122,13 +114,11 @@ class _PeakModel:
         the answer, every D ≥ low gathers at least gather(low), so no D fits before the closed
         form's answer for that extra gather: a new lower bound, larger unless ``low`` fits. When
         the bound repeats, it fits. Most scenarios settle in one or two steps."""
-        s = self.s
-        per_element = (1 + s.prefetch) * s.gather_bytes
         low = self.smallest_dp_without_gather(3, activations)
         for _ in range(_TIGHTEN):
             if low is None:
                 return None, True
-            tighter = self.smallest_dp_without_gather(3, activations + per_element * self.remote_unit(low))
+            tighter = self.smallest_dp_without_gather(3, activations + gather_bytes(self.s, 3, PRODUCTION, low))
             if tighter == low:
                 return low, True
             low = tighter
@@ -159,7 +149,7 @@ class _PeakModel:
         step = self.step
 
         def fits(k: int) -> bool:
-            return self.persistent(stage, k * step) + self.fixed + activations <= self.room
+            return declared_subtotal(self.s, self.persistent(stage, k * step), 0, activations) <= self.room
 
         k = _smallest(fits, 1, DP_MAX // step)
         return None if k is None else k * step
@@ -221,9 +211,8 @@ class _SchedulePeak:
 
     def peak(self, stage: int, dp: int, micro_batch: int | None = None, *, padded: bool = True) -> int:
         s = self.scenario(dp, micro_batch)
-        lines = tuple(ledger_line(s, stage, c, PRODUCTION) for c in CLASSES)
-        subtotal = worst_total(s, stage, lines, PRODUCTION, padded=padded)
-        return subtotal + ceil_div(subtotal * s.contingency_pct, 100)
+        subtotal = worst_total(s, stage, persistent_lines(s, stage, PRODUCTION), PRODUCTION, padded=padded)
+        return subtotal + contingency(subtotal, s.contingency_pct)
 
     def fits(self, stage: int, dp: int, micro_batch: int | None = None) -> bool:
         return self.peak(stage, dp, micro_batch) <= self.s.capacity_bytes
@@ -260,8 +249,7 @@ class _SchedulePeak:
     def totals(self, stage: int, micro_batch: int) -> list[int]:
         """Every instant's total (before contingency) at ``micro_batch``, the scenario's own D."""
         s = self.scenario(self.s.dp, micro_batch)
-        lines = tuple(ledger_line(s, stage, c, PRODUCTION) for c in CLASSES)
-        return [sum(sums) for _, _, _, sums in _sums(s, stage, lines, PRODUCTION, True)]
+        return [i.total for i in schedule(s, stage, persistent_lines(s, stage, PRODUCTION), PRODUCTION).instants]
 
     def largest_micro_batch(self, stage: int) -> int | None:
         """The peak never falls as b grows, and every instant's total is linear in b up to rounding (each
@@ -291,16 +279,6 @@ class _SchedulePeak:
 
 _SCAN = 256  # stage 3 with a model: degrees searched up from the unpadded bound before bisecting
 _NEAR = 4  # micro batches either side of the linear guess searched exactly
-
-
-def max_subtotal(capacity: int, pct: int) -> int:
-    """The largest subtotal whose peak (with its contingency rounded up) still fits ``capacity``."""
-    guess = capacity * 100 // (100 + pct)  # at most one off: sub + ⌈sub × pct ÷ 100⌉ ≤ cap
-    while guess + ceil_div(guess * pct, 100) > capacity:
-        guess -= 1
-    while (guess + 1) + ceil_div((guess + 1) * pct, 100) <= capacity:
-        guess += 1
-    return guess
 
 
 # Sized for a workshop: 200 attendees each edit D (the most common edit) a few seconds after their last

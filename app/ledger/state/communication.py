@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.scenario import Scenario
+from app.ledger.state.persistent import shard
 
 COLLECTIVES: dict[int, str] = {
     0: "all-reduce of gradients",
@@ -122,9 +123,9 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
             terms.append(Term("all-gather" + tag, psi_p, group, p_))
     replicas = _replicas(s)
     if stage >= 1 and replicas > 1:
-        shard = ceil_div(s.params, s.shard_group) * s.grad_bytes
+        grad_shard = shard(s.params, s.shard_group) * s.grad_bytes
         spelled = f"2 × ⌈N ÷ {n(s.shard_group)}⌉ × {s.grad_bytes} B"
-        terms.append(Term("all-reduce of the gradient shard", 2 * shard, replicas, spelled, across=True))
+        terms.append(Term("all-reduce of the gradient shard", 2 * grad_shard, replicas, spelled, across=True))
     return terms
 
 

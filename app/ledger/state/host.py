@@ -29,9 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from app.ledger.arithmetic import ceil_div, n
+from app.ledger.arithmetic import n
 from app.ledger.models.reference import resolve
 from app.ledger.scenario import Scenario
+from app.ledger.state.persistent import shard_elements
 from app.ledger.state.rules import PRODUCTION, STAGES, Rules
 
 __all__ = [
@@ -102,137 +103,158 @@ def _largest_tensor(model: str) -> int:
 
 
 def _rank_lines(s: Scenario, stage: int, rules: Rules) -> list[HostLine]:
-    p = sum(ceil_div(part, owners) for part, owners in s.shards())  # the rank's ZeRO shard
-    lines: list[HostLine] = []
+    p = shard_elements(s.shards())  # the rank's ZeRO shard
     optimizer = s.offload_optimizer if stage >= 1 else "none"
-    if optimizer != "none":
-        state_on = "nvme" if optimizer == "nvme" and stage == 3 else "host"
-        why = f"{_DS} offload_optimizer = {optimizer}"
-        if optimizer == "nvme" and stage < 3:
-            why += " (ZeRO-Infinity's NVMe path is stage 3's: counted in host memory, as cpu)"
-        # The CPU optimizer steps an FP32 partition: the master copy, or with FP32 training a copy of the
-        # parameters' own (stage_1_and_2.py and stage3.py clone it to the CPU in FP32 either way).
-        master = s.master_bytes or FP32
-        lines.append(
-            HostLine(
-                "FP32 master partition" if s.master_bytes else "FP32 partition the CPU optimizer steps",
-                state_on,
-                state_on == "host" and stage < 3,
-                p * master,
-                f"{n(p)} elements × {master} B = {n(p * master)} B",
-                why,
-            )
-        )
-        if s.opt_states:
-            b = p * s.opt_states * s.opt_bytes
-            lines.append(
-                HostLine(
-                    "optimizer states",
-                    state_on,
-                    False,
-                    b,
-                    f"{n(p)} elements × {s.opt_bytes} B × {s.opt_states} = {n(b)} B",
-                    why,
-                )
-            )
-        lines.append(
-            HostLine(
-                "FP32 gradient partition (the CPU optimizer's input)",
-                state_on,
-                state_on == "host",
-                p * FP32,
-                f"{n(p)} elements × {FP32} B = {n(p * FP32)} B",
-                why,
-            )
-        )
-        if rules.pinned_buffers:
-            if stage < 3:
-                staging = p * s.param_bytes
-                lines.append(
-                    HostLine(
-                        "pinned 16-bit staging copy of the partition",
-                        "host",
-                        True,
-                        staging,
-                        f"{n(p)} elements × {s.param_bytes} B = {n(staging)} B",
-                        "stage_1_and_2.py: the step's 16-bit copy before it returns to the device",
-                    )
-                )
-                big = largest_tensor(s)
-                buf = big * s.param_bytes  # in the model's type
-                lines.append(
-                    HostLine(
-                        "pinned gradient buffer of the largest parameter",
-                        "host",
-                        True,
-                        buf,
-                        f"{n(big)} elements × {s.param_bytes} B = {n(buf)} B",
-                        "stage_1_and_2.py: temp_grad_buffer_for_cpu_offload, in the model's type",
-                    )
-                )
-            else:
-                buf = p * s.grad_bytes
-                lines.append(
-                    HostLine(
-                        "pinned gradient partition in the gradients' width",
-                        "host",
-                        True,
-                        buf,
-                        f"{n(p)} elements × {s.grad_bytes} B = {n(buf)} B",
-                        "stage3.py: grad_partitions_flat_buffer (also with NVMe)",
-                    )
-                )
-                if state_on == "nvme":
-                    group = min(p, SUB_GROUP)
-                    swap = OPTIMIZER_SWAP_BUFFERS * group * FP32
-                    lines.append(
-                        HostLine(
-                            "pinned optimizer swap buffers",
-                            "host",
-                            True,
-                            swap,
-                            f"{OPTIMIZER_SWAP_BUFFERS} × min({n(p)}, {n(SUB_GROUP)}) elements × {FP32} B = {n(swap)} B",
-                            "swap_tensor: buffer_count × the largest sub-group",
-                        )
-                    )
+    lines = _optimizer_lines(s, stage, rules, p, optimizer) if optimizer != "none" else []
     if stage == 3 and s.offload_param != "none":
-        # NVMe: up to max_in_cpu elements (10⁹ by default) of the partition stay pinned in host RAM.
-        in_ram = p if s.offload_param == "cpu" else min(p, MAX_IN_CPU)
-        on = "nvme" if s.offload_param == "nvme" else "host"
+        lines += _parameter_lines(s, rules, p)
+    return lines
+
+
+def _optimizer_lines(s: Scenario, stage: int, rules: Rules, p: int, optimizer: str) -> list[HostLine]:
+    """Optimizer offload (stages 1–3) of a partition of ``p`` elements: the FP32 partition the CPU optimizer
+    steps, its states, the FP32 gradients it reads, and the pinned buffers DeepSpeed adds."""
+    lines: list[HostLine] = []
+    state_on = "nvme" if optimizer == "nvme" and stage == 3 else "host"
+    why = f"{_DS} offload_optimizer = {optimizer}"
+    if optimizer == "nvme" and stage < 3:
+        why += " (ZeRO-Infinity's NVMe path is stage 3's: counted in host memory, as cpu)"
+    # The CPU optimizer steps an FP32 partition: the master copy, or with FP32 training a copy of the
+    # parameters' own (stage_1_and_2.py and stage3.py clone it to the CPU in FP32 either way).
+    master = s.master_bytes or FP32
+    lines.append(
+        HostLine(
+            "FP32 master partition" if s.master_bytes else "FP32 partition the CPU optimizer steps",
+            state_on,
+            state_on == "host" and stage < 3,
+            p * master,
+            f"{n(p)} elements × {master} B = {n(p * master)} B",
+            why,
+        )
+    )
+    if s.opt_states:
+        b = p * s.opt_states * s.opt_bytes
         lines.append(
             HostLine(
-                "parameter partition" if on == "host" else "parameter partition kept in CPU memory (max_in_cpu)",
+                "optimizer states",
+                state_on,
+                False,
+                b,
+                f"{n(p)} elements × {s.opt_bytes} B × {s.opt_states} = {n(b)} B",
+                why,
+            )
+        )
+    lines.append(
+        HostLine(
+            "FP32 gradient partition (the CPU optimizer's input)",
+            state_on,
+            state_on == "host",
+            p * FP32,
+            f"{n(p)} elements × {FP32} B = {n(p * FP32)} B",
+            why,
+        )
+    )
+    if rules.pinned_buffers:
+        lines += _pinned_optimizer_buffers(s, stage, p, state_on)
+    return lines
+
+
+def _pinned_optimizer_buffers(s: Scenario, stage: int, p: int, state_on: str) -> list[HostLine]:
+    """The pinned host buffers of optimizer offload: stages 1–2 stage a 16-bit copy and the largest
+    parameter's gradient; stage 3 keeps the gradient partition pinned (and swap buffers for NVMe)."""
+    lines: list[HostLine] = []
+    if stage < 3:
+        staging = p * s.param_bytes
+        lines.append(
+            HostLine(
+                "pinned 16-bit staging copy of the partition",
                 "host",
                 True,
-                in_ram * s.param_bytes,
-                f"{n(in_ram)} elements × {s.param_bytes} B = {n(in_ram * s.param_bytes)} B",
-                f"{_DS} offload_param = {s.offload_param}",
+                staging,
+                f"{n(p)} elements × {s.param_bytes} B = {n(staging)} B",
+                "stage_1_and_2.py: the step's 16-bit copy before it returns to the device",
             )
         )
-        if p > in_ram:
-            rest = (p - in_ram) * s.param_bytes
-            lines.append(
-                HostLine(
-                    "parameter partition beyond max_in_cpu",
-                    "nvme",
-                    False,
-                    rest,
-                    f"({n(p)} − {n(in_ram)}) elements × {s.param_bytes} B = {n(rest)} B",
-                    f"{_DS} offload_param = nvme",
-                )
+        big = largest_tensor(s)
+        buf = big * s.param_bytes  # in the model's type
+        lines.append(
+            HostLine(
+                "pinned gradient buffer of the largest parameter",
+                "host",
+                True,
+                buf,
+                f"{n(big)} elements × {s.param_bytes} B = {n(buf)} B",
+                "stage_1_and_2.py: temp_grad_buffer_for_cpu_offload, in the model's type",
             )
-        if on == "nvme" and rules.pinned_buffers:
-            swap = PARAM_SWAP_BUFFERS * PARAM_SWAP_ELEMENTS * s.param_bytes
+        )
+    else:
+        buf = p * s.grad_bytes
+        lines.append(
+            HostLine(
+                "pinned gradient partition in the gradients' width",
+                "host",
+                True,
+                buf,
+                f"{n(p)} elements × {s.grad_bytes} B = {n(buf)} B",
+                "stage3.py: grad_partitions_flat_buffer (also with NVMe)",
+            )
+        )
+        if state_on == "nvme":
+            group = min(p, SUB_GROUP)
+            swap = OPTIMIZER_SWAP_BUFFERS * group * FP32
             lines.append(
                 HostLine(
-                    "pinned parameter swap buffers",
+                    "pinned optimizer swap buffers",
                     "host",
                     True,
                     swap,
-                    f"{PARAM_SWAP_BUFFERS} × {n(PARAM_SWAP_ELEMENTS)} elements × {s.param_bytes} B = {n(swap)} B",
-                    "partitioned_param_swapper.py: buffer_count × buffer_size",
+                    f"{OPTIMIZER_SWAP_BUFFERS} × min({n(p)}, {n(SUB_GROUP)}) elements × {FP32} B = {n(swap)} B",
+                    "swap_tensor: buffer_count × the largest sub-group",
                 )
             )
+    return lines
+
+
+def _parameter_lines(s: Scenario, rules: Rules, p: int) -> list[HostLine]:
+    """Parameter offload (stage 3) of a partition of ``p`` elements: in pinned host RAM, or to NVMe."""
+    lines: list[HostLine] = []
+    # NVMe: up to max_in_cpu elements (10⁹ by default) of the partition stay pinned in host RAM.
+    in_ram = p if s.offload_param == "cpu" else min(p, MAX_IN_CPU)
+    on = "nvme" if s.offload_param == "nvme" else "host"
+    lines.append(
+        HostLine(
+            "parameter partition" if on == "host" else "parameter partition kept in CPU memory (max_in_cpu)",
+            "host",
+            True,
+            in_ram * s.param_bytes,
+            f"{n(in_ram)} elements × {s.param_bytes} B = {n(in_ram * s.param_bytes)} B",
+            f"{_DS} offload_param = {s.offload_param}",
+        )
+    )
+    if p > in_ram:
+        rest = (p - in_ram) * s.param_bytes
+        lines.append(
+            HostLine(
+                "parameter partition beyond max_in_cpu",
+                "nvme",
+                False,
+                rest,
+                f"({n(p)} − {n(in_ram)}) elements × {s.param_bytes} B = {n(rest)} B",
+                f"{_DS} offload_param = nvme",
+            )
+        )
+    if on == "nvme" and rules.pinned_buffers:
+        swap = PARAM_SWAP_BUFFERS * PARAM_SWAP_ELEMENTS * s.param_bytes
+        lines.append(
+            HostLine(
+                "pinned parameter swap buffers",
+                "host",
+                True,
+                swap,
+                f"{PARAM_SWAP_BUFFERS} × {n(PARAM_SWAP_ELEMENTS)} elements × {s.param_bytes} B = {n(swap)} B",
+                "partitioned_param_swapper.py: buffer_count × buffer_size",
+            )
+        )
     return lines
 
 

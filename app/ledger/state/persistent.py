@@ -6,11 +6,23 @@ from dataclasses import dataclass
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.scenario import Scenario
-from app.ledger.state.rules import EVIDENCE_REPLICATED, EVIDENCE_SHARDED, Rules
+from app.ledger.state.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, Rules
 
 _NO_MASTER = "no separate master copy (master_bytes = 0): the optimizer updates the parameters"
 _MASTER_DROPPED = "master copy not counted"
 _NO_OPTIMIZER = "no optimizer state (opt_states = 0)"
+
+
+def shard(elements: int, owners: int) -> int:
+    """⌈elements ÷ owners⌉: the busiest rank's share when ``owners`` ranks split ``elements`` (ZeRO's flat
+    partition; where it does not divide, some ranks hold one element more)."""
+    return ceil_div(elements, owners)
+
+
+def shard_elements(parts: tuple[tuple[int, int], ...]) -> int:
+    """The busiest rank's elements of a class split in ``parts`` ((elements, owners) each, as
+    :meth:`Scenario.shards` gives them): Σ ⌈part ÷ owners⌉."""
+    return sum(shard(p, o) for p, o in parts)
 
 
 def offloaded(s: Scenario, stage: int, tensor_class: str) -> str:
@@ -100,10 +112,10 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> Led
     hierarchical = rules.hierarchical_groups
     parts = (s.shards() if hierarchical else ((s.params, s.dp),)) if sharded else ((s.params, 1),)
     owners = parts[0][1]
-    elements = sum(ceil_div(p, o) for p, o in parts)  # the busiest rank's share
+    elements = shard_elements(parts)
     secondary = 0
     if tensor_class == "parameters" and stage == 3 and sharded and s.hpz > 1 and hierarchical:
-        secondary = ceil_div(s.params, s.hpz)  # ZeRO++ keeps it beside the primary shard
+        secondary = shard(s.params, s.hpz)  # ZeRO++ keeps it beside the primary shard
         elements += secondary
     width, copies, note = width_and_copies(s, tensor_class, rules, stage)
     if secondary and not note:
@@ -122,3 +134,8 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> Led
         secondary=secondary,
         hpz=s.hpz,
     )
+
+
+def persistent_lines(s: Scenario, stage: int, rules: Rules) -> tuple[LedgerLine, ...]:
+    """The stage's persistent lines, one per tensor class in :data:`CLASSES`' order."""
+    return tuple(ledger_line(s, stage, c, rules) for c in CLASSES)

@@ -39,13 +39,15 @@ EVIDENCE_REPLICATED: dict[str, str] = {
 class Rules:
     """The accounting rules of the ledger. ``PRODUCTION`` is the spec; mutants change one."""
 
-    sharded_from: dict[str, int] = field(default_factory=lambda: dict(SHARDED_FROM))
+    # The two tables stay out of the hash (a dict has none) but not out of equality: rules are hashable, so a
+    # walk of the schedule can be cached under the rules it was walked with (app/ledger/peak/schedule/walk.py).
+    sharded_from: dict[str, int] = field(default_factory=lambda: dict(SHARDED_FROM), hash=False)
     # (class, stage) -> sharded?, overriding ``sharded_from`` for one cell of the table
-    overrides: dict[tuple[str, int], bool] = field(default_factory=dict)
+    overrides: dict[tuple[str, int], bool] = field(default_factory=dict, hash=False)
     master_copy: bool = True
     activations_divided_by_dp: bool = False
     gather_peak: bool = True
-    # The schedule-aware peak (app/ledger/peak/schedule.py): the reduce-scatter input of the unit just
+    # The schedule-aware peak (app/ledger/peak/schedule/): the reduce-scatter input of the unit just
     # finished is resident, and gradients appear unit by unit during backward (set_to_none=True).
     reduce_scatter_buffer: bool = True
     gradients_fill_during_backward: bool = True

@@ -2,7 +2,7 @@
 
 Each check receives a ledger computed under some rules (the production rules, or a mutant's)
 and returns a named pass/fail whose message names the stage, the class (or the instant) and both
-numbers. Checks 1–5 are the spec's; 6–8 hold the schedule-aware peak (``app/ledger/peak/schedule.py``)
+numbers. Checks 1–5 are the spec's; 6–8 hold the schedule-aware peak (``app/ledger/peak/schedule/``)
 to how FSDP2 schedules memory: a reduce-scatter input is resident after a unit's backward,
 gradients appear during backward, and the frozen model reference reproduces its hand-computed
 instants. Without a model (no schedule) checks 6 and 7 do not apply.
@@ -11,157 +11,34 @@ instants. Without a model (no schedule) checks 6 and 7 do not apply.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from app.ledger.arithmetic import n
 from app.ledger.ledger import Ledger, StageLedger, compute_ledger
 from app.ledger.models.reference import resolve
 from app.ledger.peak.declared import activation_bytes
-from app.ledger.peak.schedule import saved_activations
-from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
+from app.ledger.peak.schedule.walk import saved_activations
+from app.ledger.scenario import Scenario
 from app.ledger.state.host import host_ledger, largest_tensor
 from app.ledger.state.rules import CLASSES
+from app.ledger.verify.frozen import (
+    FROZEN_HOST,
+    FROZEN_HSDP,
+    FROZEN_MODEL_INSTANTS,
+    FROZEN_MODEL_PEAK,
+    FROZEN_MODEL_SCENARIO,
+    FROZEN_MODEL_TITLE,
+    FROZEN_PEAK,
+    FROZEN_PERSISTENT,
+    FROZEN_SCENARIO,
+)
 from app.ledger.verify.oracle import host_table, rank_params, stage_table
+from app.ledger.verify.results import (
+    CheckResult,
+    fail,
+    ok,
+)
 
 Evaluate = Callable[[Scenario], Ledger]
-
-TITLES: dict[str, str] = {
-    "oracle-agreement": "1. oracle agreement, per stage and class, exact",
-    "monotonic-lower-bounds": "2. persistent(3) ≤ persistent(2) ≤ persistent(1) ≤ persistent(0)",
-    "activation-invariance": "3. activation bytes in the peak do not change with D (with a model: at every instant)",
-    "gather-presence": "4. stage 3 with D > 1 and U > 0 holds the remote shards of one unit",
-    "frozen-scenario": "5. the frozen scenario reproduces its hand-computed values",
-    "reduce-scatter-presence": "6. with a model, stages 2–3: the root's post-backward holds its reduce-scatter input",
-    "gradient-filling": "7. with a model: no gradient before backward (set_to_none), every one at the optimizer step",
-    "frozen-model-scenario": "8. the frozen model reference reproduces its hand-computed instants",
-    "host-agreement": "9. the host ledger equals the host oracle, as given and with both offloads to the CPU",
-}
-SCENARIO_CHECKS: tuple[str, ...] = (
-    "oracle-agreement",
-    "monotonic-lower-bounds",
-    "activation-invariance",
-    "gather-presence",
-    "reduce-scatter-presence",
-    "gradient-filling",
-    "host-agreement",
-)
-FROZEN_CHECKS: tuple[str, ...] = ("frozen-scenario", "frozen-model-scenario")
-LINE_CHECKS: tuple[str, ...] = ("oracle-agreement", "monotonic-lower-bounds")  # they read the persistent lines only
-ALL_CHECKS: tuple[str, ...] = tuple(TITLES)  # in their numbered order
-
-FROZEN_SCENARIO = DEFAULT_SCENARIO
-
-# Hand-computed from the seed (7B params, D = 8, BF16 params and grads, FP32 master, two FP32
-# Adam moments, U = 400M, P = 0, 20 GB declared activations): the spec's worked example.
-FROZEN_PERSISTENT: dict[int, dict[str, int]] = {
-    0: {
-        "parameters": 14_000_000_000,
-        "gradients": 14_000_000_000,
-        "master_weights": 28_000_000_000,
-        "optimizer_states": 56_000_000_000,
-    },
-    1: {
-        "parameters": 14_000_000_000,
-        "gradients": 14_000_000_000,
-        "master_weights": 3_500_000_000,
-        "optimizer_states": 7_000_000_000,
-    },
-    2: {
-        "parameters": 14_000_000_000,
-        "gradients": 1_750_000_000,
-        "master_weights": 3_500_000_000,
-        "optimizer_states": 7_000_000_000,
-    },
-    3: {
-        "parameters": 1_750_000_000,
-        "gradients": 1_750_000_000,
-        "master_weights": 3_500_000_000,
-        "optimizer_states": 7_000_000_000,
-    },
-}
-# The seed with both offloads to the CPU, host RAM per node (8 ranks, P = 875,000,000, largest tensor U = 400M):
-# stages 1–2: 8 × (P × (4 + 2 × 4 + 4 + 2) + 400,000,000 × 2) = 8 × 16,550,000,000;
-# stage 3: 8 × P × (4 + 2 × 4 + 4 + 2 + 2) = 8 × 17,500,000,000.
-FROZEN_HOST: dict[int, int] = {0: 0, 1: 132_400_000_000, 2: 132_400_000_000, 3: 140_000_000_000}
-# The seed in two shard groups of 4 (HSDP): every sharded class over 4 ranks, ⌈7e9 ÷ 4⌉ = 1,750,000,000
-# elements: stage 1 14e9 + 14e9 + 1.75e9 × 12 = 49e9; stage 2 14e9 + 1.75e9 × 14 = 38.5e9; stage 3 1.75e9 × 16.
-FROZEN_HSDP: dict[int, int] = {0: 112_000_000_000, 1: 49_000_000_000, 2: 38_500_000_000, 3: 28_000_000_000}
-FROZEN_PEAK: dict[int, dict[str, int]] = {
-    0: {"gather": 0, "activations": 20_000_000_000, "total": 132_000_000_000},
-    1: {"gather": 0, "activations": 20_000_000_000, "total": 58_500_000_000},
-    2: {"gather": 0, "activations": 20_000_000_000, "total": 46_250_000_000},
-    3: {"gather": 700_000_000, "activations": 20_000_000_000, "total": 34_700_000_000},
-}
-
-
-# The frozen model reference: Llama-2-7B in FSDP2's layout (FP32 shards, gradients and AdamW states, no
-# master copy, BF16 all-gather and activations, FP32 reduce-scatter and logits), D = 8, s = 4,096, b = 1,
-# full recomputation. Its stage-3 peak is late in backward, where gradients, the reduce-scatter input,
-# the prefetch and one layer's recomputed activations all count. Hand-computed in tests/ledger/peak/test_schedule.py;
-# traced with `zero3-lab trace` in docs/fidelity.md.
-FROZEN_MODEL_INPUTS: dict[str, int | str] = {
-    "model": "llama-2-7b",
-    "dp": 8,
-    "param_bytes": 4,
-    "master_bytes": 0,
-    "grad_bytes": 4,
-    "gather_bytes": 2,
-    "reduce_bytes": 4,
-    "seq_len": 4096,
-    "act_policy": "full",
-    "norms": "fused",  # as hand-computed (the default, unfused, adds 4·s·b·h per norm of the recomputed layer)
-}
-FROZEN_MODEL_SCENARIO = parse_scenario(FROZEN_MODEL_INPUTS)
-FROZEN_MODEL_TITLE = "the model reference (Llama-2-7B, FSDP2 layout, D = 8, full recomputation)"
-# Per stage: the worst instant and its total; for stage 3 every instant's total.
-FROZEN_MODEL_PEAK: dict[int, tuple[str, int]] = {
-    0: ("optimizer-step", 108_863_225_856),
-    1: ("optimizer-step", 60_776_812_544),
-    2: ("root-post-backward", 39_027_396_608),
-    3: ("backward-layer-1", 16_549_787_648),
-}
-FROZEN_MODEL_INSTANTS: dict[str, int] = {
-    "forward-layer-0": 11_999_303_680,
-    "forward-layer-1": 11_913_328_640,
-    "forward-layer-31": 12_919_961_600,
-    "end-of-forward": 12_034_930_688,
-    "loss-backward": 13_345_650_688,
-    "head-backward": 12_735_404_032,
-    "backward-layer-31-unshard": 12_810_901_504,
-    "backward-layer-31": 13_711_136_768,
-    "backward-layer-31-done": 13_182_113_792,
-    "backward-layer-30-unshard": 13_688_072_192,
-    "backward-layer-30": 14_588_307_456,
-    "backward-layer-30-done": 14_059_284_480,
-    "backward-layer-1-unshard": 15_649_552_384,
-    "backward-layer-1": 16_549_787_648,
-    "backward-layer-1-done": 16_020_764_672,
-    "backward-layer-0-unshard": 15_717_189_632,
-    "backward-layer-0": 16_212_658_176,
-    "backward-layer-0-done": 15_683_635_200,
-    "root-gradients": 15_203_883_008,
-    "root-post-backward": 14_918_645_760,
-    "optimizer-step": 13_607_903_232,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    check: str
-    passed: bool
-    message: str
-
-    @property
-    def title(self) -> str:
-        return TITLES[self.check]
-
-
-def _ok(check: str, message: str) -> CheckResult:
-    return CheckResult(check, True, message)
-
-
-def _fail(check: str, message: str) -> CheckResult:
-    return CheckResult(check, False, message)
 
 
 def oracle_rank_params(s: Scenario) -> tuple[int, int] | None:
@@ -189,7 +66,7 @@ def oracle_agreement(ledger: Ledger) -> CheckResult:
         params, experts = dense + expert, expert if s.ep > 1 else 0
         if params != s.params or experts != s.expert_params:
             layout = f"tp = {s.tp}, pp = {s.pp}" + (f" ({s.pp_stage} stage)" if s.pp > 1 else "") + f", ep = {s.ep}"
-            return _fail(
+            return fail(
                 "oracle-agreement",
                 f"params per rank ({layout}): ledger {n(s.params)} ({n(s.expert_params)} expert) ≠ oracle "
                 f"{n(params)} ({n(experts)} expert)",
@@ -214,13 +91,13 @@ def oracle_agreement(ledger: Ledger) -> CheckResult:
             for line in stage.lines:
                 expected = row[line.tensor_class]
                 if line.bytes != expected:
-                    return _fail(
+                    return fail(
                         "oracle-agreement",
                         f"stage {stage.stage} {line.tensor_class}{label}: ledger {n(line.bytes)} B ≠ oracle "
                         f"{n(expected)} B",
                     )
     tail = "" if own is None else f", from the oracle's own {n(params)} parameters per rank"
-    return _ok("oracle-agreement", f"all 16 (stage, class) cells equal the oracle's{tail}")
+    return ok("oracle-agreement", f"all 16 (stage, class) cells equal the oracle's{tail}")
 
 
 def host_agreement(ledger: Ledger) -> CheckResult:
@@ -240,23 +117,23 @@ def host_agreement(ledger: Ledger) -> CheckResult:
         )  # fmt: skip
         for stage in host.stages:
             if stage.per_node != table[stage.stage]:
-                return _fail(
+                return fail(
                     "host-agreement",
                     f"stage {stage.stage} host{label}: ledger {n(stage.per_node)} B ≠ oracle {n(table[stage.stage])} B "
                     "per node",
                 )
-    return _ok("host-agreement", "every stage's host RAM per node equals the oracle's, as given and offloaded")
+    return ok("host-agreement", "every stage's host RAM per node equals the oracle's, as given and offloaded")
 
 
 def monotonic_lower_bounds(ledger: Ledger) -> CheckResult:
     totals = [stage.persistent for stage in ledger.stages]
     for stage in (1, 2, 3):
         if totals[stage] > totals[stage - 1]:
-            return _fail(
+            return fail(
                 "monotonic-lower-bounds",
                 f"stage {stage} total: persistent {n(totals[stage])} B > stage {stage - 1}'s {n(totals[stage - 1])} B",
             )
-    return _ok("monotonic-lower-bounds", " ≥ ".join(f"{n(t)} B" for t in totals))
+    return ok("monotonic-lower-bounds", " ≥ ".join(f"{n(t)} B" for t in totals))
 
 
 def activation_invariance(ledger: Ledger) -> CheckResult:
@@ -268,12 +145,12 @@ def activation_invariance(ledger: Ledger) -> CheckResult:
     at_one = activation_bytes(s, ledger.rules, dp=1)
     for stage in ledger.stages:
         if stage.peak.activations != at_one:
-            return _fail(
+            return fail(
                 "activation-invariance",
                 f"stage {stage.stage} activations: {n(stage.peak.activations)} B at dp = {n(s.dp)} but "
                 f"{n(at_one)} B at dp = 1",
             )
-    return _ok("activation-invariance", f"{n(s.activation_bytes)} B at dp = {n(s.dp)} and at dp = 1")
+    return ok("activation-invariance", f"{n(s.activation_bytes)} B at dp = {n(s.dp)} and at dp = 1")
 
 
 def _activations_per_instant(ledger: Ledger) -> CheckResult:
@@ -289,41 +166,43 @@ def _activations_per_instant(ledger: Ledger) -> CheckResult:
             here, there = instant.bytes_of("activations"), saved_at_one[instant.key]
             checked += 1
             if here != there:
-                return _fail(
+                return fail(
                     "activation-invariance",
                     f"stage {stage.stage} {instant.name} activations: {n(here)} B at dp = {n(s.dp)} but "
                     f"{n(there)} B at dp = 1",
                 )
-    return _ok("activation-invariance", f"the saved activations of all {checked} instants are the same at "
+    return ok("activation-invariance", f"the saved activations of all {checked} instants are the same at "
                f"dp = {n(s.dp)} and at dp = 1")  # fmt: skip
 
 
 def gather_presence(ledger: Ledger) -> CheckResult:
     s = ledger.scenario
     if s.dp == 1 or s.unit_params == 0:
-        return _ok("gather-presence", "not applicable: dp = 1 or unit_params = 0")
+        return ok("gather-presence", "not applicable: dp = 1 or unit_params = 0")
     peak = ledger.stages[3].peak
     # The remote shards of the unit as the layout splits it: over D, a shard group, or for experts D ÷ ep.
+    # Spelled here on purpose, not read from the peak's rule: a check that called the code it checks
+    # could not catch a wrong rule.
     remote = sum(p - (p + o - 1) // o for p, o in s.unit_shards()) * s.gather_bytes
     if peak.schedule is not None:
         # the instant that gathers most (backward at a layer: the root, the layer, the one prefetched)
         most = max(peak.schedule.instants, key=lambda i: i.part("gather"))
         gathered = most.part("gather")
         if gathered < remote:
-            return _fail(
+            return fail(
                 "gather-presence",
                 f"stage 3 parameters: the {most.name} holds {n(gathered)} B of unsharded parameters, fewer than "
                 f"the {n(remote)} B of remote shards of one {n(s.unit_params)}-parameter unit",
             )
-        return _ok("gather-presence", f"stage 3 {most.name} holds {n(gathered)} B ≥ {n(remote)} B of remote shards")
+        return ok("gather-presence", f"stage 3 {most.name} holds {n(gathered)} B ≥ {n(remote)} B of remote shards")
     gathered = peak.subtotal - peak.persistent - peak.buckets - peak.activations - peak.overhead
     if gathered < remote:
-        return _fail(
+        return fail(
             "gather-presence",
             f"stage 3 parameters: the peak holds {n(gathered)} B of gathered parameters, fewer than the "
             f"{n(remote)} B of remote shards of one {n(s.unit_params)}-parameter unit",
         )
-    return _ok("gather-presence", f"stage 3 peak holds {n(gathered)} B ≥ {n(remote)} B of remote shards")
+    return ok("gather-presence", f"stage 3 peak holds {n(gathered)} B ≥ {n(remote)} B of remote shards")
 
 
 def frozen_scenario(evaluate: Evaluate) -> CheckResult:
@@ -332,21 +211,21 @@ def frozen_scenario(evaluate: Evaluate) -> CheckResult:
         for tensor_class in CLASSES:
             got, want = stage.bytes_of(tensor_class), FROZEN_PERSISTENT[stage.stage][tensor_class]
             if got != want:
-                return _fail(
+                return fail(
                     "frozen-scenario",
                     f"stage {stage.stage} {tensor_class}: got {n(got)} B, hand-computed {n(want)} B",
                 )
         for part, want in FROZEN_PEAK[stage.stage].items():
             got = getattr(stage.peak, part)
             if got != want:
-                return _fail(
+                return fail(
                     "frozen-scenario",
                     f"stage {stage.stage} peak {part}: got {n(got)} B, hand-computed {n(want)} B",
                 )
     offloaded = evaluate(FROZEN_SCENARIO.with_(offload_optimizer="cpu", offload_param="cpu"))
     for host in offloaded.host.stages:
         if host.per_node != FROZEN_HOST[host.stage]:
-            return _fail(
+            return fail(
                 "frozen-scenario",
                 f"stage {host.stage} host, both offloads to the CPU: got {n(host.per_node)} B per node, hand-computed "
                 f"{n(FROZEN_HOST[host.stage])} B",
@@ -354,12 +233,12 @@ def frozen_scenario(evaluate: Evaluate) -> CheckResult:
     hsdp = evaluate(FROZEN_SCENARIO.with_(shard_group=4))
     for st in hsdp.stages:
         if st.persistent != FROZEN_HSDP[st.stage]:
-            return _fail(
+            return fail(
                 "frozen-scenario",
                 f"stage {st.stage} persistent in shard groups of 4: got {n(st.persistent)} B, hand-computed "
                 f"{n(FROZEN_HSDP[st.stage])} B",
             )
-    return _ok(
+    return ok(
         "frozen-scenario",
         "the seed's example reproduces 112 / 38.5 / 26.25 / 14 GB, a 0.7 GB gather, offloaded its host RAM, and in "
         "shard groups of 4 112 / 49 / 38.5 / 28 GB",
@@ -370,7 +249,7 @@ def _scheduled(ledger: Ledger, check: str) -> tuple[list[StageLedger], CheckResu
     stages = [st for st in ledger.stages if st.peak.schedule is not None]
     if not stages:
         why = ledger.stages[3].peak.why_declared or "no model"
-        return stages, _ok(check, f"not applicable: the declared peak has no schedule ({why})")
+        return stages, ok(check, f"not applicable: the declared peak has no schedule ({why})")
     return stages, None
 
 
@@ -391,12 +270,12 @@ def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
         post = next(i for i in st.peak.schedule.instants if i.key == "root-post-backward")
         held = post.bytes_of("reduce_scatter")
         if held < need:
-            return _fail(
+            return fail(
                 "reduce-scatter-presence",
                 f"stage {st.stage} {post.name}: {n(held)} B of reduce-scatter input, fewer than the root's "
                 f"{n(root)} elements × {s.reduce_bytes} B = {n(need)} B",
             )
-    return _ok("reduce-scatter-presence", f"stages 2–3 root post-backward hold ≥ {n(need)} B of reduce-scatter input")
+    return ok("reduce-scatter-presence", f"stages 2–3 root post-backward hold ≥ {n(need)} B of reduce-scatter input")
 
 
 def gradient_filling(ledger: Ledger) -> CheckResult:
@@ -411,7 +290,7 @@ def gradient_filling(ledger: Ledger) -> CheckResult:
         loss, step = by_key["loss-backward"], by_key["optimizer-step"]
         early = loss.bytes_of("gradients")
         if early:
-            return _fail(
+            return fail(
                 "gradient-filling",
                 f"stage {st.stage} {loss.name} gradients: {n(early)} B resident, expected 0 B "
                 "(zero_grad(set_to_none=True): gradients appear during backward)",
@@ -419,11 +298,11 @@ def gradient_filling(ledger: Ledger) -> CheckResult:
         line = st.bytes_of("gradients")
         late = step.bytes_of("gradients")
         if late < line:
-            return _fail(
+            return fail(
                 "gradient-filling",
                 f"stage {st.stage} {step.name} gradients: {n(late)} B, fewer than the persistent {n(line)} B",
             )
-    return _ok("gradient-filling", "no gradient at the loss backward, every one at the optimizer step")
+    return ok("gradient-filling", "no gradient at the loss backward, every one at the optimizer step")
 
 
 def frozen_model_scenario(evaluate: Evaluate) -> CheckResult:
@@ -435,7 +314,7 @@ def frozen_model_scenario(evaluate: Evaluate) -> CheckResult:
         peak = st.peak
         got_key = "declared" if peak.instant is None else peak.instant.key
         if got_key != key or peak.total != want:
-            return _fail(
+            return fail(
                 "frozen-model-scenario",
                 f"{FROZEN_MODEL_TITLE}, stage {st.stage} peak: {got_key} {n(peak.total)} B, hand-computed "
                 f"{key} {n(want)} B",
@@ -444,11 +323,11 @@ def frozen_model_scenario(evaluate: Evaluate) -> CheckResult:
     got = {} if schedule is None else {i.key: i.total for i in schedule.instants}
     for key, want in FROZEN_MODEL_INSTANTS.items():
         if got.get(key) != want:
-            return _fail(
+            return fail(
                 "frozen-model-scenario",
                 f"{FROZEN_MODEL_TITLE}, stage 3 {key}: got {n(got.get(key, 0))} B, hand-computed {n(want)} B",
             )
-    return _ok("frozen-model-scenario", f"{FROZEN_MODEL_TITLE} reproduces its {len(FROZEN_MODEL_INSTANTS)} stage-3 "
+    return ok("frozen-model-scenario", f"{FROZEN_MODEL_TITLE} reproduces its {len(FROZEN_MODEL_INSTANTS)} stage-3 "
                "instants and every stage's peak")  # fmt: skip
 
 

@@ -18,21 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from app.ledger.arithmetic import ceil_div
 from app.ledger.ledger import Ledger, compute_ledger
-from app.ledger.peak.schedule import not_schedulable
+from app.ledger.peak.schedule.layout import not_schedulable
 from app.ledger.scenario import Scenario
+from app.ledger.state.persistent import shard
 from app.ledger.state.rules import SHARDED_FROM, Rules
-from app.ledger.verify.checks import (
-    FROZEN_CHECKS,
-    FROZEN_MODEL_SCENARIO,
-    FROZEN_MODEL_TITLE,
-    FROZEN_SCENARIO,
-    LINE_CHECKS,
-    SCENARIO_CHECKS,
-    CheckResult,
-    run_checks,
-)
+from app.ledger.verify.checks import run_checks
+from app.ledger.verify.frozen import FROZEN_MODEL_SCENARIO, FROZEN_MODEL_TITLE, FROZEN_SCENARIO
+from app.ledger.verify.results import FROZEN_CHECKS, LINE_CHECKS, SCENARIO_CHECKS, CheckResult
 
 
 def _unsplittable(s: Scenario) -> str | None:
@@ -82,7 +75,7 @@ def _why_erase_gather(s: Scenario) -> str | None:
         return "dp = 1: the rank already holds every unit whole"
     if s.unit_params == 0:
         return "unit_params = 0: no unit to gather"
-    if s.unit_params == ceil_div(s.unit_params, s.dp):
+    if s.unit_params == shard(s.unit_params, s.dp):
         return f"unit_params = {s.unit_params}: the rank's own shard is the whole unit"
     return None
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from app.ledger.verify import checks
+from app.ledger.verify import results
 from app.ledger.verify.mutants import MutationResult
 from app.receipts.strict import Strict
 
@@ -34,8 +34,8 @@ class KillLists(Strict):
     reference_mutations: list[Mutation]
 
 
-def check_out(c: checks.CheckResult) -> CheckResult:
-    return CheckResult(check=c.check, title=checks.TITLES[c.check], passed=c.passed, message=c.message)
+def check_out(c: results.CheckResult) -> CheckResult:
+    return CheckResult(check=c.check, title=results.TITLES[c.check], passed=c.passed, message=c.message)
 
 
 def mutation_out(m: MutationResult) -> Mutation:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+pytestmark = pytest.mark.trace
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402

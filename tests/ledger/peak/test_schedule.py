@@ -16,14 +16,16 @@ from app.ledger.estimate import estimate
 from app.ledger.ledger import Ledger, compute_ledger
 from app.ledger.models.reference import compact
 from app.ledger.peak.fit import find_fit
-from app.ledger.peak.schedule import CATEGORIES, Schedule, _sums, _Walk, not_schedulable, schedule
+from app.ledger.peak.schedule import CATEGORIES, Schedule, not_schedulable, schedule
+from app.ledger.peak.schedule.step import Step
+from app.ledger.peak.schedule.walk import resident, summed
 from app.ledger.scenario import Scenario, parse_scenario
-from app.ledger.state.persistent import ledger_line
-from app.ledger.state.rules import CLASSES, PRODUCTION
-from app.ledger.verify.checks import FROZEN_MODEL_INSTANTS, FROZEN_MODEL_PEAK, FROZEN_MODEL_SCENARIO
+from app.ledger.state.persistent import persistent_lines
+from app.ledger.state.rules import PRODUCTION
+from app.ledger.verify.frozen import FROZEN_MODEL_INSTANTS, FROZEN_MODEL_PEAK, FROZEN_MODEL_SCENARIO
 from app.ledger.verify.mutants import MUTANTS
-from app.receipts.receipt import fsdp2_section, receipt
-from app.receipts.schema import Receipt
+from app.receipts.receipt import Receipt, receipt
+from app.receipts.sections.model import fsdp2_section
 
 FSDP2: dict[str, Any] = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "gather_bytes": 2}
 
@@ -143,17 +145,16 @@ def test_the_worst_layer_is_among_the_candidates(
     """Between k = max(1, P) and L − 2 the backward instant is linear in k: walking every layer finds
     nothing above the candidates."""
     s = _scenario(model=model, dp=dp, prefetch=prefetch, reshard_after_forward=reshard, act_policy=policy)
-    lines = tuple(ledger_line(s, stage, c, PRODUCTION) for c in CLASSES)
-    walk = _Walk(s, stage, lines, PRODUCTION, True, True)
-    every = max(moment.total for k in range(walk.u.layers) for moment in walk.backward_at(k))
+    lines = persistent_lines(s, stage, PRODUCTION)
+    step = Step(s, stage, lines, PRODUCTION, True)
+    base = resident(step)
+    every = max(summed(step, m, base).total for k in range(step.u.layers) for m in step.layer_moments(k))
     candidates = max(i.total for i in schedule(s, stage, lines, PRODUCTION).instants if i.phase == "backward"
                      and i.key.startswith("backward-layer"))  # fmt: skip
     assert candidates == every
 
 
-# Precision layouts, reduce widths, optimizer states, micro-batches and norms for the closed forms' test (a
-# review injected divergences in the reduce width, opt_states and the state width that FSDP2's layout alone
-# let through).
+# Precision layouts, reduce widths, optimizer states, micro-batches and norms for the entries' test.
 LAYOUTS: list[dict[str, Any]] = [
     {},  # FSDP2's (the _scenario default)
     {"param_bytes": 2, "master_bytes": 4, "grad_bytes": 2, "gather_bytes": 2},  # DeepSpeed's mixed precision
@@ -186,28 +187,21 @@ LAYOUTS: list[dict[str, Any]] = [
         ]
     ),
 )
-def test_the_closed_forms_are_the_walk(
+def test_the_entries_add_up_to_the_instants_numbers(
     model: str, dp: int, prefetch: int, reshard: int, policy: str, stage: int, mutant: Any, padded: bool,
     extra: dict[str, Any], layout: dict[str, Any], batch: dict[str, Any], offload: dict[str, Any],
 ) -> None:  # fmt: skip
-    """The fast sums (the fit finder's, the kill lists') equal the walk's entries, instant by instant and
-    category by category, under the production rules and every mutant's, in every precision layout and
-    with offload."""
+    """An instant's entries, each with its formula, add up to its bytes, category by category, and to its
+    total, under the production rules and every mutant's, in every precision layout and with offload."""
     s = _scenario(model=model, dp=dp, prefetch=prefetch, reshard_after_forward=reshard, act_policy=policy, **extra,
                   **layout, **batch, **offload)  # fmt: skip
     rules = PRODUCTION if mutant is None else mutant.rules
-    lines = tuple(ledger_line(s, stage, c, rules) for c in CLASSES)
-    walk = _Walk(s, stage, lines, rules, True, padded).run()
-    fast = _sums(s, stage, lines, rules, padded)
-    assert [(i.key, i.name, i.phase, i.sums) for i in walk.instants] == fast
-    assert all(i.total == sum(i.sums) == sum(e.bytes for e in i.entries) for i in walk.instants)
-    lazy = schedule(s, stage, lines, rules, detail=False, padded=padded)
-    assert [(i.key, i.total) for i in lazy.instants] == [(i.key, i.total) for i in walk.instants]
-    assert lazy.peak.key == walk.peak.key
-    # each instant spelled on its own (``_Walk.at``) is the walk's, formulas included
-    for alone, walked in zip(lazy.instants, walk.instants, strict=True):
-        assert alone.entries == walked.entries
-        assert [e.formula for e in alone.entries] == [e.formula for e in walked.entries]
+    walk = schedule(s, stage, persistent_lines(s, stage, rules), rules, padded=padded)
+    for instant in walk.instants:
+        assert instant.total == sum(instant.sums) == sum(e.bytes for e in instant.entries)
+        assert [sum(e.bytes for e in instant.entries if e.category == c) for c in CATEGORIES] == list(instant.sums)
+        assert all(e.formula.endswith(" B") for e in instant.entries)
+    assert walk.peak is max(walk.instants, key=lambda i: i.total)
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -12,11 +12,6 @@ from app.ledger.ledger import Ledger, StageLedger, compute_ledger
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario
 from app.ledger.state.rules import Rules
 from app.ledger.verify.checks import (
-    ALL_CHECKS,
-    FROZEN_SCENARIO,
-    SCENARIO_CHECKS,
-    TITLES,
-    CheckResult,
     activation_invariance,
     frozen_scenario,
     gather_presence,
@@ -24,7 +19,9 @@ from app.ledger.verify.checks import (
     oracle_agreement,
     run_checks,
 )
+from app.ledger.verify.frozen import FROZEN_SCENARIO
 from app.ledger.verify.oracle import stage_table
+from app.ledger.verify.results import ALL_CHECKS, SCENARIO_CHECKS, TITLES, CheckResult
 
 
 def with_stage(ledger: Ledger, stage: int, **changes: object) -> Ledger:

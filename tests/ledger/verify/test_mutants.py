@@ -13,15 +13,10 @@ from app.ledger.estimate import estimate
 from app.ledger.ledger import compute_ledger
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
 from app.ledger.state.rules import PRODUCTION, Rules
-from app.ledger.verify.checks import (
-    ALL_CHECKS,
-    FROZEN_CHECKS,
-    FROZEN_MODEL_SCENARIO,
-    FROZEN_SCENARIO,
-    SCENARIO_CHECKS,
-    run_checks,
-)
+from app.ledger.verify.checks import run_checks
+from app.ledger.verify.frozen import FROZEN_MODEL_SCENARIO, FROZEN_SCENARIO
 from app.ledger.verify.mutants import MUTANTS, Mutant, MutationResult, kill_list, reference_kill_list, try_mutant
+from app.ledger.verify.results import ALL_CHECKS, FROZEN_CHECKS, SCENARIO_CHECKS
 
 SPEC_IDS = [
     "replicate-optimizer-stage1",

@@ -1,0 +1,190 @@
+"""What every instant of one step reads, and the pieces of the step that several instants share.
+
+:class:`Pieces` is made once per (scenario, stage, rules): the model's units at D (:mod:`.layout`), the
+activation terms (:mod:`.terms`), the stage's persistent lines and the widths. Its methods each put one
+kind of resident memory into a sink (:mod:`.sinks`) with its formula: the model state, the gradients so
+far, unsharded units, saved activations (scaled by a measured figure, divided by a mutant), the declared
+buckets and overhead. The instants themselves are :class:`app.ledger.peak.schedule.step.Step`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.ledger.arithmetic import ceil_div, n
+from app.ledger.peak.schedule.layout import layout
+from app.ledger.peak.schedule.sinks import Sink
+from app.ledger.peak.schedule.terms import activation_terms
+from app.ledger.scenario import Scenario
+from app.ledger.state.persistent import LedgerLine, shard
+from app.ledger.state.rules import Rules
+
+
+def _times(formula: Callable[[], str], measured: int, modelled: int, value: int) -> Callable[[], str]:
+    """A modelled activation's formula scaled by a typed measurement (measured ÷ modelled) to ``value``."""
+    return lambda: f"⌈({formula()}) × {n(measured)} ÷ {n(modelled)}⌉ (measured ÷ modelled) = {n(value)} B"
+
+
+def _divided(formula: Callable[[], str], dp: int, value: int) -> Callable[[], str]:
+    """The divide-activations-by-dp mutant's formula: ``formula`` ÷ D = ``value``."""
+    return lambda: f"({formula()}) ÷ {n(dp)} = {n(value)} B"
+
+
+class Pieces:
+    def __init__(self, s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> None:
+        self.s, self.stage, self.rules, self.lines = s, stage, rules, lines
+        self.fsdp2 = stage == 3
+        self.u = layout(s.model, s.dp, padded)
+        self.a = activation_terms(s)
+        # Everything below is the same at every instant: worked out once here, not once per instant.
+        grad = next(line for line in lines if line.tensor_class == "gradients")
+        self.grad_line = grad
+        self.grads_width, self.gather, self.reduce = grad.width, s.gather_bytes, s.reduce_bytes
+        self.state_lines = [ln for ln in lines if ln.tensor_class != "gradients" and ln.bytes]
+        self.state_total = sum(ln.bytes for ln in self.state_lines)
+        # bytes per element of the sharded non-gradient classes: what stage 3's dim-0 padding costs
+        self.state_width = sum(ln.width * ln.copies for ln in lines if ln.tensor_class != "gradients" and ln.sharded)
+        self.padding = max(0, self.u.padded_total - shard(s.params, s.dp)) if self.fsdp2 else 0
+        self.layer_grad = self._grad_elements(self.u.layer_params, self.u.layer_shard)
+        self.head_grad = self._grad_elements(self.u.head_grad_params, None)
+        self.scale: tuple[int, int] | None = None
+        if s.source_of("activation_bytes") == "measured":
+            self.scale = (s.activation_bytes, self.a.modelled_total)
+
+    def _grad_elements(self, params: int, fsdp2_shard: int | None) -> int:
+        """One unit's gradient elements on this rank: FSDP2's padded shard, ⌈params ÷ D⌉, or whole."""
+        if not self.grad_line.sharded:
+            return params
+        if self.fsdp2 and fsdp2_shard is not None:
+            return fsdp2_shard
+        return shard(params, self.s.dp)
+
+    def state(self, out: Sink) -> None:
+        lines, total = self.state_lines, self.state_total
+        out.add(
+            "state",
+            "parameters, master weights and optimizer states (the persistent lines)",
+            total,
+            lambda: " + ".join(f"{n(ln.bytes)} B {ln.tensor_class}" for ln in lines) + f" = {n(total)} B",
+        )
+        if self.fsdp2:
+            u, s, width, pad = self.u, self.s, self.state_width, self.padding
+            out.add(
+                "state",
+                "FSDP2 dim-0 padding of those shards",
+                pad * width,
+                lambda: (
+                    f"({n(u.padded_total)} − ⌈{n(s.params)} ÷ {n(s.dp)}⌉) elements × {width} B = {n(pad * width)} B"
+                ),
+            )
+
+    def declared(self, out: Sink) -> None:
+        s = self.s
+        out.add("buckets", "communication buckets (declared)", s.bucket_bytes, lambda: f"{n(s.bucket_bytes)} B")
+        out.add("overhead", "runtime overhead (declared)", s.overhead_bytes, lambda: f"{n(s.overhead_bytes)} B")
+
+    def all_gradients(self) -> tuple[int, Callable[[], str]]:
+        """Every gradient, as after backward: the gradient line (+ its FSDP2 padding when sharded)."""
+        line = self.grad_line
+        pad = self.padding * line.width * line.copies if line.sharded else 0
+        total = line.bytes + pad
+        if pad:
+            return total, lambda: f"{line.formula} + FSDP2 padding {n(pad)} B = {n(total)} B"
+        return total, lambda: line.formula
+
+    def gradients_so_far(self, out: Sink, layers_done: int, head_done: bool, what: str) -> None:
+        if not self.rules.gradients_fill_during_backward:
+            total, formula = self.all_gradients()
+            out.add("gradients", "every gradient (kept resident through the step)", total, formula)
+            return
+        per_layer = self.layer_grad
+        head = self.head_grad if head_done else 0
+        # Offloaded (copies 0): each unit's gradients go to the host once reduced; none stay resident here.
+        w = self.grads_width * self.grad_line.copies
+        value = (layers_done * per_layer + head) * w
+        out.add(
+            "gradients",
+            what,
+            value,
+            lambda: (
+                f"({layers_done} × {n(per_layer)}"
+                + (f" + {n(head)}" if head else "")
+                + f") elements × {w} B = {n(value)} B"
+            ),
+        )
+
+    def unsharded(self, out: Sink, what: str, units: int, whole: int, category: str = "unsharded_params") -> None:
+        """``units`` unsharded units of ``whole`` elements each (padding included) in the gather width."""
+        if not (self.fsdp2 and self.rules.gather_peak) or units == 0:
+            return
+        g = self.gather
+        value = units * whole * g
+        out.add(
+            category,
+            what,
+            value,
+            lambda: (f"{units} × " if units > 1 else "") + f"{n(whole)} elements × {g} B = {n(value)} B",
+        )
+
+    def activations(self, out: Sink, what: str, value: int, formula: Callable[[], str]) -> None:
+        # A typed measurement scales the modelled figure first; the mutant then divides what the rank holds
+        # (the user's figure, as the declared peak's mutant does), so with a measured 0 it is equivalent.
+        if self.scale is not None:
+            measured, modelled = self.scale
+            scaled = ceil_div(value * measured, modelled)
+            value, formula = scaled, _times(formula, measured, modelled, scaled)
+        if self.rules.activations_divided_by_dp:
+            divided = value // self.s.dp
+            value, formula = divided, _divided(formula, self.s.dp, divided)
+        out.add("activations", what, value, formula)
+
+    def reduce_scatter_input(self, out: Sink, what: str, params: int, whole: int) -> None:
+        """The reduce-scatter input of a unit: at stage 3 FSDP2's whole padded unit, at stage 2 the unit."""
+        if self.stage < 2 or not self.rules.reduce_scatter_buffer:
+            return
+        r = self.reduce
+        elements = whole if self.fsdp2 else params
+        value = elements * r
+        out.add("reduce_scatter", what, value, lambda: f"{n(elements)} elements × {r} B = {n(value)} B")
+
+    def root_and_kept_layers(self, out: Sink, kept_layers: int) -> None:
+        self.unsharded(
+            out,
+            "root unit unsharded (embedding, final norm, head: FSDP2 keeps it from forward to its post-backward)",
+            1,
+            self.u.root_unsharded,
+        )
+        if kept_layers:
+            self.unsharded(
+                out,
+                "layers kept unsharded after forward (reshard_after_forward = 0)",
+                kept_layers,
+                self.u.layer_unsharded,
+            )
+
+    def kept_after_forward(self) -> int:
+        return self.u.layers if self.fsdp2 and not self.s.reshard_after_forward else 0
+
+    def saved_through_forward(self) -> tuple[int, Callable[[], str]]:
+        a, layers = self.a, self.u.layers
+        value = layers * a.per_layer + a.extra_residual + a.head
+        return (
+            value,
+            lambda: (
+                f"{layers} layers × {n(a.per_layer)} B + residual {n(a.extra_residual)} B + head input {n(a.head)} B"
+                f" = {n(value)} B"
+            ),
+        )
+
+    def activation_grad_formula(self) -> str:
+        """s·b·h in the activation width: the hidden state entering a layer, the gradient leaving it."""
+        return f"s·b·h × {self.s.act_bytes} B = {n(self.a.activation_grad)} B"
+
+    def whole_gradients(self, out: Sink, what: str, elements: int) -> None:
+        """Whole (unsharded) gradients of ``elements``: in the gather width at stage 3 (FSDP2 computes them in
+        the parameters' unsharded dtype), else in the gradient line's width; they wait for a reduce-scatter
+        when the gradients are sharded, else they are the rank's gradients."""
+        width = self.gather if self.fsdp2 else self.grads_width
+        value = elements * width
+        category = "unsharded_grads" if self.fsdp2 or self.grad_line.sharded else "gradients"
+        out.add(category, what, value, lambda: f"{n(elements)} elements × {width} B = {n(value)} B")

@@ -1,0 +1,84 @@
+"""The activation ledger's parts as the instants need them, and the temporaries of the step's ops.
+
+The saved activations are the lab's activation ledger (``app/ledger/models/``) with the scenario's
+``norms``: a trace on CPU fake tensors runs RMSNorm unfused, as transformers writes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from app.ledger.arithmetic import ceil_div, n
+from app.ledger.models.architecture import GPT_FAMILIES, Architecture
+from app.ledger.models.defaults import ModelQuery, model_defaults
+from app.ledger.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationTerms:
+    """The activation ledger's parts as the instants need them, and the backward's temporaries."""
+
+    per_layer: int  # a layer's saved set under the policy (full: its checkpointed input)
+    recomputed: int  # during a layer's backward: its recomputed set (full: all of it; selective: the core)
+    head: int  # the final norm's saved tensors (the LM head's input)
+    extra_residual: int  # the residual-stream tensor outside the per-layer counts (the final norm's input)
+    logits_saved: int  # the loss's saved log-probabilities: s·b·V in the loss width
+    logits_out: int  # the head's output: s·b·V in the activation width
+    loss_temporaries: int  # 2·s·b·V in the loss width during the loss backward
+    activation_grad: int  # s·b·h in the activation width: the gradient flowing between layers
+    op_pair: int  # the widest pair of op gradients inside a layer's backward
+    op_pair_formula: str
+    modelled_total: int  # the activation ledger's total (the declared peak's modelled activations)
+    vocab: int
+
+
+def activation_terms(s: Scenario) -> ActivationTerms:
+    return _activation_terms(s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms)
+
+
+@lru_cache(maxsize=1024)
+def _activation_terms(model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str) -> ActivationTerms:
+    # tp = pp = ep = 1: not_schedulable(s) is None
+    md = model_defaults(ModelQuery(model, seq, b, w, policy, logits_bytes=lw, norms=norms))
+    a = md.activations
+    arch = md.model.architecture
+    full = sum(x.bytes for x in a.saved)  # tp = 1: one layer's complete saved set
+    recomputed = a.working_set_bytes if a.policy == "full" else full - a.per_layer_bytes
+    tokens = seq * b
+    return ActivationTerms(
+        per_layer=a.per_layer_bytes,
+        recomputed=recomputed,
+        head=a.head_bytes,
+        extra_residual=a.embedding_bytes,
+        logits_saved=a.logits_bytes,
+        logits_out=tokens * arch.vocab * w,
+        loss_temporaries=2 * tokens * arch.vocab * lw,
+        activation_grad=tokens * arch.hidden * w,
+        op_pair=_op_pair(arch, seq, b) * w,
+        op_pair_formula=_op_pair_formula(arch, seq, b, w),
+        modelled_total=a.total_bytes,
+        vocab=arch.vocab,
+    )
+
+
+def _mlp_tokens(arch: Architecture, tokens: int) -> int:
+    """Tokens through one MLP at a time: all of them, or one expert's balanced share ⌈k·s·b ÷ E⌉."""
+    if arch.experts:
+        return ceil_div(arch.experts_per_token * tokens, arch.experts)
+    return tokens
+
+
+def _op_pair(arch: Architecture, seq: int, b: int) -> int:
+    mlp = 2 * _mlp_tokens(arch, seq * b) * arch.intermediate
+    scores = 2 * arch.heads * seq * seq * b if arch.family in GPT_FAMILIES else 0
+    return max(mlp, scores)
+
+
+def _op_pair_formula(arch: Architecture, seq: int, b: int, w: int) -> str:
+    mlp_tokens = _mlp_tokens(arch, seq * b)
+    tokens = f"⌈{arch.experts_per_token}·{n(seq * b)} ÷ {arch.experts}⌉" if arch.experts else f"{n(seq)}·{b}"
+    mlp = f"2·{tokens}·{n(arch.intermediate)}"
+    if arch.family in GPT_FAMILIES and 2 * arch.heads * seq * seq * b > 2 * mlp_tokens * arch.intermediate:
+        return f"2·a·s²·b × {w} B = 2·{arch.heads}·{n(seq)}²·{b} × {w} B (the attention scores' gradients)"
+    return f"2·s·b·i × {w} B = {mlp} × {w} B (the MLP's gate and up gradients)"
