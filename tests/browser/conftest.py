@@ -1,4 +1,9 @@
-"""Real-browser fixtures: the lab served by uvicorn on a free port, driven by Debian's Chromium."""
+"""Real-browser fixtures: the lab served by uvicorn on a free port, driven by Debian's Chromium.
+
+Every test in this folder is marked ``browser`` (``scripts/test fast`` leaves them out). The tests wait for
+the state they assert, never for a time: each ``expect(...)`` polls until its state holds, for up to
+``STATE_TIMEOUT_MS``, a bound generous enough for a busy two-core machine and only ever reached by a failing test.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
 from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+HERE = Path(__file__).resolve().parent
+# Playwright's own default for expect(...) is 5 s: on a loaded machine (CI on two cores, the suite's other
+# processes) a history restore or an htmx swap has taken longer than that. Actions already wait 30 s.
+STATE_TIMEOUT_MS = 30_000
+expect.set_options(timeout=STATE_TIMEOUT_MS)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.browser)
 
 
 def _free_port() -> int:

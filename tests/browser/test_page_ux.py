@@ -197,8 +197,11 @@ def test_typing_makes_one_history_entry_and_the_title_follows(page: Page, live_s
     assert history_length(page) == start + 2
     expect(page).to_have_title("zero3-lab — 7B parameters on 128 ranks")
 
+    # Each Back fetches its entry (historyCacheSize 0): wait for the entry's own state, not only its
+    # address, before the next Back, or the two restores race and the later answer wins.
     page.go_back()
     expect(page).to_have_url(live_server + "/?dp=128")
+    expect(page.locator("#f-master_bytes")).to_have_value("4")
     page.go_back()
     expect(page).to_have_url(live_server + "/")
     expect(page.locator("#f-dp")).to_have_value("8")

@@ -18,10 +18,11 @@ from playwright.sync_api import Browser, Page, expect
 from app.trace import torch_installed
 from tests.browser.conftest import _free_port
 from tests.browser.test_accessibility import AXE, axe_violations, describe
-from tests.web.test_trace_jobs import QUERY
+from tests.web.routes.test_trace_jobs import QUERY
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.trace,
     pytest.mark.skipif(not torch_installed(), reason="the trace extra is not installed (pip install -e '.[trace]')"),
 ]
 
@@ -82,7 +83,7 @@ def test_trace_from_the_keyboard_to_the_traced_column(page: Page, trace_server: 
     live = page.locator("#trace-live")
     expect(live).to_have_attribute("role", "status")
     expect(live).to_be_focused()  # the answer to the button takes the focus
-    expect(page.get_by_label("Tracing")).to_be_attached(timeout=10_000)
+    expect(page.get_by_label("Tracing")).to_be_attached()
     no_violation(page, "running")
     table = page.locator("table.trace-instants")
     expect(table).to_be_visible(timeout=120_000)

@@ -132,7 +132,8 @@ def _cli(argv: list[str]) -> str:
             code: object = main(argv)
         except SystemExit as exc:  # argparse's own refusals
             code = exc.code
-    return f"exit {code}\n{out.getvalue()}{err.getvalue()}"
+    # paths inside the checkout are written relative to it: the set holds in any clone
+    return f"exit {code}\n{out.getvalue()}{err.getvalue()}".replace(f"{ROOT}/", "")
 
 
 def _table(query: str) -> str:

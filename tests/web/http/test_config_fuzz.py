@@ -3,11 +3,12 @@ paste form, and the ``model=cfg:`` field of a link. Whatever the config — any 
 integers from −10^4000 to 10^4000, floats, booleans, strings, nesting — the answer is never a 5xx,
 never larger than 256 KB, and never slow.
 
-"Never slow" is the one bound here on wall-clock time, asked for by the issue that found the
-denial of service: the work must be bounded by the config's shape, so a 100 ms budget per request
-has a wide margin (a request takes a few milliseconds). A request over budget is timed twice more
-and judged by its fastest run, so a scheduler hiccup on a loaded machine does not fail the suite,
-while work that grows with a number in the config still does.
+"Never slow" is a bound on the work, asked for by the issue that found the denial of service: the
+work must be bounded by the config's shape, so a budget of 100 ms of this process's CPU time per
+request has a wide margin (a request takes a few milliseconds). CPU time, not wall-clock time: other
+processes on a busy machine (a parallel test worker, a browser) do not count against it. A request
+over budget is measured twice more and judged by its cheapest run, so a hiccup does not fail the
+suite, while work that grows with a number in the config still does.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from app.ledger.models.reference import CONFIG_KEYS
 from tests.support.model_strategies import configs
 
 MAX_RESPONSE_BYTES = 256 * 1024
-BUDGET_SECONDS = 0.1
+BUDGET_CPU_SECONDS = 0.1
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 leaves = st.one_of(
@@ -81,18 +82,18 @@ R = TypeVar("R", bound=_Answer)
 
 def _checked(send: Callable[[], R], what: object) -> R:
     """Send once; under budget, or the fastest of three runs under budget. Never 5xx, never large."""
-    start = time.perf_counter()
+    start = time.process_time()
     r = send()
-    fastest = time.perf_counter() - start
+    fastest = time.process_time() - start
     for _ in range(2):
-        if fastest < BUDGET_SECONDS:
+        if fastest < BUDGET_CPU_SECONDS:
             break
-        start = time.perf_counter()
+        start = time.process_time()
         send()
-        fastest = min(fastest, time.perf_counter() - start)
+        fastest = min(fastest, time.process_time() - start)
     assert r.status_code < 500, (what, r.status_code, r.text[:300])
     assert len(r.content) <= MAX_RESPONSE_BYTES, (what, len(r.content))
-    assert fastest < BUDGET_SECONDS, (what, fastest)
+    assert fastest < BUDGET_CPU_SECONDS, (what, fastest)
     return r
 
 
