@@ -20,6 +20,8 @@
 This face hands on the names most callers want.
 """
 
+from app.ledger.scenario.across import default_seq_len
+from app.ledger.scenario.inputs import ScenarioIn, StrictScenarioIn
 from app.ledger.scenario.scenario import (
     DEFAULT_SCENARIO,
     FIELD_NAMES,
@@ -28,9 +30,6 @@ from app.ledger.scenario.scenario import (
     FieldError,
     Scenario,
     ScenarioError,
-    ScenarioIn,
-    StrictScenarioIn,
-    default_seq_len,
     field_errors,
     parse_scenario,
     to_scenario,

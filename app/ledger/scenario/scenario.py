@@ -22,22 +22,6 @@ from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, STATIC_DEFAULTS, a
 from app.ledger.scenario.inputs import UNCHECKED, ScenarioIn, StrictScenarioIn
 from app.ledger.scenario.values import ScenarioValues
 
-__all__ = [
-    "DEFAULT_SCENARIO",
-    "FIELD_NAMES",
-    "MAX_UNKNOWN_REPORTED",
-    "MODEL_FILLED",
-    "FieldError",
-    "Scenario",
-    "ScenarioError",
-    "ScenarioIn",
-    "StrictScenarioIn",
-    "default_seq_len",
-    "field_errors",
-    "parse_scenario",
-    "to_scenario",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Scenario(ScenarioValues):
