@@ -3,7 +3,7 @@ two modules import each other, directly or around a circle (imports inside funct
 
 The layers, bottom up::
 
-    app.ledger   (bounds, arithmetic ← models ← scenario ← state ← peak ← ledger, pipeline ← verify ← estimate)
+    app.ledger   (bounds, arithmetic, formula ← models ← scenario ← state ← peak ← ledger, pipeline ← verify ← estimate)
     app.interop  framework formats in and out
     app.receipts renderings of an estimate
     app.trace, app.observed   use the ledger and the receipts only
@@ -36,6 +36,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 LEDGER_RANKS: dict[str, int] = {
     "app.ledger.bounds": 0,
     "app.ledger.arithmetic": 0,
+    "app.ledger.formula": 0,
     "app.ledger.models": 1,
     "app.ledger.scenario": 2,
     "app.ledger.state": 3,

@@ -5,6 +5,7 @@ and ``probe`` come from their own modules.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from app.cli.estimate import add_estimate_parser, run_estimate
@@ -38,8 +39,13 @@ def build_parser() -> Parser:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from app.web.http.server import serve
+    from app.web.http.server import deadlines, serve
 
+    try:
+        deadlines()
+    except ValueError as exc:
+        print(f"zero3-lab serve: {exc}", file=sys.stderr)
+        return 2
     return serve(
         host=args.host, port=args.port, workers=args.workers, reload=args.reload, access_log=not args.no_access_log
     )

@@ -5,7 +5,8 @@ no I/O: every byte count is a Python ``int`` and no float ever touches one (a te
 
 The rooms, bottom up (a room imports only rooms below it; ``tests/test_imports.py`` holds it):
 
-- ``bounds``, ``arithmetic``: the bounds the inputs and the models share; exact integer helpers.
+- ``bounds``, ``arithmetic``, ``formula``: the bounds the inputs and the models share; exact integer
+  helpers; a formula as arithmetic and remarks apart (:class:`~app.ledger.formula.Formula`).
 - ``models/``: a model's config read into an architecture, its tensor inventory, FSDP2 units and
   padding, the tensor/pipeline/expert split, the activation ledger, and the defaults a model fills.
 - ``scenario/``: the inputs (bounds, defaults, help), the rules across fields, the frozen

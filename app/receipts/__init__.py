@@ -15,7 +15,7 @@ The rooms, bottom up (``tests/test_imports.py`` holds the layers):
 - ``receipt``: the whole receipt (:class:`~app.receipts.receipt.Receipt`), as a model and as JSON data.
 - ``inventory``, ``interop_out``: a config's inventory and the built-in models; a DeepSpeed import and
   the frameworks' snippets, as the API answers them.
-- ``display``, ``formula_text``, ``csv_rows``, ``table``: byte formatting; the core's formula text split
-  into arithmetic and remarks; the CSV receipt; the terminal table.
+- ``display``, ``csv_rows``, ``table``: byte formatting; the CSV receipt (the core's formulas give their
+  arithmetic and remarks apart); the terminal table.
 - ``compare``, ``compare_out``: two scenarios side by side (A, B, B − A), and the models of its answer.
 """

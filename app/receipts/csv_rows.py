@@ -22,10 +22,10 @@ from typing import Literal
 
 from app.ledger.arithmetic import n, share_bp
 from app.ledger.estimate import Estimate
+from app.ledger.formula import Formula
 from app.ledger.ledger import StageLedger
 from app.ledger.peak.declared import Peak
 from app.ledger.scenario.fields import FIELDS
-from app.receipts.formula_text import split_formula
 from app.receipts.sections.model import ModelledActivations, activations_out, fsdp2_out, model_out
 
 COLUMNS: tuple[str, ...] = (
@@ -157,13 +157,12 @@ def _parallelism_rows(e: Estimate) -> Iterator[Row]:
                "detail": f"not budgeted: {ends.other_problem}"}  # fmt: skip
 
 
-def _explained(formula_text: str, *detail: str) -> Row:
+def _explained(formula: Formula, *detail: str) -> Row:
     """The ``formula`` and ``detail`` cells of a row: the arithmetic, and the given detail followed
-    by the remarks taken out of the formula that it does not already say, joined by "; "."""
-    formula, remarks = split_formula(formula_text)
+    by the formula's remarks that it does not already say, joined by "; "."""
     parts = [part for part in detail if part]
-    parts += [remark for remark in remarks if not any(remark in part for part in parts)]
-    return {"formula": formula, "detail": "; ".join(parts)}
+    parts += [remark for remark in formula.remarks if not any(remark in part for part in parts)]
+    return {"formula": formula.arithmetic, "detail": "; ".join(parts)}
 
 
 def rows(e: Estimate) -> Iterator[Row]:
@@ -326,8 +325,8 @@ def _model_rows(e: Estimate) -> Iterator[Row]:
         yield {"ledger": "model", "category": "params", "value": model.params, "detail": model.title}
         yield {"ledger": "model", "category": "largest_unit", "value": model.largest_unit.params,
                "detail": model.largest_unit.name}  # fmt: skip
-    if isinstance(activations, ModelledActivations):
-        yield from _activation_rows(activations)
+    if isinstance(activations, ModelledActivations) and e.model is not None:
+        yield from _activation_rows(activations, e.model.activations.formula)
     if fsdp2 is not None:
         padded_bytes = fsdp2.stage3_padded_bytes
         for cls, size in padded_bytes.model_dump().items():
@@ -337,14 +336,13 @@ def _model_rows(e: Estimate) -> Iterator[Row]:
                "formula": f"{n(padded)} − {n(lower)} = {n(padding)} B", "detail": fsdp2.note}  # fmt: skip
 
 
-def _activation_rows(a: ModelledActivations) -> Iterator[Row]:
+def _activation_rows(a: ModelledActivations, formula: Formula) -> Iterator[Row]:
     """The modelled activation ledger: its terms, its total with the derivation, the recompute fraction."""
     for key in ("per_layer", "working_set", "embedding", "head", "logits"):
         yield {"ledger": "activations", "category": key, "bytes": getattr(a, f"{key}_bytes")}
     # the ledger's derivation belongs to its total; its assumptions are the detail
-    formula, remarks = split_formula(a.formula)
     yield {"ledger": "activations", "category": "total", "bytes": a.total_bytes,
-           "formula": formula, "detail": "; ".join((*remarks, a.assumptions))}  # fmt: skip
+           "formula": formula.arithmetic, "detail": "; ".join((*formula.remarks, a.assumptions))}  # fmt: skip
     num, den = a.recompute_flops.numerator, a.recompute_flops.denominator
     fraction = a.recompute_flops_fraction
     exact = num * 10 ** len(fraction.partition(".")[2]) % den == 0

@@ -94,7 +94,7 @@ def _host_lines(e: Estimate) -> Iterator[str]:
     ]  # fmt: skip
     yield from _table(["", "RAM", "RAM (bytes)", "NVMe", "loading", "peak", "verdict"], body)
     for x in host.stages[s.stage].lines:
-        yield f"  stage {s.stage}, per rank: {x.what} ({x.where}{', pinned' if x.pinned else ''}): {x.formula}"
+        yield f"  stage {s.stage}, per rank: {x.what} ({x.where}{', pinned' if x.pinned else ''}): {x.formula.text}"
     ds = compare(e.ledger, host)
     if ds is not None:
         yield f"  DeepSpeed's estimator prints: {ds.printed}"
@@ -230,7 +230,7 @@ def _peak_lines(e: Estimate) -> Iterator[str]:
     yield f"  activations: {e.activation_source}; buckets and overhead: declared"
     stage3 = e.ledger.stages[3].peak
     if stage3.schedule is None:
-        yield f"  stage-3 gather: {stage3.gather_formula}"
+        yield f"  stage-3 gather: {stage3.gather_formula.text}"
     else:
         yield from _schedule_lines(e)
 

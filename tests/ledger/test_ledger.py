@@ -90,7 +90,7 @@ def test_stage3_gather_with_one_prefetched_unit(seed: Scenario) -> None:
 
 
 def test_gather_formula_substitutes_numbers(seed: Scenario) -> None:
-    formula = compute_ledger(seed).stages[3].peak.gather_formula
+    formula = compute_ledger(seed).stages[3].peak.gather_formula.text
     assert "400,000,000" in formula
     assert "350,000,000" in formula
     assert "700,000,000" in formula
@@ -153,7 +153,7 @@ def test_peak_exactly_at_capacity_fits(seed: Scenario) -> None:
 def test_communication_per_stage(seed: Scenario, stage: int, expected: int) -> None:
     comm = compute_ledger(seed).stages[stage].communication
     assert comm.bytes == expected
-    assert f"{expected:,}" in comm.formula
+    assert f"{expected:,}" in comm.formula.text
 
 
 def test_communication_rounds_up_and_vanishes_at_dp1(seed: Scenario) -> None:
@@ -194,7 +194,7 @@ def test_uneven_division_larger() -> None:
     p = line(ledger, 3, "parameters")
     assert p.elements == 125_000_001
     assert p.bytes == 250_000_002
-    assert "⌈1,000,000,001 ÷ 8⌉ = 125,000,001" in p.formula
+    assert "⌈1,000,000,001 ÷ 8⌉ = 125,000,001" in p.formula.text
 
 
 def test_master_bytes_zero_is_an_empty_class_with_a_note(seed: Scenario) -> None:
@@ -246,7 +246,7 @@ def test_contingency_rounds_up() -> None:
     assert p.subtotal == 112
     assert p.contingency == 2
     assert p.total == 114
-    assert "⌈112 × 1 ÷ 100⌉ = 2 B" in p.contingency_formula
+    assert "⌈112 × 1 ÷ 100⌉ = 2 B" in p.contingency_formula.text
 
 
 def test_contingency_exact_multiple_and_full() -> None:
@@ -273,7 +273,7 @@ def test_activations_never_divided_by_dp(seed: Scenario) -> None:
     for dp in (1, 8, 131_072):
         for st in compute_ledger(seed.with_(dp=dp)).stages:
             assert st.peak.activations == 20_000_000_000
-            assert "not divided by D" in st.peak.activations_formula
+            assert "not divided by D" in st.peak.activations_formula.text
 
 
 @pytest.mark.parametrize(
@@ -315,7 +315,7 @@ def test_ledger_line_fields_stage3_parameters(seed: Scenario) -> None:
         1_750_000_000,
     )
     for number in ("7,000,000,000", "875,000,000", "1,750,000,000"):
-        assert number in ln.formula
+        assert number in ln.formula.text
     assert "stage 3" in ln.evidence
     assert "ZeRO" in ln.evidence
 
@@ -324,8 +324,8 @@ def test_ledger_line_fields_optimizer_copies(seed: Scenario) -> None:
     """stage 0 optimizer: width 4, 2 copies, 1 owner, 7e9 elements, 7e9 × 4 × 2 = 56e9 B."""
     ln = line(compute_ledger(seed), 0, "optimizer_states")
     assert (ln.width, ln.copies, ln.owners, ln.elements, ln.bytes) == (4, 2, 1, 7_000_000_000, 56_000_000_000)
-    assert "2 copies" in ln.formula
-    assert "56,000,000,000" in ln.formula
+    assert "2 copies" in ln.formula.text
+    assert "56,000,000,000" in ln.formula.text
 
 
 @pytest.mark.parametrize(
@@ -347,7 +347,7 @@ def test_every_line_has_evidence_and_formula(seed: Scenario) -> None:
     for st in compute_ledger(seed).stages:
         for ln in st.lines:
             assert ln.evidence.strip()
-            assert ln.formula.endswith(f"= {ln.bytes:,} B")
+            assert ln.formula.text.endswith(f"= {ln.bytes:,} B")
             assert ln.bytes == ln.elements * ln.width * ln.copies
 
 

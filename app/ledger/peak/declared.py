@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.ledger.arithmetic import ceil_div, n
+from app.ledger.formula import Formula
 from app.ledger.peak.schedule.instants import PARTS, Instant, Schedule
 from app.ledger.peak.schedule.layout import not_schedulable
 from app.ledger.peak.schedule.walk import schedule
@@ -67,46 +68,44 @@ class Peak:
         """The seed's declared peak: this one, or the one beside the schedule-aware peak."""
         return self if self.declared is None else self.declared
 
-    def _instant_formula(self, part: str, empty: str) -> str:
+    def _instant_formula(self, part: str, empty: str) -> Formula:
         instant = self.instant
         assert instant is not None
         entries = [e for e in instant.entries if e.part == part]
         if not entries:
-            return f"{empty} at the {instant.name}"
+            return Formula.words(f"{empty} at the {instant.name}")
         total = sum(e.bytes for e in entries)
         shown = " + ".join(f"{e.what}: {e.formula}" for e in entries)
-        return f"at the {instant.name}: {shown}" + (f"; total {n(total)} B" if len(entries) > 1 else "")
+        return Formula.of(f"at the {instant.name}: {shown}" + (f"; total {n(total)} B" if len(entries) > 1 else ""))
 
     @property
-    def gather_formula(self) -> str:
+    def gather_formula(self) -> Formula:
         s = self.scenario
-        if self.schedule is not None:
-            if self.stage != 3:
-                return "stages 0–2 hold full parameters: nothing to gather"
-            return self._instant_formula("gather", "nothing unsharded")
         if self.stage != 3:
-            return "stages 0–2 hold full parameters: nothing to gather"
+            return Formula.words("stages 0–2 hold full parameters: nothing to gather")
+        if self.schedule is not None:
+            return self._instant_formula("gather", "nothing unsharded")
         if not self.gather_counted:
-            return "all-gather not counted"
+            return Formula.words("all-gather not counted")
         remote = remote_unit_elements(s)
         own = " + ".join(f"⌈{n(p)} ÷ {n(o)}⌉" for p, o in s.unit_shards())
-        return (
+        return Formula.of(
             f"(1 + {s.prefetch}) × ({n(s.unit_params)} − {own}) × "
             f"{s.gather_bytes} B = {1 + s.prefetch} × {n(remote)} × {s.gather_bytes} B = {n(self.gather)} B"
         )
 
     @property
-    def activations_formula(self) -> str:
+    def activations_formula(self) -> Formula:
         s = self.scenario
         if self.schedule is not None:
             return self._instant_formula("activations", "no activations")
         if self.activations_divided:
-            return f"{n(s.activation_bytes)} B ÷ {n(s.dp)} = {n(self.activations)} B"
-        return f"{n(s.activation_bytes)} B, not divided by D"
+            return Formula.of(f"{n(s.activation_bytes)} B ÷ {n(s.dp)} = {n(self.activations)} B")
+        return Formula.words(f"{n(s.activation_bytes)} B, not divided by D")
 
     @property
-    def contingency_formula(self) -> str:
-        return f"⌈{n(self.subtotal)} × {self.scenario.contingency_pct} ÷ 100⌉ = {n(self.contingency)} B"
+    def contingency_formula(self) -> Formula:
+        return Formula.of(f"⌈{n(self.subtotal)} × {self.scenario.contingency_pct} ÷ 100⌉ = {n(self.contingency)} B")
 
 
 def contingency(subtotal: int, pct: int) -> int:

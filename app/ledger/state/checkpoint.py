@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.arithmetic import n
+from app.ledger.formula import Formula, Remark
 from app.ledger.scenario import Scenario
 
 POLICIES: tuple[str, ...] = ("sharded", "full_params", "full_state")
@@ -31,20 +32,21 @@ class CheckpointPolicy:
         return DESCRIPTIONS[self.policy]
 
     @property
-    def device_formula(self) -> str:
+    def device_formula(self) -> Formula:
         s = self.scenario
         if self.policy == "sharded":
-            return "0 B beyond the rank's own shards"
-        return f"{n(s.unit_params)} × {s.param_bytes} B = {n(self.device_bytes)} B (one unit at a time)"
+            return Formula.words("0 B beyond the rank's own shards")
+        return Formula.of(f"{n(s.unit_params)} × {s.param_bytes} B = {n(self.device_bytes)} B",
+                          Remark("one unit at a time"))  # fmt: skip
 
     @property
-    def host_formula(self) -> str:
+    def host_formula(self) -> Formula:
         s = self.scenario
         if self.policy == "sharded":
-            return "0 B: every rank writes its own shards"
+            return Formula.words("0 B: every rank writes its own shards")
         if self.policy == "full_params":
-            return f"{n(s.params)} × {s.param_bytes} B = {n(self.host_bytes)} B"
-        return (
+            return Formula.of(f"{n(s.params)} × {s.param_bytes} B = {n(self.host_bytes)} B")
+        return Formula.of(
             f"{n(s.params)} × ({s.param_bytes} + {s.master_bytes} + {s.opt_states} × {s.opt_bytes}) B = "
             f"{n(self.host_bytes)} B"
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.arithmetic import ceil_div, n
+from app.ledger.formula import Formula
 from app.ledger.scenario import Scenario
 from app.ledger.state.persistent import shard
 
@@ -75,7 +76,7 @@ class Communication:
         return EVIDENCE
 
     @property
-    def formula(self) -> str:
+    def formula(self) -> Formula:
         groups = sorted({t.key for t in self.terms}, key=lambda k: (k[0], -k[1]))
         if groups == [(False, self.scenario.dp)]:  # every collective over the D ranks: the spec's formula
             s = self.scenario
@@ -86,13 +87,13 @@ class Communication:
                 terms = f"Ψ_g + Ψ_p = {n(psi_g)} + {n(psi_p)}"
             else:
                 terms = f"2 × Ψ_p + Ψ_g = 2 × {n(psi_p)} + {n(psi_g)}"
-            return f"⌈({terms}) × {n(s.dp - 1)} ÷ {n(s.dp)}⌉ = {n(self.bytes)} B"
+            return Formula.of(f"⌈({terms}) × {n(s.dp - 1)} ÷ {n(s.dp)}⌉ = {n(self.bytes)} B")
         shown = []
         for key in groups:
             g = key[1]
             inner = " + ".join(f"{t.what} {t.spelled} = {n(t.buffer)}" for t in self.terms if t.key == key)
             shown.append(f"⌈({inner}) × {n(g - 1)} ÷ {n(g)}⌉")
-        return " + ".join(shown) + f" = {n(self.bytes)} B"
+        return Formula.of(" + ".join(shown) + f" = {n(self.bytes)} B")
 
 
 def _replicas(s: Scenario) -> int:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.ledger.arithmetic import n
+from app.ledger.formula import Formula
 from app.ledger.models.reference import resolve
 from app.ledger.scenario import Scenario
 from app.ledger.state.persistent import shard_elements
@@ -63,7 +64,7 @@ class HostLine:
     where: str  # "host" or "nvme"
     pinned: bool
     bytes: int  # per rank
-    formula: str
+    formula: Formula
     evidence: str
 
 
@@ -75,7 +76,7 @@ class HostStage:
     per_node: int  # host RAM of ranks_per_node ranks
     nvme_per_node: int
     load_peak: int  # host RAM of the node while the model is built
-    load_formula: str  # arithmetic only ("" when nothing is built on the host)
+    load_formula: Formula  # arithmetic only (empty when nothing is built on the host)
     load_note: str
     peak: int  # the larger of per_node and load_peak
     headroom: int  # host_bytes − peak
@@ -128,7 +129,7 @@ def _optimizer_lines(s: Scenario, stage: int, rules: Rules, p: int, optimizer: s
             state_on,
             state_on == "host" and stage < 3,
             p * master,
-            f"{n(p)} elements × {master} B = {n(p * master)} B",
+            Formula.of(f"{n(p)} elements × {master} B = {n(p * master)} B"),
             why,
         )
     )
@@ -140,7 +141,7 @@ def _optimizer_lines(s: Scenario, stage: int, rules: Rules, p: int, optimizer: s
                 state_on,
                 False,
                 b,
-                f"{n(p)} elements × {s.opt_bytes} B × {s.opt_states} = {n(b)} B",
+                Formula.of(f"{n(p)} elements × {s.opt_bytes} B × {s.opt_states} = {n(b)} B"),
                 why,
             )
         )
@@ -150,7 +151,7 @@ def _optimizer_lines(s: Scenario, stage: int, rules: Rules, p: int, optimizer: s
             state_on,
             state_on == "host",
             p * FP32,
-            f"{n(p)} elements × {FP32} B = {n(p * FP32)} B",
+            Formula.of(f"{n(p)} elements × {FP32} B = {n(p * FP32)} B"),
             why,
         )
     )
@@ -171,7 +172,7 @@ def _pinned_optimizer_buffers(s: Scenario, stage: int, p: int, state_on: str) ->
                 "host",
                 True,
                 staging,
-                f"{n(p)} elements × {s.param_bytes} B = {n(staging)} B",
+                Formula.of(f"{n(p)} elements × {s.param_bytes} B = {n(staging)} B"),
                 "stage_1_and_2.py: the step's 16-bit copy before it returns to the device",
             )
         )
@@ -183,7 +184,7 @@ def _pinned_optimizer_buffers(s: Scenario, stage: int, p: int, state_on: str) ->
                 "host",
                 True,
                 buf,
-                f"{n(big)} elements × {s.param_bytes} B = {n(buf)} B",
+                Formula.of(f"{n(big)} elements × {s.param_bytes} B = {n(buf)} B"),
                 "stage_1_and_2.py: temp_grad_buffer_for_cpu_offload, in the model's type",
             )
         )
@@ -195,7 +196,7 @@ def _pinned_optimizer_buffers(s: Scenario, stage: int, p: int, state_on: str) ->
                 "host",
                 True,
                 buf,
-                f"{n(p)} elements × {s.grad_bytes} B = {n(buf)} B",
+                Formula.of(f"{n(p)} elements × {s.grad_bytes} B = {n(buf)} B"),
                 "stage3.py: grad_partitions_flat_buffer (also with NVMe)",
             )
         )
@@ -208,7 +209,9 @@ def _pinned_optimizer_buffers(s: Scenario, stage: int, p: int, state_on: str) ->
                     "host",
                     True,
                     swap,
-                    f"{OPTIMIZER_SWAP_BUFFERS} × min({n(p)}, {n(SUB_GROUP)}) elements × {FP32} B = {n(swap)} B",
+                    Formula.of(
+                        f"{OPTIMIZER_SWAP_BUFFERS} × min({n(p)}, {n(SUB_GROUP)}) elements × {FP32} B = {n(swap)} B"
+                    ),
                     "swap_tensor: buffer_count × the largest sub-group",
                 )
             )
@@ -227,7 +230,7 @@ def _parameter_lines(s: Scenario, rules: Rules, p: int) -> list[HostLine]:
             "host",
             True,
             in_ram * s.param_bytes,
-            f"{n(in_ram)} elements × {s.param_bytes} B = {n(in_ram * s.param_bytes)} B",
+            Formula.of(f"{n(in_ram)} elements × {s.param_bytes} B = {n(in_ram * s.param_bytes)} B"),
             f"{_DS} offload_param = {s.offload_param}",
         )
     )
@@ -239,7 +242,7 @@ def _parameter_lines(s: Scenario, rules: Rules, p: int) -> list[HostLine]:
                 "nvme",
                 False,
                 rest,
-                f"({n(p)} − {n(in_ram)}) elements × {s.param_bytes} B = {n(rest)} B",
+                Formula.of(f"({n(p)} − {n(in_ram)}) elements × {s.param_bytes} B = {n(rest)} B"),
                 f"{_DS} offload_param = nvme",
             )
         )
@@ -251,20 +254,22 @@ def _parameter_lines(s: Scenario, rules: Rules, p: int) -> list[HostLine]:
                 "host",
                 True,
                 swap,
-                f"{PARAM_SWAP_BUFFERS} × {n(PARAM_SWAP_ELEMENTS)} elements × {s.param_bytes} B = {n(swap)} B",
+                Formula.of(
+                    f"{PARAM_SWAP_BUFFERS} × {n(PARAM_SWAP_ELEMENTS)} elements × {s.param_bytes} B = {n(swap)} B"
+                ),
                 "partitioned_param_swapper.py: buffer_count × buffer_size",
             )
         )
     return lines
 
 
-def _load(s: Scenario, stage: int) -> tuple[int, str, str]:
+def _load(s: Scenario, stage: int) -> tuple[int, Formula, str]:
     """The node's host RAM while the model is built: its bytes, the arithmetic, and why."""
     if stage == 3 and s.zero_init:
-        return 0, "", "built partitioned (zero_init = 1): each module is created on the device and partitioned"
+        return 0, Formula(), "built partitioned (zero_init = 1): each module is created on the device and partitioned"
     ranks = node_ranks(s)
     total = ranks * s.params * FP32
-    formula = f"{ranks} ranks × {n(s.params)} elements × {FP32} B = {n(total)} B"
+    formula = Formula.of(f"{ranks} ranks × {n(s.params)} elements × {FP32} B = {n(total)} B")
     return total, formula, "every rank builds the whole model in FP32 on the host first"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.arithmetic import ceil_div, n
+from app.ledger.formula import Formula, Remark
 from app.ledger.scenario import Scenario
 from app.ledger.state.rules import CLASSES, EVIDENCE_REPLICATED, EVIDENCE_SHARDED, Rules
 
@@ -65,19 +66,20 @@ class LedgerLine:
     hpz: int = 1
 
     @property
-    def formula(self) -> str:
+    def formula(self) -> Formula:
         """The rule with its numbers substituted."""
         noun = "copy" if self.copies == 1 else "copies"
         tail = f"elements × {self.width} B × {self.copies} {noun} = {n(self.bytes)} B"
         if len(self.parts) > 1:
             terms = " + ".join(f"⌈{n(p)} ÷ {n(o)}⌉" for p, o in self.parts)
-            return f"{terms} (dense over D, experts over D ÷ ep) = {n(self.elements)} {tail}"
+            # which group divides which term is part of the arithmetic, not a remark
+            return Formula.of(f"{terms} (dense over D, experts over D ÷ ep) = {n(self.elements)} {tail}")
         if self.secondary:
-            return (f"⌈{n(self.params)} ÷ {n(self.owners)}⌉ + ⌈{n(self.params)} ÷ {n(self.hpz)}⌉ (hpZ secondary "
-                    f"partition) = {n(self.elements)} {tail}")  # fmt: skip
+            return Formula.of(f"⌈{n(self.params)} ÷ {n(self.owners)}⌉ + ⌈{n(self.params)} ÷ {n(self.hpz)}⌉",
+                              Remark("hpZ secondary partition"), f" = {n(self.elements)} {tail}")  # fmt: skip
         if self.owners > 1:
-            return f"⌈{n(self.params)} ÷ {n(self.owners)}⌉ = {n(self.elements)} {tail}"
-        return f"{n(self.elements)} {tail}"
+            return Formula.of(f"⌈{n(self.params)} ÷ {n(self.owners)}⌉ = {n(self.elements)} {tail}")
+        return Formula.of(f"{n(self.elements)} {tail}")
 
     @property
     def evidence(self) -> str:

@@ -62,7 +62,7 @@ class HostSection(Strict):
 
 
 def _line(x: host.HostLine) -> HostLine:
-    return HostLine(what=x.what, where=cast(Where, x.where), pinned=x.pinned, bytes=x.bytes, formula=x.formula,
+    return HostLine(what=x.what, where=cast(Where, x.where), pinned=x.pinned, bytes=x.bytes, formula=x.formula.text,
                     evidence=x.evidence)  # fmt: skip
 
 
@@ -73,7 +73,7 @@ def _stage(st: host.HostStage) -> HostStage:
         per_node=st.per_node,
         nvme_per_node=st.nvme_per_node,
         load_peak=st.load_peak,
-        load_formula=st.load_formula,
+        load_formula=st.load_formula.text,
         load_note=st.load_note,
         peak=st.peak,
         headroom=st.headroom,

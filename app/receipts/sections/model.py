@@ -123,7 +123,7 @@ def activations_out(e: Estimate) -> ModelledActivations | DeclaredActivations:
         total_bytes=a.total_bytes,
         recompute_flops_fraction=a.recompute_fraction_text(4),
         recompute_flops=Fraction(numerator=num, denominator=den),
-        formula=a.formula,
+        formula=a.formula.text,
         assumptions=a.assumptions,
         inputs=ActivationInputs(seq_len=s.seq_len, micro_batch=s.micro_batch, act_bytes=s.act_bytes, tp=s.tp,
                                 sequence_parallel=bool(s.sequence_parallel), logits_bytes=s.logits_bytes),

@@ -107,8 +107,8 @@ class Peak(Strict):
 
 def _parts(p: declared.Peak) -> dict[str, Any]:
     """The parts both peaks list first, in the receipt's order."""
-    formulas = PeakFormulas(gather=p.gather_formula, activations=p.activations_formula,
-                            contingency=p.contingency_formula)  # fmt: skip
+    formulas = PeakFormulas(gather=p.gather_formula.text, activations=p.activations_formula.text,
+                            contingency=p.contingency_formula.text)  # fmt: skip
     return {"persistent": p.persistent, "gather": p.gather, "buckets": p.buckets, "activations": p.activations,
             "overhead": p.overhead, "contingency": p.contingency, "total": p.total, "subtotal": p.subtotal,
             "formulas": formulas}  # fmt: skip

@@ -90,7 +90,7 @@ def stage_out(st: StageLedger) -> Stage:
         headroom_bytes=p.headroom,
         communication_bytes=c.bytes,
         communication=Communication(
-            collectives=c.collectives, volume_bytes=c.volume, formula=c.formula, evidence=c.evidence
+            collectives=c.collectives, volume_bytes=c.volume, formula=c.formula.text, evidence=c.evidence
         ),
         lines=[
             LedgerLine(
@@ -101,7 +101,7 @@ def stage_out(st: StageLedger) -> Stage:
                 elements=line.elements,
                 bytes=line.bytes,
                 share_bp=share_bp(line.bytes, st.persistent),
-                formula=line.formula,
+                formula=line.formula.text,
                 evidence=line.evidence,
                 note=line.note,
             )
@@ -119,8 +119,8 @@ def checkpoint_out(e: Estimate) -> Checkpoint:
                 device_bytes=c.device_bytes,
                 host_bytes=c.host_bytes,
                 save_peak_bytes=list(c.save_peaks),
-                device_formula=c.device_formula,
-                host_formula=c.host_formula,
+                device_formula=c.device_formula.text,
+                host_formula=c.host_formula.text,
                 flagged=c.flagged,
                 flag=c.flag,
             )

@@ -3,22 +3,57 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import socket
+from typing import Annotated
 
 import h11
 import uvicorn
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.web.http.security import SECURITY_HEADERS
 
-# On SIGTERM, in-flight requests get this long to finish; then they are cancelled and the process
-# exits. Without it uvicorn waits forever for a client that stalls mid-body or stops reading.
-GRACEFUL_SHUTDOWN_S = 5
 # An idle keep-alive connection is closed after this long (uvicorn's default, stated here).
 KEEP_ALIVE_S = 5
-# A whole request (line, headers and body, at most 64 KiB) must arrive within this long of the
-# connection opening or of the previous response ending; uvicorn has no such setting.
-REQUEST_RECEIVE_S = 10
+
+
+_SECONDS = Field(ge=1, le=600, description="whole seconds, as uvicorn's graceful-shutdown timeout takes them")
+
+
+class Deadlines(BaseModel):
+    """The server's two deadlines, each from its environment variable or its default. The environment
+    reaches every worker process, so every worker keeps the same deadlines.
+
+    * ``graceful_shutdown_s`` (``ZERO3_LAB_GRACEFUL_SHUTDOWN_S``, default 5): on SIGTERM, in-flight requests
+      get this long to finish; then they are cancelled and the process exits. Without it uvicorn waits
+      forever for a client that stalls mid-body or stops reading.
+    * ``request_receive_s`` (``ZERO3_LAB_REQUEST_RECEIVE_S``, default 10): a whole request (line, headers
+      and body, at most 64 KiB) must arrive within this long of the connection opening or of the previous
+      response ending; uvicorn has no such setting.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    graceful_shutdown_s: Annotated[int, _SECONDS] = 5
+    request_receive_s: Annotated[int, _SECONDS] = 10
+
+    @classmethod
+    def from_env(cls) -> Deadlines:
+        """The deadlines the environment sets; ``ValueError`` naming the variable and its range otherwise."""
+        raw = {name: os.environ.get(f"ZERO3_LAB_{name.upper()}", "").strip() for name in cls.model_fields}
+        try:
+            return cls.model_validate({name: value for name, value in raw.items() if value})
+        except ValidationError as exc:
+            name = str(exc.errors()[0]["loc"][0])
+            raise ValueError(f"ZERO3_LAB_{name.upper()} = {raw[name][:32]!r}: whole seconds from 1 to 600") from None
+
+
+@functools.cache
+def deadlines() -> Deadlines:
+    """This process's deadlines, read once (``serve`` has already refused a bad value before any worker starts)."""
+    return Deadlines.from_env()
 
 
 class LabH11Protocol(H11Protocol):
@@ -54,7 +89,7 @@ class LabH11Protocol(H11Protocol):
     def _arm_receive_timer(self) -> None:
         if self._receive_timer is not None:
             self._receive_timer.cancel()
-        self._receive_timer = self.loop.call_later(REQUEST_RECEIVE_S, self._receive_timeout)
+        self._receive_timer = self.loop.call_later(deadlines().request_receive_s, self._receive_timeout)
 
     def _receive_timeout(self) -> None:
         # IDLE: no whole request line and headers yet; SEND_BODY: the body is not all here. Closing
@@ -83,6 +118,8 @@ class LabH11Protocol(H11Protocol):
 def serve(
     host: str = "127.0.0.1", port: int = 8000, workers: int = 1, reload: bool = False, access_log: bool = True
 ) -> int:
+    """Run the lab; raises ``ValueError`` (before anything starts) when a deadline's variable is out of bounds."""
+    graceful = deadlines().graceful_shutdown_s
     uvicorn.run(
         "app.web.app:create_app",
         factory=True,  # each worker process builds its own app
@@ -91,7 +128,7 @@ def serve(
         workers=workers,
         reload=reload,
         http=LabH11Protocol,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        timeout_graceful_shutdown=graceful,
         timeout_keep_alive=KEEP_ALIVE_S,
         proxy_headers=False,
         server_header=False,

@@ -17,6 +17,6 @@ class CommunicationRow:
 
 def communication_rows(e: Estimate) -> tuple[CommunicationRow, ...]:
     return tuple(
-        CommunicationRow(st.stage, st.communication.collectives, st.communication.bytes, st.communication.formula)
+        CommunicationRow(st.stage, st.communication.collectives, st.communication.bytes, st.communication.formula.text)
         for st in e.ledger.stages
     )

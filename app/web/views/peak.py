@@ -87,7 +87,7 @@ def _activations(e: Estimate) -> Activations:
     act = e.model.activations if e.model else None
     return Activations(
         source=e.activation_source,
-        formula=e.ledger.stages[0].peak.declared_peak.activations_formula,
+        formula=e.ledger.stages[0].peak.declared_peak.activations_formula.text,
         scenario=e.scenario,
         model=act,
         recompute_fraction=act.recompute_fraction_text(3) if act else "",
@@ -106,12 +106,12 @@ def peak_section(e: Estimate) -> PeakSection:
         rows=tuple(rows),
         chart=peak_chart(e.ledger, s.capacity_bytes),
         legend=PARTS,
-        gather_formula=stages[3].peak.gather_formula,
+        gather_formula=stages[3].peak.gather_formula.text,
         activations=_activations(e),
         buckets=s.bucket_bytes,
         overhead=s.overhead_bytes,
         contingency_pct=s.contingency_pct,
-        contingency_formula=stages[3].peak.contingency_formula,
+        contingency_formula=stages[3].peak.contingency_formula.text,
         disclaimer=DISCLAIMER,
         teaching=teaching(e),
         why_declared=stages[3].peak.why_declared if s.model else "",

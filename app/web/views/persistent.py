@@ -33,6 +33,6 @@ def persistent_section(e: Estimate) -> PersistentSection:
         cells = []
         for st in stages:
             line = st.lines[index]
-            cells.append(PersistentCell(st.stage, line.bytes, line.formula, share_bp(line.bytes, st.persistent)))
+            cells.append(PersistentCell(st.stage, line.bytes, line.formula.text, share_bp(line.bytes, st.persistent)))
         rows.append((cls, tuple(cells)))
     return PersistentSection(tuple(rows), tuple((st.stage, st.persistent) for st in stages))

@@ -7,6 +7,7 @@ tested is what uvicorn writes on the wire, not what a test client reconstructs.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -31,7 +32,15 @@ from tests.support import paths
 pytestmark = pytest.mark.server
 
 ROOT = paths.ROOT
-# A liveness bound, not a benchmark: the server's graceful-shutdown timeout is 5 s.
+# The server's deadlines, lowered from their defaults (5 s and 10 s) so that no test waits them out:
+# every lab here runs with these (docs: README, "Serving").
+GRACEFUL_SHUTDOWN_S = 1
+REQUEST_RECEIVE_S = 2
+DEADLINES = {
+    "ZERO3_LAB_GRACEFUL_SHUTDOWN_S": str(GRACEFUL_SHUTDOWN_S),
+    "ZERO3_LAB_REQUEST_RECEIVE_S": str(REQUEST_RECEIVE_S),
+}
+# A liveness bound, not a benchmark: well past the graceful-shutdown deadline.
 EXIT_WITHIN_S = 15
 EXPECTED_HEADERS = {name.decode(): value.decode() for name, value in SECURITY_HEADERS}
 
@@ -79,6 +88,7 @@ def lab(tmp_path: Path, *args: str) -> Iterator[Lab]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(port), *args],
             cwd=ROOT,
+            env={**os.environ, **DEADLINES},
             stdout=subprocess.DEVNULL,
             stderr=out,
         )
@@ -172,6 +182,8 @@ def test_a_connection_that_never_finishes_its_request_is_closed(shared: Lab) -> 
         for sock in clients.values():
             sock.close()
     assert set(closed_after) == set(clients), f"still open after 30 s: {set(clients) - set(closed_after)}"
+    # not before the deadline the environment set, and by the default's (10 s) at the latest: the setting holds
+    assert REQUEST_RECEIVE_S - 0.1 <= closed_after["silent"] < 10, closed_after
     assert "Traceback" not in shared.log_text(since=log_start)
 
 
@@ -276,6 +288,22 @@ def test_workers_serve_and_stop(tmp_path: Path) -> None:
             sock.sendall(stalled_upload())  # a stalled client in one worker must not hold the shutdown
             time.sleep(0.5)
             server.exits_after_sigterm()
+
+
+@pytest.mark.parametrize("value", ["0", "601", "ten", "2.5"])
+@pytest.mark.parametrize("variable", sorted(DEADLINES))
+def test_a_deadline_out_of_bounds_stops_serve_before_it_starts(variable: str, value: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(free_port())],
+        cwd=ROOT,
+        env={**os.environ, variable: value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert f"{variable} = {value!r}: whole seconds from 1 to 600" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_workers_help_says_what_they_are_for(capsys: pytest.CaptureFixture[str]) -> None:

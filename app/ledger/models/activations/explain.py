@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.ledger.arithmetic import ceil_div, n
+from app.ledger.formula import Formula, Part, Remark
 from app.ledger.models.activations.figures import ActivationLedger
 from app.ledger.models.activations.saved import Saved, has_dropout
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
@@ -12,11 +13,14 @@ POLICY_DESCRIPTIONS: dict[str, str] = {
     "selective": "selective recomputation of the attention core (Korthikanti et al. 2022, §5)",
     "full": "full recomputation: each layer keeps only its input and recomputes its forward in backward",
 }
-_LABELS = {
-    "none": "per layer",
-    "selective": "per layer (attention core recomputed)",
-    "full": "per layer (checkpoint)",
+# A layer's line by policy: its label, and the subject its remarks are said with. The checkpointed
+# layer's label keeps its one-word tag in the arithmetic, so its remarks stand alone.
+_LABELS: dict[str, tuple[Part, ...]] = {
+    "none": ("per layer",),
+    "selective": ("per layer", Remark("attention core recomputed", subject="per layer")),
+    "full": ("per layer (checkpoint)",),
 }
+_SUBJECTS = {"none": "per layer", "selective": "per layer", "full": ""}
 
 _GPT_ASSUMPTIONS = (
     "GPT-style block as in Korthikanti et al. 2022 (§4.1, Table 2): the s×s attention scores are "
@@ -105,18 +109,18 @@ def layer_formula(saved: tuple[Saved, ...], tp: int, sp: bool, numbers: bool) ->
     return f"({_terms(rep, numbers)}) + ⌈({_terms(split, numbers)}) ÷ {t}⌉"
 
 
-def _variables(arch: Architecture, s: int, b: int, t: int, sp: bool) -> str:
+def _variables(arch: Architecture, s: int, b: int, t: int, sp: bool, subject: str) -> Formula:
     out = f"s={n(s)}, b={n(b)}, h={n(arch.hidden)}, i={n(arch.intermediate)}, a={arch.heads}"
     if arch.family not in GPT_FAMILIES:
         out += f", kv={arch.kv_heads}, d={arch.head_dim}"
         if arch.experts:
             out += f", E={arch.experts}, k={arch.experts_per_token}"
     if t > 1:
-        out += f", t={t}" + (" with sequence parallelism" if sp else "")
-    return out
+        out += f", t={t}"
+    return Formula.of(out, Remark("with sequence parallelism", subject, bare=True) if t > 1 and sp else "")
 
 
-def _closed_form(arch: Architecture, policy: str, s: int, b: int, w: int, t: int) -> str:
+def _closed_form(arch: Architecture, policy: str, s: int, b: int, w: int, t: int) -> Formula:
     """The paper's Table 2 form, where the layer is exactly the paper's GPT block."""
     if not (
         has_dropout(arch)
@@ -126,18 +130,18 @@ def _closed_form(arch: Architecture, policy: str, s: int, b: int, w: int, t: int
         and w == 2
         and arch.intermediate == 4 * arch.hidden
     ):
-        return ""
-    return (
-        f" = 34·s·b·h + 5·a·s²·b = 34·{n(s)}·{b}·{n(arch.hidden)} + 5·{arch.heads}·{n(s)}²·{b}"
-        " (Korthikanti et al. 2022, Table 2)"
+        return Formula()
+    return Formula.of(
+        f" = 34·s·b·h + 5·a·s²·b = 34·{n(s)}·{b}·{n(arch.hidden)} + 5·{arch.heads}·{n(s)}²·{b}",
+        Remark("Korthikanti et al. 2022, Table 2", subject="per layer"),
     )
 
 
-def _total_line(led: ActivationLedger, pp: int) -> str:
+def _total_line(led: ActivationLedger, pp: int) -> Formula:
     layers = f"{led.layers} layer{'' if led.layers == 1 else 's'}"
     all_to_all = f" + all-to-all {n(led.all_to_all_bytes)} B" if led.all_to_all_bytes else ""
     if led.stage == "only":
-        return (
+        return Formula.of(
             f"total = {layers} × {n(led.per_layer_bytes)} B + working set {n(led.working_set_bytes)} B"
             f" + embedding {n(led.embedding_bytes)} B + head {n(led.head_bytes)} B + logits {n(led.logits_bytes)} B"
             + all_to_all
@@ -148,9 +152,11 @@ def _total_line(led: ActivationLedger, pp: int) -> str:
     held = f"{led.in_flight} micro batches in flight (1F1B)" if led.in_flight > 1 else "1 micro batch in flight"
     ends = f" + embedding {n(led.embedding_bytes)} B" if first else ""
     tail = f" + head {n(led.head_bytes)} B + logits {n(led.logits_bytes)} B" if led.stage == "last" else ""
-    return (
-        f"total ({where}, {held}) = {led.in_flight} × ({layers} × {n(led.per_layer_bytes)} B{ends}) + working set "
-        f"{n(led.working_set_bytes)} B{tail}" + all_to_all + f" = {n(led.total_bytes)} B"
+    return Formula.of(
+        "total",
+        Remark(f"{where}, {held}", subject="total"),
+        f" = {led.in_flight} × ({layers} × {n(led.per_layer_bytes)} B{ends}) + working set "
+        f"{n(led.working_set_bytes)} B{tail}" + all_to_all + f" = {n(led.total_bytes)} B",
     )
 
 
@@ -166,22 +172,34 @@ def formula(
     sp: bool,
     logits_width: int,
     pp: int,
-) -> str:
+) -> Formula:
     """``led``'s formula: one layer in symbols and in numbers, the recompute working set (``full``), the
     logits and the total of the stage."""
+    subject = _SUBJECTS[led.policy]
     lines = [
-        f"{_LABELS[led.policy]} = {layer_formula(kept, t, sp, False)} with {_variables(arch, s, b, t, sp)}",
-        f"  = {layer_formula(kept, t, sp, True)} = {n(led.per_layer_bytes)} B"
-        + _closed_form(arch, led.policy, s, b, w, t),
+        Formula.of(
+            *_LABELS[led.policy],
+            f" = {layer_formula(kept, t, sp, False)} with ",
+            *_variables(arch, s, b, t, sp, subject).parts,
+        ),
+        Formula.of(
+            f"  = {layer_formula(kept, t, sp, True)} = {n(led.per_layer_bytes)} B",
+            *_closed_form(arch, led.policy, s, b, w, t).parts,
+        ),
     ]
     if led.policy == "full":
         lines.append(
-            f"working set (one layer recomputed) = {layer_formula(led.saved, t, sp, True)}"
-            f" = {n(led.working_set_bytes)} B"
+            Formula.of(
+                "working set",
+                Remark("one layer recomputed", subject="working set"),
+                f" = {layer_formula(led.saved, t, sp, True)} = {n(led.working_set_bytes)} B",
+            )
         )
     lines.append(
-        f"logits = s·b·⌈V ÷ t⌉·{logits_width} B = {n(s)}·{n(b)}·{n(ceil_div(arch.vocab, t))}·{logits_width}"
-        f" = {n(led.logits_bytes)} B"
+        Formula.of(
+            f"logits = s·b·⌈V ÷ t⌉·{logits_width} B = {n(s)}·{n(b)}·{n(ceil_div(arch.vocab, t))}·{logits_width}"
+            f" = {n(led.logits_bytes)} B"
+        )
     )
     lines.append(_total_line(led, pp))
-    return "\n".join(lines)
+    return Formula.lines(*lines)

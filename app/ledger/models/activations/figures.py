@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.ledger.formula import Formula
 from app.ledger.models.activations.saved import Saved
 
 
@@ -37,7 +38,7 @@ class ActivationLedger:
     logits_bytes: int
     total_bytes: int
     recompute_flops: tuple[int, int]
-    formula: str
+    formula: Formula
     assumptions: str
     saved: tuple[Saved, ...]  # one layer's complete saved set (what `none` keeps; `core`: what selective drops)
     source: str = "modelled"

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from app.ledger.arithmetic import ceil_div
 from app.ledger.bounds import ACT_POLICIES, ACT_WIDTHS, LOGITS_WIDTHS, MICRO_BATCH, NORMS, SEQ_LEN, TP
+from app.ledger.formula import Formula
 from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
 from app.ledger.models.activations.recompute import recompute_fraction
@@ -139,7 +140,7 @@ def activation_ledger(
         logits_bytes=logits,
         total_bytes=total,
         recompute_flops=recompute_fraction(arch, s, b, policy),
-        formula="",
+        formula=Formula(),
         assumptions=assumptions(arch, policy, unfused),
         saved=full_set,
         stage=stage,

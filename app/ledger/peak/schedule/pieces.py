@@ -89,8 +89,8 @@ class Pieces:
         pad = self.padding * line.width * line.copies if line.sharded else 0
         total = line.bytes + pad
         if pad:
-            return total, lambda: f"{line.formula} + FSDP2 padding {n(pad)} B = {n(total)} B"
-        return total, lambda: line.formula
+            return total, lambda: f"{line.formula.text} + FSDP2 padding {n(pad)} B = {n(total)} B"
+        return total, lambda: line.formula.text
 
     def gradients_so_far(self, out: Sink, layers_done: int, head_done: bool, what: str) -> None:
         if not self.rules.gradients_fill_during_backward:

@@ -121,7 +121,7 @@ def test_per_rank_figures_round_up_once() -> None:
 
 
 def test_the_formula_substitutes_the_numbers() -> None:
-    formula = activation_ledger(gpt(), seq_len=2048, micro_batch=1).formula
+    formula = activation_ledger(gpt(), seq_len=2048, micro_batch=1).formula.text
     assert "34·2,048·1·4,096 + 5·32·2,048²·1" in formula
     assert "956,301,312 B" in formula
     assert formula.endswith("= 1,409,949,696 B")
