@@ -23,6 +23,9 @@ SEQ_LEN = (1, 1_048_576)
 MICRO_BATCH = (1, 4_096)
 TP = (1, 1_024)
 
+# The training stacks a scenario names (its presets: app/ledger/scenario/stacks.py) and where its loss runs.
+TrainingStack = Literal["plain-fsdp2", "hf-fsdp2"]
+LossPlace = Literal["outside", "inside"]
 ActPolicy = Literal["none", "selective", "full"]
 NormsImpl = Literal["fused", "unfused"]
 ActWidth = Literal[1, 2, 4]

@@ -6,7 +6,8 @@ only when a trace runs (:func:`app.trace.tracer.run_trace` imports them).
 
 - :mod:`app.trace.setup`: the scenario as a traceable FSDP2 layout, or the reasons it is not (no torch).
 - :mod:`app.trace.models`: plain-torch decoders whose parameters equal the lab's inventory, one module
-  per family (``swiglu``, ``gpt2``, ``gpt_neox``), their shared ``blocks`` and ``build_model``.
+  per family (``swiglu``, ``gpt2``, ``gpt_neox``), their shared ``blocks`` and ``build_model``; and
+  ``hf``: transformers' own model class, for the ``hf-fsdp2`` stack.
 - :mod:`app.trace.tracer`: :func:`~app.trace.tracer.run_trace`, two iterations under the tracker.
 - :mod:`app.trace.step`: the fake process group, ``fully_shard``, the optimizer, one iteration.
 - :mod:`app.trace.timeline`: the tracker with a timeline of named instants and the peak's location.
@@ -28,6 +29,18 @@ INSTALL_HINT = (
     "the trace needs PyTorch, an optional extra: pip install -e '.[trace]' "
     f"(or pip install {TORCH_PIN}; scripts/setup installs it into .venv)"
 )
+
+
+TRANSFORMERS_PIN = "transformers==5.23.0"
+TRANSFORMERS_HINT = (
+    "--stack hf-fsdp2 traces transformers' own model class, in the trace extra: pip install -e '.[trace]' "
+    f"(or pip install {TRANSFORMERS_PIN} with {TORCH_PIN})"
+)
+
+
+def transformers_installed() -> bool:
+    """Whether transformers can be imported, asked without importing it."""
+    return importlib.util.find_spec("transformers") is not None
 
 
 def torch_installed() -> bool:

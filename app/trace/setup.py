@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from app.ledger.models.architecture import Architecture, ModelConfigError
 from app.ledger.models.reference import resolve
 from app.ledger.scenario import Scenario
+from app.trace import TRANSFORMERS_HINT, transformers_installed
 
 TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox")
+# --stack hf-fsdp2: the dense families whose transformers class runs on fake tensors (a MoE's routing has
+# data-dependent shapes; Mistral's sliding-window mask is not yet compared).
+HF_TRACEABLE: tuple[str, ...] = ("llama", "qwen2")
 DTYPE_NAMES: dict[int, str] = {2: "bfloat16", 4: "float32"}
 OPTIMIZERS: dict[int, str] = {0: "SGD", 1: "SGD with momentum", 2: "AdamW"}
 FSDP2_LAYOUT = "--param-bytes 4 --master-bytes 0 --grad-bytes 4 --opt-bytes 4 --gather-bytes 2 --act-bytes 2"
@@ -49,6 +53,8 @@ class TraceSetup:
     act_policy: str  # none | full (per decoder layer)
     reshard_after_forward: bool
     foreach: bool  # the optimizer's multi-tensor path (CUDA's default) or one tensor at a time
+    stack: str = "plain-fsdp2"  # plain-fsdp2: the lab's plain-torch decoders; hf-fsdp2: transformers' class
+    loss: str = "outside"  # outside: the loop's cross_entropy on the logits; inside: the model's own (labels=)
 
     @property
     def optimizer(self) -> str:
@@ -125,6 +131,22 @@ def _run_problems(s: Scenario) -> list[str]:
     return problems
 
 
+def _stack_problems(s: Scenario, family: str) -> list[str]:
+    """Why the scenario's stack and its loss cannot be traced (the model class each stack runs)."""
+    if s.stack == "plain-fsdp2":
+        if s.loss == "inside":
+            return ["--loss inside: the plain decoders return their logits; --stack hf-fsdp2 traces transformers' "
+                    "model class, which computes its own loss"]  # fmt: skip
+        return []
+    problems = []
+    if family and family not in HF_TRACEABLE:
+        problems.append(f"--stack {s.stack}: family {family!r} is not yet traceable with transformers' class "
+                        f"(traceable: {', '.join(HF_TRACEABLE)})")  # fmt: skip
+    if not transformers_installed():
+        problems.append(TRANSFORMERS_HINT)
+    return problems
+
+
 def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
     """The trace ``s`` asks for, or a :class:`TraceSetupError` listing every reason it cannot be built.
 
@@ -133,7 +155,7 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
     reading (params, U, the activation peak, buckets, overhead, prefetch) are not consulted.
     """
     arch, title, problems = _model(s)
-    problems += _state_problems(s) + _run_problems(s)
+    problems += _state_problems(s) + _run_problems(s) + _stack_problems(s, arch.family if arch else "")
     if problems or arch is None:
         raise TraceSetupError(problems)
     return TraceSetup(
@@ -151,4 +173,6 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         act_policy=s.act_policy,
         reshard_after_forward=bool(s.reshard_after_forward),
         foreach=foreach,
+        stack=s.stack,
+        loss=s.loss,
     )

@@ -20,8 +20,9 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
-from app.ledger.models.architecture import Architecture
+from app.ledger.models.reference import config_of
 from app.trace.models import build_model, decoder_layers
+from app.trace.models.hf import build_hf_model
 from app.trace.result import Progress
 from app.trace.setup import TraceSetup
 from app.trace.timeline import TimelineTracker
@@ -70,9 +71,13 @@ def step_counter_bytes(optimizer: Any) -> int:
     return total
 
 
-def build(arch: Architecture, report: Progress) -> Any:
-    """The family's decoder for ``arch`` in training mode (under ``FakeTensorMode``)."""
-    model = build_model(arch, lambda done, of: report("building layers", done, of))
+def build(setup: TraceSetup, report: Progress) -> Any:
+    """The stack's model in training mode (under ``FakeTensorMode``): transformers' own class for
+    ``hf-fsdp2``, else the lab's plain-torch decoder of the family."""
+    if setup.stack == "hf-fsdp2":
+        report("building the model (transformers)", 0, 1)
+        return build_hf_model(config_of(setup.scenario.model))
+    model = build_model(setup.architecture, lambda done, of: report("building layers", done, of))
     model.train()
     return model
 
@@ -124,6 +129,20 @@ def layer_progress(report: Progress, what: str, layers: int) -> Callable[[str, s
     return step
 
 
+def _loss_outside(tracker: TimelineTracker, model: Any, setup: TraceSetup, tokens: Any, labels: Any,
+                  logits_dtype: Any) -> Any:  # fmt: skip
+    """The training loop's loss on the logits the model returns (a plain loop's, torchtitan's)."""
+    logits = model(input_ids=tokens).logits if setup.stack == "hf-fsdp2" else model(tokens)
+    tracker.instant("end of forward (logits)", "forward")
+    tracker.phase = "loss"
+    if logits.dtype != logits_dtype:
+        logits = logits.to(logits_dtype)
+        tracker.instant("logits cast for the loss", "loss")
+    loss = F.cross_entropy(logits.view(-1, setup.architecture.vocab), labels.view(-1))
+    del logits  # as a training loop drops its reference before backward (torchtitan's `del pred`)
+    return loss
+
+
 def iteration(
     tracker: TimelineTracker, sharded: Sharded, setup: TraceSetup, tokens: Any, labels: Any, report: Progress, what: str
 ) -> None:
@@ -135,17 +154,13 @@ def iteration(
     optimizer.zero_grad(set_to_none=True)
     tracker.instant("zero_grad(set_to_none=True)", "start")
     tracker.phase = "forward"
-    logits = model(tokens)
-    tracker.instant("end of forward (logits)", "forward")
-    tracker.phase = "loss"
-    if logits.dtype != logits_dtype:
-        logits = logits.to(logits_dtype)
-        tracker.instant("logits cast for the loss", "loss")
-    loss = F.cross_entropy(logits.view(-1, setup.architecture.vocab), labels.view(-1))
-    del logits  # as a training loop drops its reference before backward (torchtitan's `del pred`)
+    if setup.loss == "inside":  # transformers' forward computes its loss from labels= (the HF Trainer's call)
+        loss = model(input_ids=tokens, labels=labels).loss
+    else:
+        loss = _loss_outside(tracker, model, setup, tokens, labels, logits_dtype)
     tracker.instant("loss computed", "loss")
     tracker.phase = "backward"
-    loss.backward()  # type: ignore[no-untyped-call]
+    loss.backward()
     del loss
     tracker.instant("end of backward", "backward")
     tracker.phase = "optimizer"

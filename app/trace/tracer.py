@@ -41,7 +41,7 @@ def run_trace(setup: TraceSetup, progress: Progress | None = None) -> TraceResul
     arch = setup.architecture
     with step.fake_world(setup.dp) as mesh, FakeTensorMode():
         clock = time.perf_counter()
-        model = step.build(arch, report)
+        model = step.build(setup, report)
         params = sum(p.numel() for p in model.parameters())
         tensors = sum(1 for _ in model.parameters())
         seconds["build"] = time.perf_counter() - clock

@@ -30,6 +30,8 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
     assert data["schema_version"] == SCHEMA_VERSION == 2
     assert {"schema_version", "scenario", "stages", "checkpoint", "mutations"} <= set(data)
     assert data["scenario"] == {
+        "stack": "plain-fsdp2",
+        "loss": "outside",
         "params": 7_000_000_000,
         "dp": 8,
         "param_bytes": 2,

@@ -55,6 +55,8 @@ SCENARIOS: tuple[str, ...] = (
     "model=llama-2-7b&dp=8&act_policy=full&micro_batch=2",
     "model=llama-2-7b&act_policy=selective&seq_len=8192&act_bytes=2&logits_bytes=2",
     f"model=llama-2-7b&{_FSDP2}&act_policy=full",
+    f"model=llama-2-7b&{_FSDP2}&stack=hf-fsdp2&prefetch=2",
+    f"model=qwen2-7b&{_FSDP2}&stack=hf-fsdp2&loss=outside&act_policy=full",
     "model=llama-2-13b&dp=16&tp=2&sequence_parallel=1&act_policy=full",
     "model=llama-2-70b&dp=64&act_policy=full&capacity_bytes=80GiB",
     "model=llama-2-70b&dp=64&pp=4&pp_stage=last&act_policy=full",

@@ -104,6 +104,16 @@ def _expand(text: str) -> dict[str, object]:
 
 
 @lru_cache(maxsize=256)
+def config_of(reference: str) -> dict[str, object]:
+    """The config.json facts a resolvable ``reference`` names (a known model's, or the pasted keys): what
+    transformers' own model class is built from (the hf-fsdp2 trace)."""
+    known = KNOWN_BY_ID.get(reference)
+    if known is not None:
+        return dict(known.config)
+    resolve(reference)  # refuse what does not resolve, as resolve words it
+    return _expand(reference[len(PREFIX) :])
+
+
 def resolve(reference: str) -> ModelRef:
     """The model a scenario names; ``ModelConfigError`` says what is accepted when it names none."""
     if len(reference) > MAX_REFERENCE_CHARS:

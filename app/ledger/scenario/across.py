@@ -22,10 +22,12 @@ from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
 from app.ledger.models.parallel import ParallelLayoutError
 from app.ledger.models.reference import resolve
 from app.ledger.scenario.declared import STATIC_DEFAULTS, ScenarioFields
+from app.ledger.scenario.stacks import STACK_CHOICES, preset
 
-# The inputs whose default, when absent, is another input's value; and U, whose default is min(400M, N).
+# The inputs whose default, when absent, is another input's value; U, whose default is min(400M, N); and
+# the choices a training stack presets.
 FOLLOWS: dict[str, str] = {"gather_bytes": "param_bytes", "reduce_bytes": "grad_bytes", "shard_group": "dp"}
-FOLLOWERS: tuple[str, ...] = ("unit_params", *FOLLOWS)
+FOLLOWERS: tuple[str, ...] = ("unit_params", *FOLLOWS, *STACK_CHOICES)
 
 
 def default_unit_params(params: int) -> int:
@@ -40,10 +42,12 @@ def default_seq_len(model: str) -> int:
     return min(base, arch.max_positions) if arch.learned_positions else base
 
 
-def following(name: str, value: Callable[[str], int | str]) -> int:
+def following(name: str, value: Callable[[str], int | str]) -> int | str:
     """The default of one of :data:`FOLLOWERS` (``name``), given how to read the other inputs."""
     if name == "unit_params":
         return default_unit_params(int(value("params")))
+    if name in STACK_CHOICES:
+        return preset(str(value("stack")), name).value
     return int(value(FOLLOWS[name]))
 
 

@@ -14,10 +14,7 @@ table of :mod:`app.ledger.scenario.fields`, the core's typed ``ScenarioValues`` 
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.fields import FieldInfo
+from pydantic import BaseModel, ConfigDict
 
 from app.ledger.bounds import (
     DP,
@@ -31,6 +28,7 @@ from app.ledger.bounds import (
     TWO_46,
     TWO_50,
 )
+from app.ledger.scenario.form import GROUPS, form, form_metadata, optional
 from app.ledger.scenario.readers import (
     NAME_PATTERN,
     W048,
@@ -42,35 +40,18 @@ from app.ledger.scenario.readers import (
     Count,
     Flag,
     LogitsW,
+    Loss,
     Norms,
     Offload,
     Plain,
     Policy,
     PpStage,
+    Stack,
     StageRun,
     Text,
 )
 
-GROUPS: tuple[tuple[str, str], ...] = (
-    ("model", "Model"),
-    ("precision", "Precision and optimizer"),
-    ("parallelism", "Parallelism"),
-    ("schedule", "Schedule and buffers"),
-    ("activation", "Activation model (with a model)"),
-    ("measured", "Measured inputs"),
-    ("device", "Device"),
-    ("host", "Offload and host memory"),
-)
-
-
-def optional(**info: Any) -> Any:
-    """A field that may be absent: ``None`` (its default) unless given; ``info`` is ``Field``'s."""
-    return Field(default=None, **info)
-
-
-def _form(group: str, unit: str, default: int | str | None) -> dict[str, Any]:
-    """The form's metadata; no ``x-default`` where the default always follows other inputs."""
-    return {"x-group": group, "x-unit": unit} | ({} if default is None else {"x-default": default})
+__all__ = ["GROUPS", "STATIC_DEFAULTS", "ScenarioFields", "form_metadata"]
 
 
 class ScenarioFields(BaseModel):
@@ -88,7 +69,7 @@ class ScenarioFields(BaseModel):
         description="A known model (llama-2-7b, mistral-7b-v0.1, …) or a pasted config.json in compact form "
         "(cfg:…). It fills params, the largest unit and, with the activation inputs, the activation peak.",
         examples=["llama-2-7b"],
-        json_schema_extra=_form("model", "known id or cfg:…", ""),
+        json_schema_extra=form("model", "known id or cfg:…", ""),
     )
     params: Count = optional(
         ge=1,
@@ -97,7 +78,7 @@ class ScenarioFields(BaseModel):
         description="Parameters held by this data-parallel group (one model-parallel shard with TP/PP). "
         "Default: the model's exact count, else 7B.",
         examples=[7_000_000_000],
-        json_schema_extra=_form("model", "parameters", 7_000_000_000),
+        json_schema_extra=form("model", "parameters", 7_000_000_000),
     )
     unit_params: Count = optional(
         ge=0,
@@ -106,25 +87,43 @@ class ScenarioFields(BaseModel):
         description="Parameters in the biggest module all-gathered at once; at most N. Default: the model's "
         "largest wrapped unit, else min(400M, N).",
         examples=[400_000_000],
-        json_schema_extra=_form("model", "parameters", None),
+        json_schema_extra=form("model", "parameters", None),
+    )
+    stack: Stack = optional(
+        title="Training stack",
+        description="The stack the run trains with; it presets the choices below that it decides (each can "
+        "still be set on its own): plain-fsdp2 (a plain training loop around FSDP2's fully_shard, the loss "
+        "computed outside the model) or hf-fsdp2 (transformers' model classes under the HF Trainer or "
+        "Accelerate with FSDP2: the loss computed inside the model from labels=).",
+        examples=["hf-fsdp2"],
+        json_schema_extra=form("stack", "stack", "plain-fsdp2"),
+    )
+    loss: Loss = optional(
+        title="Where the loss runs",
+        description="outside the model (a training loop calls the loss on the logits: torchtitan, plain loops) or "
+        "inside (the model computes it from labels=, as transformers' ForCausalLM does: the loss then runs "
+        "inside the root FSDP unit, whose pre-backward prefetches the last layer(s) before the loss's "
+        "backward). Default: the stack's.",
+        examples=["inside"],
+        json_schema_extra=form("stack", "place", None),
     )
     param_bytes: W124 = optional(
         title="Parameter width",
         description="Width of the compute / low-precision parameter copy (BF16 = 2).",
         examples=[2],
-        json_schema_extra=_form("precision", "bytes/element", 2),
+        json_schema_extra=form("precision", "bytes/element", 2),
     )
     grad_bytes: W24 = optional(
         title="Gradient width",
         description="Width of stored gradients.",
         examples=[2],
-        json_schema_extra=_form("precision", "bytes/element", 2),
+        json_schema_extra=form("precision", "bytes/element", 2),
     )
     master_bytes: W048 = optional(
         title="Master-copy width",
         description="Width of the high-precision master copy; 0 = no separate master (FSDP2).",
         examples=[4],
-        json_schema_extra=_form("precision", "bytes/element", 4),
+        json_schema_extra=form("precision", "bytes/element", 4),
     )
     opt_states: Plain = optional(
         ge=0,
@@ -132,27 +131,27 @@ class ScenarioFields(BaseModel):
         title="Optimizer states",
         description="Optimizer state tensors per parameter: Adam 2, SGD+momentum 1, plain SGD 0.",
         examples=[2],
-        json_schema_extra=_form("precision", "tensors/parameter", 2),
+        json_schema_extra=form("precision", "tensors/parameter", 2),
     )
     opt_bytes: W1248 = optional(
         title="Optimizer-state width",
         description="Width of each optimizer state element.",
         examples=[4],
-        json_schema_extra=_form("precision", "bytes/element", 4),
+        json_schema_extra=form("precision", "bytes/element", 4),
     )
     gather_bytes: W124 = optional(
         title="All-gather width",
         description="Width in which parameters are all-gathered for compute (FSDP2 param_dtype). Default: "
         "the parameter width.",
         examples=[2],
-        json_schema_extra=_form("precision", "bytes/element", None),
+        json_schema_extra=form("precision", "bytes/element", None),
     )
     reduce_bytes: W24 = optional(
         title="Reduce-scatter width",
         description="Width in which gradients are reduce-scattered (FSDP2 reduce_dtype); the reduce-scatter "
         "input holds one whole unit in it. Default: the gradient width.",
         examples=[4],
-        json_schema_extra=_form("precision", "bytes/element", None),
+        json_schema_extra=form("precision", "bytes/element", None),
     )
     dp: Plain = optional(
         ge=DP[0],
@@ -160,7 +159,7 @@ class ScenarioFields(BaseModel):
         title="Sharding degree (D)",
         description="Ranks across which ZeRO / FSDP shards state; not the GPU count under TP/PP.",
         examples=[8],
-        json_schema_extra=_form("parallelism", "ranks", 8),
+        json_schema_extra=form("parallelism", "ranks", 8),
     )
     stage: StageRun = optional(
         title="ZeRO stage run",
@@ -168,7 +167,7 @@ class ScenarioFields(BaseModel):
         "write it (FSDP2: 3 is full sharding, 2 keeps parameters unsharded after forward, 1 is not expressible). "
         "The comparison shows all four stages either way.",
         examples=[3],
-        json_schema_extra=_form("parallelism", "stage", 3),
+        json_schema_extra=form("parallelism", "stage", 3),
     )
     shard_group: Plain = optional(
         ge=1,
@@ -178,7 +177,7 @@ class ScenarioFields(BaseModel):
         "groups (FSDP2's HSDP mesh (replicate, shard), DeepSpeed mics_shard_size); gradients are reduce-scattered "
         "within the group, then all-reduced across groups. Must divide D. Default: D (one group, plain ZeRO).",
         examples=[8],
-        json_schema_extra=_form("parallelism", "ranks", None),
+        json_schema_extra=form("parallelism", "ranks", None),
     )
     hpz: Plain = optional(
         ge=1,
@@ -188,7 +187,7 @@ class ScenarioFields(BaseModel):
         "secondary 1 ÷ hpz shard of the parameters (usually hpz = GPUs per node), so backward all-gathers "
         "within the hpz group only. Must divide D; 1 is off.",
         examples=[8],
-        json_schema_extra=_form("parallelism", "ranks", 1),
+        json_schema_extra=form("parallelism", "ranks", 1),
     )
     pp: Plain = optional(
         ge=1,
@@ -198,7 +197,7 @@ class ScenarioFields(BaseModel):
         "the embedding, the last the head; under 1F1B the first stage keeps pp micro batches of activations. "
         "The GPU count is D × tp × pp.",
         examples=[1],
-        json_schema_extra=_form("parallelism", "stages", 1),
+        json_schema_extra=form("parallelism", "stages", 1),
     )
     pp_stage: PpStage = optional(
         title="Pipeline stage budgeted",
@@ -206,7 +205,7 @@ class ScenarioFields(BaseModel):
         "micro batches in flight) or last (the head, the logits, one micro batch). The answer shows both ends' "
         "peaks and which is the busier.",
         examples=["first"],
-        json_schema_extra=_form("parallelism", "stage", "first"),
+        json_schema_extra=form("parallelism", "stage", "first"),
     )
     ep: Plain = optional(
         ge=1,
@@ -216,7 +215,7 @@ class ScenarioFields(BaseModel):
         "experts): each rank holds E ÷ ep experts per layer, ZeRO shards them over D ÷ ep, and each MoE layer "
         "all-to-alls its tokens.",
         examples=[1],
-        json_schema_extra=_form("parallelism", "ranks", 1),
+        json_schema_extra=form("parallelism", "ranks", 1),
     )
     prefetch: Plain = optional(
         ge=0,
@@ -224,7 +223,7 @@ class ScenarioFields(BaseModel):
         title="Prefetched units (P)",
         description="Extra units all-gathered ahead while one executes (declared cap: 8).",
         examples=[1],
-        json_schema_extra=_form("schedule", "units", 0),
+        json_schema_extra=form("schedule", "units", 0),
     )
     reshard_after_forward: Flag = optional(
         title="Reshard after forward",
@@ -232,7 +231,7 @@ class ScenarioFields(BaseModel):
         "parameters after its forward and gathers them again in backward; 0 keeps every layer unsharded from "
         "its forward to its backward. With a model, the schedule-aware peak reads it.",
         examples=[1],
-        json_schema_extra=_form("schedule", "0 or 1", 1),
+        json_schema_extra=form("schedule", "0 or 1", 1),
     )
     bucket_bytes: Bytes = optional(
         ge=0,
@@ -240,7 +239,7 @@ class ScenarioFields(BaseModel):
         title="Communication buckets",
         description="Reduce-scatter / all-reduce / all-gather buckets resident during the step.",
         examples=[0],
-        json_schema_extra=_form("schedule", "bytes", 0),
+        json_schema_extra=form("schedule", "bytes", 0),
     )
     activation_bytes: Bytes = optional(
         ge=0,
@@ -249,7 +248,7 @@ class ScenarioFields(BaseModel):
         description="Activation peak per rank; a typed value is a measurement. Default: modelled from the "
         "model, else the seed's 20 GB placeholder. Never divided by D.",
         examples=[20_000_000_000],
-        json_schema_extra=_form("measured", "bytes", 20_000_000_000),
+        json_schema_extra=form("measured", "bytes", 20_000_000_000),
     )
     overhead_bytes: Bytes = optional(
         ge=0,
@@ -257,7 +256,7 @@ class ScenarioFields(BaseModel):
         title="Runtime overhead",
         description="Measured context, workspaces and allocator slack.",
         examples=[0],
-        json_schema_extra=_form("measured", "bytes", 0),
+        json_schema_extra=form("measured", "bytes", 0),
     )
     contingency_pct: Plain = optional(
         ge=0,
@@ -265,7 +264,7 @@ class ScenarioFields(BaseModel):
         title="Contingency",
         description="Explicit contingency on top of everything else.",
         examples=[5],
-        json_schema_extra=_form("measured", "%", 0),
+        json_schema_extra=form("measured", "%", 0),
     )
     seq_len: Count = optional(
         ge=SEQ_LEN[0],
@@ -273,7 +272,7 @@ class ScenarioFields(BaseModel):
         title="Sequence length (s)",
         description="Tokens per sequence, for the activation model.",
         examples=[4096],
-        json_schema_extra=_form("activation", "tokens", 4096),
+        json_schema_extra=form("activation", "tokens", 4096),
     )
     micro_batch: Plain = optional(
         ge=MICRO_BATCH[0],
@@ -281,19 +280,19 @@ class ScenarioFields(BaseModel):
         title="Micro-batch (b)",
         description="Sequences per micro batch on one rank, for the activation model.",
         examples=[1],
-        json_schema_extra=_form("activation", "sequences", 1),
+        json_schema_extra=form("activation", "sequences", 1),
     )
     act_bytes: ActW = optional(
         title="Activation width",
         description="Width of saved activations (BF16 = 2).",
         examples=[2],
-        json_schema_extra=_form("activation", "bytes/element", 2),
+        json_schema_extra=form("activation", "bytes/element", 2),
     )
     act_policy: Policy = optional(
         title="Recomputation",
         description="Activation checkpointing: none, selective (the attention core) or full (each layer).",
         examples=["selective"],
-        json_schema_extra=_form("activation", "policy", "none"),
+        json_schema_extra=form("activation", "policy", "none"),
     )
     tp: Plain = optional(
         ge=TP[0],
@@ -301,19 +300,19 @@ class ScenarioFields(BaseModel):
         title="Tensor parallel (t)",
         description="Tensor-parallel degree; must divide the attention heads.",
         examples=[1],
-        json_schema_extra=_form("activation", "ranks", 1),
+        json_schema_extra=form("activation", "ranks", 1),
     )
     sequence_parallel: Flag = optional(
         title="Sequence parallel",
         description="1 shards the residual stream across the tensor-parallel ranks (Megatron SP).",
         examples=[0],
-        json_schema_extra=_form("activation", "0 or 1", 0),
+        json_schema_extra=form("activation", "0 or 1", 0),
     )
     logits_bytes: LogitsW = optional(
         title="Loss dtype width",
         description="Width of the s × b × V logits the loss reads (FP32 = 4).",
         examples=[4],
-        json_schema_extra=_form("activation", "bytes/element", 4),
+        json_schema_extra=form("activation", "bytes/element", 4),
     )
     norms: Norms = optional(
         title="RMSNorm kernel",
@@ -322,7 +321,7 @@ class ScenarioFields(BaseModel):
         "trace of a transformers-style model allocates) or fused (a fused kernel such as Liger's or Apex's keeps "
         "its input and the FP32 1/rms: 4·s·b·h B less per norm). LayerNorm models: no effect.",
         examples=["unfused"],
-        json_schema_extra=_form("activation", "kernel", "unfused"),
+        json_schema_extra=form("activation", "kernel", "unfused"),
     )
     capacity_bytes: Bytes = optional(
         ge=1,
@@ -330,7 +329,7 @@ class ScenarioFields(BaseModel):
         title="Device capacity",
         description="Usable device memory per rank.",
         examples=[80_000_000_000],
-        json_schema_extra=_form("device", "bytes", 80_000_000_000),
+        json_schema_extra=form("device", "bytes", 80_000_000_000),
     )
     offload_optimizer: Offload = optional(
         title="Optimizer offload",
@@ -339,14 +338,14 @@ class ScenarioFields(BaseModel):
         "(the device), cpu (host memory, pinned) or nvme (ZeRO-Infinity). Off the device, they join the host "
         "ledger.",
         examples=["cpu"],
-        json_schema_extra=_form("host", "device", "none"),
+        json_schema_extra=form("host", "device", "none"),
     )
     offload_param: Offload = optional(
         title="Parameter offload",
         description="Where stage 3's parameter shards live between uses (DeepSpeed offload_param): none, cpu or "
         "nvme. Each unit is still gathered on the device to compute.",
         examples=["none"],
-        json_schema_extra=_form("host", "device", "none"),
+        json_schema_extra=form("host", "device", "none"),
     )
     ranks_per_node: Plain = optional(
         ge=1,
@@ -354,7 +353,7 @@ class ScenarioFields(BaseModel):
         title="Ranks per node",
         description="GPUs (ranks) sharing one host's memory: the host ledger is per node.",
         examples=[8],
-        json_schema_extra=_form("host", "ranks", 8),
+        json_schema_extra=form("host", "ranks", 8),
     )
     host_bytes: Bytes = optional(
         ge=1,
@@ -362,14 +361,14 @@ class ScenarioFields(BaseModel):
         title="Host memory",
         description="Usable host RAM per node, for the host fit verdict (a DGX H100 has 2 TB).",
         examples=[2_000_000_000_000],
-        json_schema_extra=_form("host", "bytes", 2_000_000_000_000),
+        json_schema_extra=form("host", "bytes", 2_000_000_000_000),
     )
     zero_init: Flag = optional(
         title="Partitioned construction",
         description="1: the model is built already partitioned (DeepSpeed zero.Init, FSDP2 on the meta device), "
         "so loading holds one unit per rank on the host; 0: every rank builds the whole model in FP32 first.",
         examples=[1],
-        json_schema_extra=_form("host", "0 or 1", 1),
+        json_schema_extra=form("host", "0 or 1", 1),
     )
     name: Text = optional(
         max_length=NAME_MAX_CHARS,
@@ -377,16 +376,8 @@ class ScenarioFields(BaseModel):
         title="Scenario name",
         description="A free-text label shown on the page and in receipts (up to 80 printable characters).",
         examples=["Llama-2-7B, 8 x H100"],
-        json_schema_extra=_form("model", "text", ""),
+        json_schema_extra=form("model", "text", ""),
     )
-
-
-def form_metadata(info: FieldInfo) -> dict[str, Any]:
-    """A field's ``json_schema_extra``: x-group, x-unit, x-kind and (where it is static) x-default."""
-    extra = info.json_schema_extra
-    if not isinstance(extra, dict):
-        raise TypeError("a scenario field's json_schema_extra is a dict of form metadata")
-    return extra
 
 
 # The defaults that hold without other inputs deciding them (the seed's example); U and the

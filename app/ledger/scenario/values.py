@@ -51,3 +51,5 @@ class ScenarioValues:
     ranks_per_node: int = 8  # Ranks per node
     host_bytes: int = 2_000_000_000_000  # Host memory
     zero_init: int = 1  # Partitioned construction
+    stack: str = "plain-fsdp2"  # Training stack
+    loss: str = "outside"  # Where the loss runs

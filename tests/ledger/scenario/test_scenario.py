@@ -107,6 +107,8 @@ def test_allowed_ranges_match_the_spec(name: str, allowed: str) -> None:
 
 def test_every_spec_field_is_in_the_table() -> None:
     assert {f.name for f in FIELDS} == {
+        "stack",
+        "loss",
         "params",
         "dp",
         "param_bytes",

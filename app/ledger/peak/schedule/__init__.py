@@ -21,6 +21,9 @@ The instants (each a list of :class:`Entry` lines, bytes with their formula):
 - **loss backward** (``_log_softmax_backward_data``): the same state, the saved activations with the
   loss's saved log-probabilities (s·b·V in the loss width) instead of the logits, and two more
   logits-sized tensors of the loss width (the gradient of the log-probabilities and of the logits);
+  with the loss inside the model (``loss = inside``: transformers' ``ForCausalLM`` given ``labels=``)
+  the loss is part of the root module's forward, so the root's pre-backward runs before the loss's
+  backward and the last layer's all-gather output (P of them) is already resident here;
 - **backward at the head**: the root's pre-backward has prefetched the last layer; the logits' gradient
   in the activation width, the head's and final norm's gradients, every saved activation;
 - **backward at layer k** (the worst k; between k = max(1, P) and L − 2 the total is linear in k, so

@@ -135,8 +135,13 @@ class Step(Pieces):
         )
 
     def loss_backward(self, out: Sink) -> None:
+        """The loss's backward. With the loss inside the model (``loss = inside``: transformers' ForCausalLM
+        with labels=) it runs inside the root module, so the root's pre-backward has already prefetched
+        the last layer(s)."""
         self.forward_done(out)
         a, s = self.a, self.s
+        if s.loss == "inside":
+            self.root_prefetch(out, " (the loss runs inside the root module)")
         self.activations(
             out,
             "the loss's saved log-probabilities (s·b·V in the loss width)",
@@ -160,11 +165,7 @@ class Step(Pieces):
         u, a, s = self.u, self.a, self.s
         self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
         self.root_and_kept_layers(out, self.kept_after_forward())
-        if self.fsdp2 and s.reshard_after_forward and s.dp > 1:
-            ahead = min(max(1, s.prefetch), u.layers)
-            what = "the last layer" if ahead == 1 else f"the last {ahead} layers"
-            self.unsharded(out, f"all-gather output of {what}, prefetched by the root's pre-backward", ahead,
-                           u.layer_unsharded, "all_gather")  # fmt: skip
+        self.root_prefetch(out)
         self.whole_gradients(out, "the head's and final norm's gradients (whole)", u.head_grad_params)
         value, formula = self.saved_through_forward()
         self.activations(out, "activations saved by every layer, the final norm and the residual stream", value,
@@ -179,6 +180,16 @@ class Step(Pieces):
                 f"{n(a.activation_grad)} B = {n(temps)} B"
             ),
         )
+
+    def root_prefetch(self, out: Sink, why: str = "") -> None:
+        """The root's pre-backward prefetch (stage 3 resharding after forward, D > 1): the all-gather output of
+        the last max(1, P) layers."""
+        u, s = self.u, self.s
+        if self.fsdp2 and s.reshard_after_forward and s.dp > 1:
+            ahead = min(max(1, s.prefetch), u.layers)
+            what = "the last layer" if ahead == 1 else f"the last {ahead} layers"
+            self.unsharded(out, f"all-gather output of {what}, prefetched by the root's pre-backward{why}", ahead,
+                           u.layer_unsharded, "all_gather")  # fmt: skip
 
     def backward_at(self, k: int, moment: str, out: Sink) -> None:
         """Layer k's backward at ``moment`` (see :meth:`layer_moments`): the state, the gradients of the

@@ -1,0 +1,96 @@
+"""The training stack as an input: its presets, and where the loss runs as the schedule walks it.
+
+Hand numbers on the model reference (Llama-2-7B, FSDP2 layout, D = 8, full recomputation): one decoder
+layer is 202,383,360 parameters, all-gathered in BF16. The rule is checked against transformers' own
+``LlamaForCausalLM`` traced under FSDP2 in ``tests/trace/test_stacks_traced.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.ledger.ledger import compute_ledger
+from app.ledger.scenario import ScenarioError, parse_scenario
+from app.ledger.scenario.links import canonical_query
+from app.ledger.scenario.stacks import STACK_CHOICES, STACKS, preset, set_by_stack
+from app.ledger.verify.frozen import FROZEN_MODEL_INPUTS, FROZEN_MODEL_INSTANTS
+
+LAYER_GATHERED = 202_383_360 * 2  # one decoder layer's all-gather output in BF16
+
+
+def _instants(**raw: Any) -> dict[str, int]:
+    walk = compute_ledger(parse_scenario({**FROZEN_MODEL_INPUTS, **raw})).stages[3].peak.schedule
+    assert walk is not None
+    return {i.key: i.total for i in walk.instants}
+
+
+def test_the_default_stack_keeps_todays_numbers() -> None:
+    assert _instants() == FROZEN_MODEL_INSTANTS
+    assert _instants(stack="plain-fsdp2", loss="outside") == FROZEN_MODEL_INSTANTS
+
+
+@pytest.mark.parametrize(("prefetch", "layers"), [(0, 1), (1, 1), (2, 2), (3, 3)])
+def test_a_loss_inside_the_model_holds_the_roots_prefetch_at_the_loss_backward(prefetch: int, layers: int) -> None:
+    """The loss runs inside the root module's forward, so the root's pre-backward (which prefetches the last
+    max(1, P) layers) runs before the loss's backward, not after it: only the loss-backward instant grows."""
+    outside, inside = _instants(prefetch=prefetch), _instants(prefetch=prefetch, loss="inside")
+    assert inside["loss-backward"] == outside["loss-backward"] + layers * LAYER_GATHERED
+    assert {k: v for k, v in inside.items() if k != "loss-backward"} == {
+        k: v for k, v in outside.items() if k != "loss-backward"
+    }
+
+
+@pytest.mark.parametrize("raw", [{"dp": 1}, {"reshard_after_forward": 0}])
+def test_without_a_reshard_there_is_nothing_to_prefetch(raw: dict[str, Any]) -> None:
+    assert _instants(**raw, loss="inside") == _instants(**raw)
+
+
+def test_the_receipt_names_the_prefetch_at_the_loss_backward() -> None:
+    walk = compute_ledger(parse_scenario({**FROZEN_MODEL_INPUTS, "stack": "hf-fsdp2"})).stages[3].peak.schedule
+    assert walk is not None
+    loss = next(i for i in walk.instants if i.key == "loss-backward")
+    entry = next(e for e in loss.entries if "prefetched by the root's pre-backward" in e.what)
+    assert entry.bytes == LAYER_GATHERED and entry.category == "all_gather"
+    assert "the loss runs inside the root module" in entry.what
+
+
+# --------------------------------------------------------------------------- the stack's presets
+
+
+def test_each_stack_decides_every_stack_choice() -> None:
+    assert STACKS == ("plain-fsdp2", "hf-fsdp2")
+    for stack in STACKS:
+        for choice in STACK_CHOICES:
+            assert preset(stack, choice).evidence  # each preset says why, citing the project's code
+
+
+@pytest.mark.parametrize(("raw", "loss", "from_stack"), [
+    ({}, "outside", ("loss",)),
+    ({"stack": "hf-fsdp2"}, "inside", ("loss",)),
+    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", ()),  # typed: it wins over the stack's
+    ({"loss": "inside"}, "inside", ()),
+])  # fmt: skip
+def test_a_choice_left_empty_takes_the_stacks_value(raw: dict[str, str], loss: str, from_stack: tuple[str]) -> None:
+    s = parse_scenario(raw)
+    assert s.loss == loss
+    assert set_by_stack(s.stack, s.as_dict()) == from_stack
+
+
+@pytest.mark.parametrize(("raw", "query"), [
+    ({"stack": "hf-fsdp2"}, "stack=hf-fsdp2"),  # the stack's own value is not spelled again
+    ({"stack": "hf-fsdp2", "loss": "inside"}, "stack=hf-fsdp2"),
+    ({"stack": "hf-fsdp2", "loss": "outside"}, "loss=outside&stack=hf-fsdp2"),
+    ({"loss": "inside"}, "loss=inside"),
+])  # fmt: skip
+def test_the_link_spells_only_what_differs_from_the_stack(raw: dict[str, str], query: str) -> None:
+    assert canonical_query(parse_scenario(raw)) == query
+
+
+@pytest.mark.parametrize(("raw", "field"), [({"stack": "deepspeed"}, "stack"), ({"loss": "chunked"}, "loss")])
+def test_a_stack_or_loss_it_does_not_know_names_the_field(raw: dict[str, str], field: str) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(raw)
+    (error,) = caught.value.errors
+    assert error.field == field and error.allowed.startswith("one of ")
