@@ -26,6 +26,7 @@ TP = (1, 1_024)
 # The training stacks a scenario names (its presets: app/ledger/scenario/stacks.py) and where its loss runs.
 TrainingStack = Literal["plain-fsdp2", "hf-fsdp2"]
 LossPlace = Literal["outside", "inside"]
+Wrapping = Literal["root", "embed-tail"]
 ActPolicy = Literal["none", "selective", "full"]
 NormsImpl = Literal["fused", "unfused"]
 ActWidth = Literal[1, 2, 4]

@@ -31,16 +31,16 @@ INSTALL_HINT = (
 )
 
 
-TRANSFORMERS_PIN = "transformers==5.23.0"
-TRANSFORMERS_HINT = (
-    "--stack hf-fsdp2 traces transformers' own model class, in the trace extra: pip install -e '.[trace]' "
-    f"(or pip install {TRANSFORMERS_PIN} with {TORCH_PIN})"
+HF_STACK_PINS = "transformers==5.23.0 accelerate==1.15.0"
+HF_STACK_HINT = (
+    "--stack hf-fsdp2 traces transformers' own model class sharded by Accelerate's own code, in the trace "
+    f"extra: pip install -e '.[trace]' (or pip install {HF_STACK_PINS} with {TORCH_PIN})"
 )
 
 
-def transformers_installed() -> bool:
-    """Whether transformers can be imported, asked without importing it."""
-    return importlib.util.find_spec("transformers") is not None
+def hf_stack_installed() -> bool:
+    """Whether transformers and accelerate can be imported, asked without importing them."""
+    return all(importlib.util.find_spec(name) is not None for name in ("transformers", "accelerate"))
 
 
 def torch_installed() -> bool:

@@ -88,7 +88,7 @@ def instants(result: TraceResult) -> list[dict[str, Any]]:
     if walk is None:
         return []
     labels = [i.label for i in result.timeline]
-    layers = [u for u in result.units if u != "root"]
+    layers = result.layers
     out = []
     for i in walk.instants:
         stretch = _traced_stretch(i.key, layers)
@@ -203,8 +203,9 @@ def _row(label: str, value: int, note: str = "") -> str:
 def _shown_instants(result: TraceResult) -> list[Instant | None]:
     """The instants the table lists: all of them for a few layers; else the root's, the first and
     last layers', and the peak's unit; ``None`` stands for the skipped ones."""
-    units = [u for u in result.units if u != "root"]
-    keep_units = {"root", "", result.peak_at.unit, *units[:TIMELINE_LAYERS_SHOWN], *units[-TIMELINE_LAYERS_SHOWN:]}
+    units = result.layers
+    keep_units = {"root", "embed", "tail", "", result.peak_at.unit, *units[:TIMELINE_LAYERS_SHOWN],
+                  *units[-TIMELINE_LAYERS_SHOWN:]}  # fmt: skip
     out: list[Instant | None] = []
     for i in result.timeline:
         if i.unit in keep_units:

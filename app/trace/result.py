@@ -67,3 +67,9 @@ class TraceResult:
     first_iteration_peak: int
     timeline: tuple[Instant, ...]
     seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def layers(self) -> list[str]:
+        """The decoder layers' units in order (``layers.0`` …, GPT-2's ``h.0`` …): not the root, nor the
+        embedding's and the tail's units where a stack makes them units of their own."""
+        return [u for u in self.units if u.rpartition(".")[2].isdigit()]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from app.ledger.models.architecture import Architecture, ModelConfigError
 from app.ledger.models.reference import resolve
 from app.ledger.scenario import Scenario
-from app.trace import TRANSFORMERS_HINT, transformers_installed
+from app.trace import HF_STACK_HINT, hf_stack_installed
 
 TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox")
 # --stack hf-fsdp2: the dense families whose transformers class runs on fake tensors (a MoE's routing has
@@ -55,6 +55,7 @@ class TraceSetup:
     foreach: bool  # the optimizer's multi-tensor path (CUDA's default) or one tensor at a time
     stack: str = "plain-fsdp2"  # plain-fsdp2: the lab's plain-torch decoders; hf-fsdp2: transformers' class
     loss: str = "outside"  # outside: the loop's cross_entropy on the logits; inside: the model's own (labels=)
+    wrap: str = "root"  # root: the lab's recipe (layers, then the root); embed-tail: Accelerate's own code
 
     @property
     def optimizer(self) -> str:
@@ -134,16 +135,20 @@ def _run_problems(s: Scenario) -> list[str]:
 def _stack_problems(s: Scenario, family: str) -> list[str]:
     """Why the scenario's stack and its loss cannot be traced (the model class each stack runs)."""
     if s.stack == "plain-fsdp2":
+        problems = []
         if s.loss == "inside":
-            return ["--loss inside: the plain decoders return their logits; --stack hf-fsdp2 traces transformers' "
-                    "model class, which computes its own loss"]  # fmt: skip
-        return []
+            problems.append("--loss inside: the plain decoders return their logits; --stack hf-fsdp2 traces "
+                            "transformers' model class, which computes its own loss")  # fmt: skip
+        if s.wrap == "embed-tail":
+            problems.append("--wrap embed-tail: the plain decoders are wrapped by the lab's recipe; --stack "
+                            "hf-fsdp2 carves the units with Accelerate's own code")  # fmt: skip
+        return problems
     problems = []
     if family and family not in HF_TRACEABLE:
         problems.append(f"--stack {s.stack}: family {family!r} is not yet traceable with transformers' class "
                         f"(traceable: {', '.join(HF_TRACEABLE)})")  # fmt: skip
-    if not transformers_installed():
-        problems.append(TRANSFORMERS_HINT)
+    if not hf_stack_installed():
+        problems.append(HF_STACK_HINT)
     return problems
 
 
@@ -175,4 +180,5 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         foreach=foreach,
         stack=s.stack,
         loss=s.loss,
+        wrap=s.wrap,
     )

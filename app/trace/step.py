@@ -37,7 +37,7 @@ def fake_world(dp: int) -> Iterator[Any]:
         raise RuntimeError("a process group is already initialised in this process; the trace needs its own")
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=dp)
     try:
-        yield init_device_mesh("cpu", (dp,))
+        yield init_device_mesh("cpu", (dp,), mesh_dim_names=("dp_shard",))
     finally:
         dist.destroy_process_group()
 
@@ -52,6 +52,12 @@ def _unit_name(fqn: str) -> str:
         return "root"
     parts = fqn.split(".")
     return ".".join(parts[-2:]) if len(parts) >= 2 else fqn
+
+
+def _layer_index(unit: str) -> int:
+    """``layers.3`` → 3; 0 for a unit that is not a decoder layer."""
+    index = unit.rpartition(".")[2]
+    return int(index) if index.isdigit() else 0
 
 
 def _optimizer(setup: TraceSetup, params: Any) -> Any:
@@ -92,14 +98,23 @@ class Sharded:
     units_by_fqn: dict[str, str]  # the module's qualified name → unit name
 
     def ordered_units(self) -> tuple[str, ...]:
-        """The unit names, root first, then the layers in order."""
-        return tuple(sorted(self.units.values(), key=lambda u: (u != "root", int(u.rpartition(".")[2] or 0)
-                                                                if u != "root" else 0)))  # fmt: skip
+        """The unit names, root first, then the embedding's and the tail's where they are units of their own
+        (the hf-fsdp2 stack), then the layers in order."""
+        order = {"root": 0, "embed": 1, "tail": 2}
+        return tuple(sorted(set(self.units.values()), key=lambda u: (order.get(u, 3), _layer_index(u))))
 
 
 def shard(model: Any, setup: TraceSetup, mesh: Any, report: Progress) -> Sharded:
-    """Cast the parameters, ``fully_shard`` every decoder layer (checkpointed under ``full``) and the root."""
+    """Cast the parameters, ``fully_shard`` every decoder layer (checkpointed under ``full``) and the root;
+    ``wrap = embed-tail`` (the ``hf-fsdp2`` stack's) by Accelerate's own code (:mod:`app.trace.accelerate`)."""
     mp = MixedPrecisionPolicy(param_dtype=dtype(setup.gather_bytes), reduce_dtype=dtype(setup.reduce_bytes))
+    if setup.wrap == "embed-tail":
+        from app.trace.accelerate import prepare
+
+        report("sharding (Accelerate)", 0, 1)
+        model, names = prepare(model, setup, mesh, mp)
+        units = {id(m): names[fqn] for fqn, m in model.named_modules() if fqn in names}
+        return Sharded(model, _optimizer(setup, model.parameters()), units, names)
     if setup.param_bytes != 4:  # the parameters only: buffers (rotary tables) stay FP32
         for p in model.parameters():
             p.data = p.data.to(dtype(setup.param_bytes))

@@ -529,7 +529,8 @@ def test_the_fit_finder_comes_inline_when_on_screen_and_is_deferred_when_not(pag
     page.evaluate("window.scrollTo(0, 0)")
     page.evaluate(frame)
     height = page.evaluate("document.getElementById('lower').offsetHeight")
-    page.locator("#f-dp").fill("32")
+    # set without scrolling (fill() would scroll the field, and with it the fit finder, into view)
+    page.locator("#f-dp").evaluate("el => { el.value = '32'; el.dispatchEvent(new Event('change', {bubbles: true})); }")
     expect(page).to_have_url(live_server + "/?dp=32&model=llama-2-7b")
     expect(page.locator("[data-pending]#lower")).to_have_count(1)
     assert page.evaluate("document.getElementById('lower').offsetHeight") == height  # the page keeps its length

@@ -32,6 +32,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
     assert data["scenario"] == {
         "stack": "plain-fsdp2",
         "loss": "outside",
+        "wrap": "root",
         "params": 7_000_000_000,
         "dp": 8,
         "param_bytes": 2,

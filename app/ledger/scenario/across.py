@@ -21,7 +21,8 @@ from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
 from app.ledger.models.parallel import ParallelLayoutError
 from app.ledger.models.reference import resolve
-from app.ledger.scenario.declared import STATIC_DEFAULTS, ScenarioFields
+from app.ledger.scenario.declared import ScenarioFields
+from app.ledger.scenario.fields import STATIC_DEFAULTS
 from app.ledger.scenario.stacks import STACK_CHOICES, preset
 
 # The inputs whose default, when absent, is another input's value; U, whose default is min(400M, N); and

@@ -49,9 +49,10 @@ from app.ledger.scenario.readers import (
     Stack,
     StageRun,
     Text,
+    Wrap,
 )
 
-__all__ = ["GROUPS", "STATIC_DEFAULTS", "ScenarioFields", "form_metadata"]
+__all__ = ["GROUPS", "ScenarioFields", "form_metadata"]
 
 
 class ScenarioFields(BaseModel):
@@ -106,6 +107,17 @@ class ScenarioFields(BaseModel):
         "backward). Default: the stack's.",
         examples=["inside"],
         json_schema_extra=form("stack", "place", None),
+    )
+    wrap: Wrap = optional(
+        title="FSDP units",
+        description="root: fully_shard on each decoder layer and at the root, which holds the embedding, the "
+        "final norm and the head and stays unsharded from forward to its post-backward (FSDP2's documented "
+        "recipe, the plain loop). embed-tail: the embedding as a unit of its own, resharded after forward, and "
+        "the final norm with the head as one unit kept unsharded, the root owning no parameter (Accelerate "
+        "1.15.0's fsdp2_prepare_model; torchtitan 0.3.0 carves alike). The schedule walks embed-tail as root "
+        "for now, which the page and receipt say. Default: the stack's.",
+        examples=["embed-tail"],
+        json_schema_extra=form("stack", "units", None),
     )
     param_bytes: W124 = optional(
         title="Parameter width",
@@ -378,13 +390,3 @@ class ScenarioFields(BaseModel):
         examples=["Llama-2-7B, 8 x H100"],
         json_schema_extra=form("model", "text", ""),
     )
-
-
-# The defaults that hold without other inputs deciding them (the seed's example); U and the
-# all-gather and reduce-scatter widths have none (min(400M, N), the parameter width and the
-# gradient width), and a model overrides some.
-STATIC_DEFAULTS: dict[str, int | str] = {
-    name: meta["x-default"]
-    for name, info in ScenarioFields.model_fields.items()
-    if "x-default" in (meta := form_metadata(info))
-}

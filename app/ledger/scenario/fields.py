@@ -14,7 +14,7 @@ from pydantic import BeforeValidator
 from pydantic.fields import FieldInfo
 
 from app.ledger.bounds import TEN_13, TWO_40, TWO_46
-from app.ledger.scenario.declared import GROUPS, STATIC_DEFAULTS, ScenarioFields, form_metadata
+from app.ledger.scenario.declared import GROUPS, ScenarioFields, form_metadata
 from app.ledger.scenario.readers import NAME_PATTERN, READERS, Kind
 
 __all__ = [
@@ -29,6 +29,16 @@ __all__ = [
     "allowed_text",
     "derive_field",
 ]
+
+
+# The defaults that hold without other inputs deciding them (the seed's example); U and the
+# all-gather and reduce-scatter widths have none (min(400M, N), the parameter width and the
+# gradient width), and a model overrides some.
+STATIC_DEFAULTS: dict[str, int | str] = {
+    name: meta["x-default"]
+    for name, info in ScenarioFields.model_fields.items()
+    if "x-default" in (meta := form_metadata(info))
+}
 
 
 @dataclass(frozen=True, slots=True)

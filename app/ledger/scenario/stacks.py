@@ -30,6 +30,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "a plain FSDP2 loop computes the loss on the logits the root module returns "
             "(loss = cross_entropy(model(tokens), labels)), as torchtitan's train step does",
         ),
+        "wrap": Preset(
+            "root",
+            "FSDP2's documented recipe (torch.distributed.fsdp.fully_shard): fully_shard on each decoder layer, "
+            "then on the model, whose root unit keeps the embedding, the final norm and the head",
+        ),
     },
     "hf-fsdp2": {
         "loss": Preset(
@@ -38,9 +43,15 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "(trainer.py), and LlamaForCausalLM.forward computes self.loss_function(logits, labels) "
             "(ForCausalLMLoss, loss/loss_utils.py) inside the root FSDP module",
         ),
+        "wrap": Preset(
+            "embed-tail",
+            "accelerate 1.15.0 fsdp2_prepare_model (utils/fsdp_utils.py): the transformer-based wrap on "
+            "_no_split_modules, then fully_shard(input_embed) and fully_shard([final_norm, output_embed], "
+            "reshard_after_forward=False) (tied: norm, embedding and head in that one unit), the root last",
+        ),
     },
 }
-STACK_CHOICES: tuple[str, ...] = ("loss",)  # the fields whose default is the stack's
+STACK_CHOICES: tuple[str, ...] = ("loss", "wrap")  # the fields whose default is the stack's
 
 
 def preset(stack: str, choice: str) -> Preset:

@@ -53,3 +53,4 @@ class ScenarioValues:
     zero_init: int = 1  # Partitioned construction
     stack: str = "plain-fsdp2"  # Training stack
     loss: str = "outside"  # Where the loss runs
+    wrap: str = "root"  # FSDP units

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from starlette.requests import Request
 
 from app.ledger.scenario import FIELD_NAMES, MODEL_FILLED, Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario.stacks import STACK_CHOICES
 
 
 def query_dict(request: Request) -> dict[str, str]:
@@ -16,7 +17,7 @@ def query_dict(request: Request) -> dict[str, str]:
 
 # Fields whose default follows other inputs (the model, params, the parameter and gradient widths, D).
 # The page's form leaves them empty unless the user types a value, so an empty one means "use the default".
-DERIVED = MODEL_FILLED | {"gather_bytes", "reduce_bytes", "shard_group"}
+DERIVED = MODEL_FILLED | {"gather_bytes", "reduce_bytes", "shard_group", *STACK_CHOICES}
 
 
 def form_fields(query: Mapping[str, str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, GROUPS, Field, allowed_text
+from app.ledger.scenario.stacks import STACK_CHOICES, preset
 from app.receipts.display import gb, gib, human_bytes, human_count
 from app.web.http.query import DERIVED
 from app.web.views.answer import device_names
@@ -20,7 +21,7 @@ Control = Literal["input", "select", "model"]  # a text box, fixed choices, or t
 
 # Fields that can hold a valid but implausible value (see :func:`field_notes`): each has a slot
 # beside it, ``w-<name>``, for the warning or note, which a live update refreshes out of band.
-NOTED: tuple[str, ...] = ("seq_len", "capacity_bytes")
+NOTED: tuple[str, ...] = ("seq_len", "capacity_bytes", *STACK_CHOICES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,8 @@ def derived_hint(s: Scenario | None, name: str) -> str:
         return ""
     field = FIELD_BY_NAME[name]
     default = s.default_for(name)
-    assert isinstance(default, int)
+    if isinstance(default, str):  # a choice the training stack decides
+        return f"empty = the stack's ({s.stack}): {default}"
     if name == "gather_bytes":
         return f"empty = the parameter width ({default} B)"
     if name == "reduce_bytes":
@@ -192,7 +194,9 @@ def field_notes(
         typed = (raw.get(name) or "").strip()
         warning: str | None = None
         note: str | None = None
-        if value is None:
+        if name in STACK_CHOICES:
+            note = None if s is None or name in errors else _stack_note(name, typed, s)
+        elif value is None:
             pass
         elif name == "capacity_bytes":
             shown = typed or f"{value:,}"
@@ -216,6 +220,16 @@ def field_notes(
                 warning = f"{value:,} tokens — did you mean {number}{binary} = {meant:,}? (type {meant})"
         out[name] = (warning, note)
     return out
+
+
+def _stack_note(name: str, typed: str, s: Scenario) -> str:
+    """Whether a choice the stack decides came from the stack (and why it sets that) or was typed over it."""
+    given = preset(s.stack, name)
+    if not typed:
+        return f"{given.value}, set by the stack ({s.stack}): {given.evidence}."
+    if getattr(s, name) != given.value:
+        return f"Typed over the stack ({s.stack}), which sets {given.value}."
+    return f"Typed; the stack ({s.stack}) sets the same."
 
 
 def field_groups(fields: list[FormField]) -> list[FieldGroup]:

@@ -47,8 +47,18 @@ def test_without_a_reshard_there_is_nothing_to_prefetch(raw: dict[str, Any]) -> 
     assert _instants(**raw, loss="inside") == _instants(**raw)
 
 
-def test_the_receipt_names_the_prefetch_at_the_loss_backward() -> None:
+def test_under_embed_tail_the_root_owns_nothing_to_prefetch_with() -> None:
+    """Accelerate's units (the hf-fsdp2 stack's): the root owns no parameter, so its pre-backward prefetches
+    nothing before the loss's backward; the walk says it walks these units as the root recipe."""
+    assert _instants(loss="inside", wrap="embed-tail") == FROZEN_MODEL_INSTANTS
     walk = compute_ledger(parse_scenario({**FROZEN_MODEL_INPUTS, "stack": "hf-fsdp2"})).stages[3].peak.schedule
+    assert walk is not None and "Walked as wrap = root" in walk.note
+    plain = compute_ledger(parse_scenario(FROZEN_MODEL_INPUTS)).stages[3].peak.schedule
+    assert plain is not None and "Walked as wrap = root" not in plain.note
+
+
+def test_the_receipt_names_the_prefetch_at_the_loss_backward() -> None:
+    walk = compute_ledger(parse_scenario({**FROZEN_MODEL_INPUTS, "loss": "inside"})).stages[3].peak.schedule
     assert walk is not None
     loss = next(i for i in walk.instants if i.key == "loss-backward")
     entry = next(e for e in loss.entries if "prefetched by the root's pre-backward" in e.what)
@@ -66,15 +76,17 @@ def test_each_stack_decides_every_stack_choice() -> None:
             assert preset(stack, choice).evidence  # each preset says why, citing the project's code
 
 
-@pytest.mark.parametrize(("raw", "loss", "from_stack"), [
-    ({}, "outside", ("loss",)),
-    ({"stack": "hf-fsdp2"}, "inside", ("loss",)),
-    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", ()),  # typed: it wins over the stack's
-    ({"loss": "inside"}, "inside", ()),
+@pytest.mark.parametrize(("raw", "loss", "wrap", "from_stack"), [
+    ({}, "outside", "root", ("loss", "wrap")),
+    ({"stack": "hf-fsdp2"}, "inside", "embed-tail", ("loss", "wrap")),
+    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", "embed-tail", ("wrap",)),  # typed: it wins
+    ({"loss": "inside", "wrap": "embed-tail"}, "inside", "embed-tail", ()),
 ])  # fmt: skip
-def test_a_choice_left_empty_takes_the_stacks_value(raw: dict[str, str], loss: str, from_stack: tuple[str]) -> None:
+def test_a_choice_left_empty_takes_the_stacks_value(
+    raw: dict[str, str], loss: str, wrap: str, from_stack: tuple[str, ...]
+) -> None:
     s = parse_scenario(raw)
-    assert s.loss == loss
+    assert (s.loss, s.wrap) == (loss, wrap)
     assert set_by_stack(s.stack, s.as_dict()) == from_stack
 
 
@@ -83,12 +95,15 @@ def test_a_choice_left_empty_takes_the_stacks_value(raw: dict[str, str], loss: s
     ({"stack": "hf-fsdp2", "loss": "inside"}, "stack=hf-fsdp2"),
     ({"stack": "hf-fsdp2", "loss": "outside"}, "loss=outside&stack=hf-fsdp2"),
     ({"loss": "inside"}, "loss=inside"),
+    ({"stack": "hf-fsdp2", "wrap": "root"}, "stack=hf-fsdp2&wrap=root"),
 ])  # fmt: skip
 def test_the_link_spells_only_what_differs_from_the_stack(raw: dict[str, str], query: str) -> None:
     assert canonical_query(parse_scenario(raw)) == query
 
 
-@pytest.mark.parametrize(("raw", "field"), [({"stack": "deepspeed"}, "stack"), ({"loss": "chunked"}, "loss")])
+@pytest.mark.parametrize(
+    ("raw", "field"), [({"stack": "deepspeed"}, "stack"), ({"loss": "chunked"}, "loss"), ({"wrap": "auto"}, "wrap")]
+)
 def test_a_stack_or_loss_it_does_not_know_names_the_field(raw: dict[str, str], field: str) -> None:
     with pytest.raises(ScenarioError) as caught:
         parse_scenario(raw)

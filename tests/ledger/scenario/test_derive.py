@@ -9,8 +9,8 @@ from pydantic import create_model
 
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, ScenarioIn, derive, to_scenario, values
 from app.ledger.scenario.across import FOLLOWERS
-from app.ledger.scenario.declared import STATIC_DEFAULTS, ScenarioFields
-from app.ledger.scenario.fields import FIELD_BY_NAME
+from app.ledger.scenario.declared import ScenarioFields
+from app.ledger.scenario.fields import FIELD_BY_NAME, STATIC_DEFAULTS
 from app.ledger.scenario.out import scenario_out_fields
 
 

@@ -123,7 +123,8 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "reduce_bytes",
             "shard_group",
             "loss",
-        )  # defaults follow other inputs (the loss: the stack's)
+            "wrap",
+        )  # defaults follow other inputs (the loss and the units: the stack's)
 
 
 def test_the_static_defaults_are_the_core_scenarios_defaults() -> None:

@@ -109,6 +109,7 @@ def test_every_spec_field_is_in_the_table() -> None:
     assert {f.name for f in FIELDS} == {
         "stack",
         "loss",
+        "wrap",
         "params",
         "dp",
         "param_bytes",

@@ -137,10 +137,11 @@ class Step(Pieces):
     def loss_backward(self, out: Sink) -> None:
         """The loss's backward. With the loss inside the model (``loss = inside``: transformers' ForCausalLM
         with labels=) it runs inside the root module, so the root's pre-backward has already prefetched
-        the last layer(s)."""
+        the last layer(s) — where the root owns the head (``wrap = root``; under ``embed-tail`` the root owns
+        no parameter and its pre-backward prefetches nothing)."""
         self.forward_done(out)
         a, s = self.a, self.s
-        if s.loss == "inside":
+        if s.loss == "inside" and s.wrap == "root":
             self.root_prefetch(out, " (the loss runs inside the root module)")
         self.activations(
             out,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from app.ledger.peak.schedule.instants import NOTES, Entry, Instant, Schedule
+from app.ledger.peak.schedule.instants import EMBED_TAIL_NOTE, NOTES, Entry, Instant, Schedule
 from app.ledger.peak.schedule.sinks import EntrySink, SumSink
 from app.ledger.peak.schedule.step import Moment, Step
 from app.ledger.scenario import Scenario
@@ -38,7 +38,8 @@ def _walked(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules
     every = resident(step)
     instants = tuple(summed(step, moment, every) for moment in step.plan())
     peak = max(instants, key=lambda i: i.total)  # max() keeps the first of equals: step order
-    return Schedule(stage, instants, peak, NOTES[stage])
+    note = NOTES[stage] + (EMBED_TAIL_NOTE if stage == 3 and s.wrap == "embed-tail" else "")
+    return Schedule(stage, instants, peak, note)
 
 
 def resident(step: Step) -> list[int]:

@@ -1,0 +1,67 @@
+"""The ``hf-fsdp2`` stack's wrapping, by Accelerate's own code: what ``Accelerator.prepare`` does to a
+transformers model under FSDP2 (accelerate 1.15.0, ``accelerator.py`` ``prepare_model``).
+
+``fsdp2_apply_ac`` wraps each decoder layer in ``checkpoint_wrapper`` when activation checkpointing is on,
+then ``fsdp2_prepare_model`` upcasts the trainable parameters to FP32 and shards: each decoder layer (the
+transformer-based wrap policy on ``_no_split_modules``), the input embedding alone (untied), the final norm
+with the head as one unit that is not resharded after forward (tied: norm, embedding and head together),
+and the root last with FSDP2's default. Both functions read only a few attributes of the accelerator;
+:class:`_Accelerator` stands in for it on the fake process group, with a real
+``FullyShardedDataParallelPlugin``. Imports torch and accelerate: call it from a trace only.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+from accelerate.utils import FullyShardedDataParallelPlugin
+from accelerate.utils.fsdp_utils import fsdp2_apply_ac, fsdp2_prepare_model
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy
+
+from app.trace.setup import TraceSetup
+
+MESH_DIM = "dp_shard"  # the mesh dimension Accelerate shards over (parallelism_config.fsdp_dim_names)
+
+
+class _Accelerator(SimpleNamespace):
+    """What ``fsdp2_apply_ac`` and ``fsdp2_prepare_model`` read of an ``Accelerator``."""
+
+
+def prepare(model: Any, setup: TraceSetup, mesh: Any, mp: MixedPrecisionPolicy) -> tuple[Any, dict[str, str]]:
+    """Shard ``model`` as Accelerate does: the prepared model and its FSDP modules' names by qualified name
+    (``root``; ``embed``; ``tail``: the final norm and the head, one unit; ``layers.k``)."""
+    plugin = FullyShardedDataParallelPlugin(
+        fsdp_version=2,
+        auto_wrap_policy="transformer_based_wrap",  # the HF Trainer's default under FSDP2
+        reshard_after_forward=setup.reshard_after_forward,
+        mixed_precision_policy=mp,
+        activation_checkpointing=setup.act_policy == "full",
+    )
+    accelerator = _Accelerator(
+        state=SimpleNamespace(fsdp_plugin=plugin),
+        torch_device_mesh=mesh,
+        parallelism_config=SimpleNamespace(fsdp_dim_names=(MESH_DIM,)),
+        mixed_precision="bf16" if setup.gather_bytes == 2 else "no",
+        is_main_process=True,
+        device=torch.device("cpu"),
+    )
+    if plugin.activation_checkpointing:
+        model = fsdp2_apply_ac(accelerator, model)
+    model = fsdp2_prepare_model(accelerator, model)
+    embedding = model.get_input_embeddings()
+    names = {}
+    for fqn, module in model.named_modules():
+        if not isinstance(module, FSDPModule):
+            continue
+        parts = [p for p in fqn.split(".") if p != "_checkpoint_wrapped_module"]
+        if not fqn:
+            names[fqn] = "root"
+        elif parts[-1].isdigit():
+            names[fqn] = ".".join(parts[-2:])
+        elif module is embedding and module.weight is not model.get_output_embeddings().weight:
+            names[fqn] = "embed"
+        else:
+            names[fqn] = "tail"  # the final norm and the head (tied: with the embedding), one unit
+    return model, names
