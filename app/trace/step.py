@@ -8,7 +8,7 @@ loss, backward and optimizer step with the timeline's named instants.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from app.ledger.models.reference import config_of
 from app.trace.models import build_model, decoder_layers
-from app.trace.models.hf import build_hf_model
+from app.trace.models.hf import as_real_tensors, build_hf_model
 from app.trace.result import Progress
 from app.trace.setup import TraceSetup
 from app.trace.timeline import TimelineTracker
@@ -75,6 +75,12 @@ def step_counter_bytes(optimizer: Any) -> int:
         if step is not None and hasattr(step, "untyped_storage"):
             total += int(step.untyped_storage().nbytes())
     return total
+
+
+def stack_context(setup: TraceSetup) -> AbstractContextManager[None]:
+    """What the stack's model needs around a trace: transformers' class takes fake tensors as real ones
+    (:func:`app.trace.models.hf.as_real_tensors`); the plain decoders need nothing."""
+    return as_real_tensors() if setup.stack == "hf-fsdp2" else nullcontext()
 
 
 def build(setup: TraceSetup, report: Progress) -> Any:

@@ -39,7 +39,7 @@ def run_trace(setup: TraceSetup, progress: Progress | None = None) -> TraceResul
 
     seconds["import"] = time.perf_counter() - clock
     arch = setup.architecture
-    with step.fake_world(setup.dp) as mesh, FakeTensorMode():
+    with step.fake_world(setup.dp) as mesh, FakeTensorMode(), step.stack_context(setup):
         clock = time.perf_counter()
         model = step.build(setup, report)
         params = sum(p.numel() for p in model.parameters())

@@ -76,10 +76,9 @@ LLAMA3_8B = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32
              "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}  # fmt: skip
 
 
-def test_accelerates_units_against_the_root_walk_on_llama_3_8b() -> None:
+def test_accelerates_units_on_llama_3_8b() -> None:
     """The hf-fsdp2 stack as it runs: Accelerate carves the embedding and the tail (final norm and head) into
-    units of their own, the root owns no parameter. The lab walks them as the root recipe (its note says so):
-    within 5 % of the trace here, high by about the embedding's unsharded copy."""
+    units of their own, the root owns no parameter; the lab walks those units (within 0.01 % here)."""
     from app.trace import import_torch
 
     import_torch()
@@ -92,8 +91,8 @@ def test_accelerates_units_against_the_root_walk_on_llama_3_8b() -> None:
     assert len(result.layers) == 32
     peak = _lab_peak(model=s.model, dp=8, seq_len=4096, reduce_bytes=2, stack="hf-fsdp2")
     measured = result.peak["total"]
-    assert abs(peak.total - measured) * 20 <= measured, (peak.total, measured)
-    assert peak.schedule is not None and "Walked as wrap = root" in peak.schedule.note
+    assert abs(peak.total - measured) * 1000 <= measured, (peak.total, measured)
+    assert peak.schedule is not None and "Units as Accelerate carves them" in peak.schedule.note
 
 
 @pytest.mark.parametrize(("raw", "needle"), [

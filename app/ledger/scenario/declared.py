@@ -114,8 +114,8 @@ class ScenarioFields(BaseModel):
         "final norm and the head and stays unsharded from forward to its post-backward (FSDP2's documented "
         "recipe, the plain loop). embed-tail: the embedding as a unit of its own, resharded after forward, and "
         "the final norm with the head as one unit kept unsharded, the root owning no parameter (Accelerate "
-        "1.15.0's fsdp2_prepare_model; torchtitan 0.3.0 carves alike). The schedule walks embed-tail as root "
-        "for now, which the page and receipt say. Default: the stack's.",
+        "1.15.0's fsdp2_prepare_model; torchtitan 0.3.0 carves alike). The schedule walks either. Default: the "
+        "stack's.",
         examples=["embed-tail"],
         json_schema_extra=form("stack", "units", None),
     )

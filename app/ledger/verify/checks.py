@@ -254,28 +254,37 @@ def _scheduled(ledger: Ledger, check: str) -> tuple[list[StageLedger], CheckResu
 
 
 def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
-    """Stages 2–3 with a schedule: after the root's backward its gradients are reduce-scattered from one
-    buffer holding the whole root (embedding, final norm, head) in the reduce width."""
+    """Stages 2–3 with a schedule: after the last unit's backward (the root: embedding, final norm, head; with
+    Accelerate's units the embedding) its gradients are reduce-scattered from one buffer holding the whole unit
+    in the reduce width."""
     stages, skip = _scheduled(ledger, "reduce-scatter-presence")
     if skip is not None:
         return skip
     s = ledger.scenario
     inv = resolve(s.model).inventory
-    root = inv.embed.params + inv.final.params
-    need = root * s.reduce_bytes
+    held_by: dict[str, int] = {}  # "root" or "embedding" → the bytes its post-backward must hold
     for st in stages:
         if st.stage < 2:
             continue
         assert st.peak.schedule is not None
-        post = next(i for i in st.peak.schedule.instants if i.key == "root-post-backward")
+        by_key = {i.key: i for i in st.peak.schedule.instants}
+        # the last unit reduced: the root (embedding, final norm, head), or with Accelerate's units the embedding
+        post = by_key.get("root-post-backward") or by_key["embedding-post-backward"]
+        last, unit = ("root", inv.embed.params + inv.final.params) if post.key.startswith("root") else (
+            "embedding", inv.embed.params)  # fmt: skip
+        need = unit * s.reduce_bytes
+        held_by[last] = need
         held = post.bytes_of("reduce_scatter")
         if held < need:
             return fail(
                 "reduce-scatter-presence",
-                f"stage {st.stage} {post.name}: {n(held)} B of reduce-scatter input, fewer than the root's "
-                f"{n(root)} elements × {s.reduce_bytes} B = {n(need)} B",
+                f"stage {st.stage} {post.name}: {n(held)} B of reduce-scatter input, fewer than the {last}'s "
+                f"{n(unit)} elements × {s.reduce_bytes} B = {n(need)} B",
             )
-    return ok("reduce-scatter-presence", f"stages 2–3 root post-backward hold ≥ {n(need)} B of reduce-scatter input")
+    said = "; ".join(f"{last} post-backward ≥ {n(need)} B" for last, need in held_by.items())
+    if list(held_by) == ["root"]:
+        said = f"root post-backward hold ≥ {n(held_by['root'])} B"
+    return ok("reduce-scatter-presence", f"stages 2–3 {said} of reduce-scatter input")
 
 
 def gradient_filling(ledger: Ledger) -> CheckResult:

@@ -73,7 +73,9 @@ class InstantOut(Strict):
     """A named instant of one training step and what is resident then."""
 
     key: str = Field(
-        description="end-of-forward, loss-backward, backward-layer-<k>, root-post-backward or optimizer-step"
+        description="e.g. forward-layer-<k>, end-of-forward, loss-backward, backward-layer-<k>, root-post-backward, "
+        "optimizer-step; with Accelerate's units (wrap = embed-tail) also forward-embedding, forward-tail, "
+        "loss-forward, tail-head-reduce, tail-regather and embedding-…"
     )
     name: str
     phase: Phase

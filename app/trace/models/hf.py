@@ -5,11 +5,18 @@ family's transformers config (``AutoConfig.for_model``) and ``AutoModelForCausal
 the model class a Trainer run builds (transformers 5.23.0, ``attn_implementation="sdpa"``, its default;
 build it under ``FakeTensorMode``: no weights, no storage). Its forward takes ``labels=`` and computes
 the loss itself (``ForCausalLMLoss``: the logits upcast to FP32 inside the model).
+
+One thing stands in for a real run (:func:`as_real_tensors`): without a cache (training) transformers checks
+the position ids for packed sequences (``masking_utils.find_packed_sequence_indices``), reading their values;
+a fake tensor has none, so it would take the batch as packed, build an s × s mask and expand K and V
+(``repeat_kv``) where a real run on the same inputs passes no mask and ``enable_gqa``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
 
 from torch import nn
 
@@ -20,9 +27,30 @@ def build_hf_model(config: Mapping[str, object]) -> nn.Module:
 
     facts = dict(config)
     model_type = str(facts.pop("model_type"))
-    hf_config = AutoConfig.for_model(model_type, **facts)
+    # use_cache=False: what the HF Trainer sets (trainer.py: model.config.use_cache = args.use_cache, default
+    # False). Left True, a checkpointed layer's trace keeps s·b·i more bytes per layer to the end of backward.
+    hf_config = AutoConfig.for_model(model_type, **facts, use_cache=False)
     model: nn.Module = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
         hf_config, attn_implementation="sdpa"
     )
     model.train()
     return model
+
+
+@contextmanager
+def as_real_tensors() -> Iterator[None]:
+    """While it lasts, transformers' check for packed sequences answers for the trace's fake position ids what it
+    answers for the real ones they stand for: 0 … s − 1 in every row, one sequence per row, no packing (the
+    check reads the ids' values, which a fake tensor does not have). A real run then passes no mask."""
+    from transformers import masking_utils
+
+    original = masking_utils.find_packed_sequence_indices
+
+    def one_sequence_per_row(position_ids: Any) -> None:
+        return None
+
+    masking_utils.find_packed_sequence_indices = one_sequence_per_row
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = original

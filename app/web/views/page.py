@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.ledger.models.known import KNOWN_MODELS
-from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, FieldError, Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.fields import FIELDS
 from app.ledger.scenario.links import canonical_query
 from app.ledger.scenario.presets import DEVICES, PRESETS, Preset
@@ -79,7 +79,8 @@ def raw_query(raw: Mapping[str, str], errors: Mapping[str, FieldError]) -> str:
     differ from their defaults (sorted), so a reload shows the same errors and nothing else."""
     kept = []
     for name, value in raw.items():
-        if name in errors:
+        # an unknown name is refused too, named or (past the error list's cap) counted: kept as typed
+        if name in errors or name not in FIELD_NAMES:
             kept.append((name, value))
             continue
         try:

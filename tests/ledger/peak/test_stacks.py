@@ -47,14 +47,38 @@ def test_without_a_reshard_there_is_nothing_to_prefetch(raw: dict[str, Any]) -> 
     assert _instants(**raw, loss="inside") == _instants(**raw)
 
 
-def test_under_embed_tail_the_root_owns_nothing_to_prefetch_with() -> None:
-    """Accelerate's units (the hf-fsdp2 stack's): the root owns no parameter, so its pre-backward prefetches
-    nothing before the loss's backward; the walk says it walks these units as the root recipe."""
-    assert _instants(loss="inside", wrap="embed-tail") == FROZEN_MODEL_INSTANTS
-    walk = compute_ledger(parse_scenario({**FROZEN_MODEL_INPUTS, "stack": "hf-fsdp2"})).stages[3].peak.schedule
-    assert walk is not None and "Walked as wrap = root" in walk.note
+# Llama-2-7B's carved units by hand: the embedding E (32,000 × 4,096) and the tail T (final norm + untied head)
+H, V, LAYERS, D = 4096, 32_000, 32, 8
+E, T = V * H, H + V * H
+LAYER = 202_383_360
+
+
+def test_accelerates_units_by_hand() -> None:
+    """wrap = embed-tail (the hf-fsdp2 stack's), against the root recipe's frozen instants: the embedding is
+    not held through the step, the tail's all-gather output is held to the end of the root's forward, and the
+    root owns nothing to prefetch with before the loss's backward."""
+    root = FROZEN_MODEL_INSTANTS
+    carved = _instants(loss="inside", wrap="embed-tail")
+    # the end of forward: the tail unsharded and its all-gather output, where the root recipe holds E + T unsharded
+    assert carved["end-of-forward"] == root["end-of-forward"] - (E + T) * 2 + 2 * T * 2
+    # the loss's backward: the tail alone unsharded, nothing prefetched
+    assert carved["loss-backward"] == root["loss-backward"] - E * 2
+    # forward at layer 0: no root unsharded; the embedding's all-gather output is the one held to this copy-out
+    assert carved["forward-layer-0"] == root["forward-layer-0"] - (E + T) * 2 - (E + T) * 2 + E * 2
+    # the embedding's post-backward: every shard so far, its own gradient shard, whole gradient and FP32
+    # reduce-scatter input
+    state = (LAYERS * LAYER + E + T) // D * (4 + 8)
+    grads = LAYERS * (LAYER // D) * 4 + T // D * 4 + E // D * 4
+    assert carved["embedding-post-backward"] == state + grads + E * 2 + E * 4
+    assert carved["optimizer-step"] == root["optimizer-step"]
+    assert "root-post-backward" not in carved and "loss-forward" in carved
+
+
+def test_the_walk_says_which_units_it_walks() -> None:
+    carved = compute_ledger(parse_scenario({**FROZEN_MODEL_INPUTS, "stack": "hf-fsdp2"})).stages[3].peak.schedule
+    assert carved is not None and "Units as Accelerate carves them" in carved.note
     plain = compute_ledger(parse_scenario(FROZEN_MODEL_INPUTS)).stages[3].peak.schedule
-    assert plain is not None and "Walked as wrap = root" not in plain.note
+    assert plain is not None and "Accelerate" not in plain.note
 
 
 def test_the_receipt_names_the_prefetch_at_the_loss_backward() -> None:

@@ -422,3 +422,14 @@ def test_the_lab_s_answer_links_to_pin_the_scenario_as_a(client: TestClient) -> 
     query = canonical_query(parse_scenario({"dp": "16", "name": "a run"}))
     href = compare_url(query, query).replace("&", "&amp;")
     assert f'<a class="pin" href="{href}">Pin as A and compare</a>' in html
+
+
+@pytest.mark.parametrize("unknown", [1, 12, 40])
+@pytest.mark.parametrize("path", ["/compare", "/compare.json", "/compare.csv"])
+def test_sides_with_many_unknown_keys_are_refused_not_a_500(client: TestClient, path: str, unknown: int) -> None:
+    """Past the error list's cap (10 named, the rest counted) an unknown key is still refused: it never
+    reaches code that reads it as a field (a dozen on each side once answered 500)."""
+    junk = "&".join(f"junk{i}=1" for i in range(unknown))
+    response = client.get(path, params={"a": f"{junk}&dp=16", "b": junk})
+    assert response.status_code == 422, response.text[:300]
+    assert "junk0" in response.text

@@ -30,13 +30,18 @@ _PART_INDICES: dict[str, tuple[int, ...]] = {
     part: tuple(i for i, c in enumerate(CATEGORIES) if CATEGORIES[c] == part) for part in PARTS
 }
 
-# Stage 3 with wrap = embed-tail (Accelerate 1.15.0's units; torchtitan 0.3.0 carves alike): not yet walked as
-# such. Measured against transformers' Llama traced with Accelerate's own fsdp2_prepare_model (docs/fidelity.md).
+# Stage 3 with wrap = embed-tail (Accelerate 1.15.0's units; torchtitan 0.3.0 carves alike), checked against
+# transformers' Llama traced with Accelerate's own fsdp2_prepare_model (docs/fidelity.md, "The stacks").
+CARVED_NOTE = (
+    " Units as Accelerate carves them (wrap = embed-tail): the embedding alone, resharded after forward and "
+    "prefetched again by layer 0's backward; the final norm with the head, kept from forward and all-gathered "
+    "a second time in backward for the norm; the root owns no parameter."
+)
+# A tied model under embed-tail: Accelerate makes one unit of the final norm, the embedding and the head, kept
+# unsharded from forward: what the root recipe's root holds (the root itself then owns no parameter).
 EMBED_TAIL_NOTE = (
-    " Walked as wrap = root: the embedding, the final norm and the head in one root unit. With embed-tail the "
-    "embedding is resharded after forward and re-gathered at the end of backward, and the tail unit (final norm "
-    "and head) is all-gathered twice in backward, once per module; the root walk is within −3 % to +5 % of "
-    "such traces of Llama 3 8B (usually high by the embedding's unsharded copy)."
+    " Units as Accelerate carves a tied model (wrap = embed-tail): the final norm, the embedding and the head in "
+    "one unit kept unsharded from forward, walked as the root recipe's root; the root owns no parameter."
 )
 NOTES: dict[int, str] = {
     3: "FSDP2's schedule: fully_shard per decoder layer and at the root, the root not resharded after forward, "

@@ -46,6 +46,16 @@ class Layout:
     largest_tensor_shard: int  # its FSDP2 rows per rank
     largest_tensor_name: str
     mlp_out_params: int  # the MLP's output projection (one expert's): the first weight gradient of a layer's backward
+    # wrap = embed-tail (untied): the embedding and the tail (final norm + head) as units of their own
+    embed_params: int = 0
+    embed_shard: int = 0
+    embed_unsharded: int = 0
+    tail_shard: int = 0
+    tail_unsharded: int = 0
+    head_params: int = 0  # the head alone: the tail's first backward gives only it a gradient
+    head_unsharded: int = 0
+    norm_params: int = 0
+    tied: bool = False
 
 
 def _padded_shard(tensors: tuple[Tensor, ...], dp: int) -> int:
@@ -65,11 +75,16 @@ def layout(model: str, dp: int, padded: bool = True) -> Layout:
     largest = max((t for u in (inv.embed, layer, inv.final) for t in u.tensors), key=lambda t: t.numel)
     root_params = inv.embed.params + inv.final.params
     head = arch.vocab * arch.hidden if arch.tied_embeddings else 0
+    head_tensors = tuple(t for t in inv.final.tensors if t.numel == arch.vocab * arch.hidden)
+    head_params = sum(t.numel * t.count for t in head_tensors)
     if padded:
+        embed_shard, tail_shard = _padded_shard(inv.embed.tensors, dp), _padded_shard(inv.final.tensors, dp)
+        head_whole = dp * _padded_shard(head_tensors, dp)
         layer_shard, root_shard = _padded_shard(layer.tensors, dp), _padded_shard(root_tensors, dp)
         layer_whole, root_whole = dp * layer_shard, dp * root_shard
         total, largest_shard = root_shard + arch.layers * layer_shard, padded_rows_elements(largest, dp)
     else:
+        embed_shard, tail_shard, head_whole = shard(inv.embed.params, dp), shard(inv.final.params, dp), head_params
         layer_shard, root_shard = shard(layer.params, dp), shard(root_params, dp)
         layer_whole, root_whole = layer.params, root_params
         total, largest_shard = shard(inv.params, dp), shard(largest.numel, dp)
@@ -87,4 +102,13 @@ def layout(model: str, dp: int, padded: bool = True) -> Layout:
         largest_tensor_shard=largest_shard,
         largest_tensor_name=largest.name,
         mlp_out_params=arch.hidden * arch.intermediate,
+        embed_params=inv.embed.params,
+        embed_shard=embed_shard,
+        embed_unsharded=dp * embed_shard if padded else inv.embed.params,
+        tail_shard=tail_shard,
+        tail_unsharded=dp * tail_shard if padded else inv.final.params,
+        head_params=head_params,
+        head_unsharded=head_whole,
+        norm_params=inv.final.params - head_params,
+        tied=arch.tied_embeddings,
     )

@@ -163,11 +163,11 @@ class Step(Pieces):
     def head_backward(self, out: Sink) -> None:
         """After the loss: the root's pre-backward prefetches the last layer(s), the head's matmul backward
         turns the logits' gradient into its weight's gradient and its input's."""
-        u, a, s = self.u, self.a, self.s
+        a, s = self.a, self.s
         self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
         self.root_and_kept_layers(out, self.kept_after_forward())
         self.root_prefetch(out)
-        self.whole_gradients(out, "the head's and final norm's gradients (whole)", u.head_grad_params)
+        self.head_gradients(out)
         value, formula = self.saved_through_forward()
         self.activations(out, "activations saved by every layer, the final norm and the residual stream", value,
                          formula)  # fmt: skip
@@ -181,6 +181,19 @@ class Step(Pieces):
                 f"{n(a.activation_grad)} B = {n(temps)} B"
             ),
         )
+
+    def head_gradients(self, out: Sink) -> None:
+        """The head's backward: the head's and the final norm's gradients, whole."""
+        self.whole_gradients(out, "the head's and final norm's gradients (whole)", self.u.head_grad_params)
+
+    def head_gradients_held(self, out: Sink, k: int) -> None:
+        """During layer k's backward (stage 3): the head's and final norm's gradients, held whole in the root
+        until its post-backward."""
+        self.whole_gradients(out, "the head's and final norm's unsharded gradients (until the root's post-backward)",
+                             self.u.head_grad_params)  # fmt: skip
+
+    def root_in_backward(self, out: Sink) -> None:
+        self.unsharded(out, "root unit unsharded (until its post-backward)", 1, self.u.root_unsharded)
 
     def root_prefetch(self, out: Sink, why: str = "") -> None:
         """The root's pre-backward prefetch (stage 3 resharding after forward, D > 1): the all-gather output of
@@ -204,10 +217,7 @@ class Step(Pieces):
         )
         self._backward_unsharded(out, k, moment)
         if self.fsdp2:
-            self.whole_gradients(
-                out, "the head's and final norm's unsharded gradients (until the root's post-backward)",
-                self.u.head_grad_params,
-            )  # fmt: skip
+            self.head_gradients_held(out, k)
         if k < last:
             self.reduce_scatter_input(
                 out,
@@ -226,7 +236,7 @@ class Step(Pieces):
         all-gather outputs in flight around layer k's backward."""
         u, s = self.u, self.s
         rebuilt = k + 1 if self.fsdp2 and not s.reshard_after_forward else 1
-        self.unsharded(out, "root unit unsharded (until its post-backward)", 1, u.root_unsharded)
+        self.root_in_backward(out)
         self.unsharded(
             out,
             f"layer {k} unsharded" if rebuilt == 1 else f"layers 0 … {k} unsharded (kept since forward)",
@@ -235,8 +245,12 @@ class Step(Pieces):
         )
         if not (self.fsdp2 and s.reshard_after_forward and s.dp > 1):
             return
-        # at its copy-out: its own output and the rest of what the layer above prefetched; after its
-        # pre-backward: the layers it prefetched below it
+        self.backward_prefetched(out, k, moment)
+
+    def backward_prefetched(self, out: Sink, k: int, moment: str) -> None:
+        """The all-gather outputs around layer k's backward: at its copy-out its own and the rest of what the
+        layer above prefetched; after its pre-backward the layers it prefetched below it."""
+        u, s = self.u, self.s
         ahead = min(max(1, s.prefetch), k + 1 if moment == "unshard" else k)
         if moment == "unshard":
             why = f"layer {k}'s all-gather output (during its copy-out)"

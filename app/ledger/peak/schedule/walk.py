@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from app.ledger.peak.schedule.instants import EMBED_TAIL_NOTE, NOTES, Entry, Instant, Schedule
+from app.ledger.peak.schedule.carved import CarvedStep
+from app.ledger.peak.schedule.instants import CARVED_NOTE, EMBED_TAIL_NOTE, NOTES, Entry, Instant, Schedule
+from app.ledger.peak.schedule.layout import layout
 from app.ledger.peak.schedule.sinks import EntrySink, SumSink
 from app.ledger.peak.schedule.step import Moment, Step
 from app.ledger.scenario import Scenario
@@ -34,12 +36,21 @@ def schedule(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rule
 # lists (about 60 distinct), a few answers deep: a walk with its step is ~11 KiB (tracemalloc), ~11 MiB in all.
 @lru_cache(maxsize=1024)
 def _walked(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> Schedule:
-    step = Step(s, stage, lines, rules, padded)
+    step = _step(s, stage)(s, stage, lines, rules, padded)
     every = resident(step)
     instants = tuple(summed(step, moment, every) for moment in step.plan())
     peak = max(instants, key=lambda i: i.total)  # max() keeps the first of equals: step order
-    note = NOTES[stage] + (EMBED_TAIL_NOTE if stage == 3 and s.wrap == "embed-tail" else "")
+    note = NOTES[stage]
+    if stage == 3 and s.wrap == "embed-tail":
+        note += CARVED_NOTE if isinstance(step, CarvedStep) else EMBED_TAIL_NOTE
     return Schedule(stage, instants, peak, note)
+
+
+def _step(s: Scenario, stage: int) -> type[Step]:
+    """The stage-3 walk of Accelerate's carved units (untied models), else the root recipe's."""
+    if stage == 3 and s.wrap == "embed-tail" and not layout(s.model, s.dp).tied:
+        return CarvedStep
+    return Step
 
 
 def resident(step: Step) -> list[int]:

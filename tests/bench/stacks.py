@@ -1,0 +1,65 @@
+"""The stacks battery of docs/fidelity.md ("The stacks"): each row traced and estimated, printed as the table.
+
+    .venv/bin/python -m tests.bench.stacks          # about two minutes on this 2-core machine
+
+Each row is one ``zero3-lab trace`` and one ``zero3-lab estimate`` with the FSDP2 layout, ``--model-config`` the
+row's config and the row's flags; the table is the printed lines. Needs the trace extra (torch, transformers,
+accelerate). A script, not a test: it prints figures (tests/trace/test_stacks_traced.py holds the rows CI runs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FSDP2 = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "opt_bytes": 4, "gather_bytes": 2, "act_bytes": 2}
+TINY = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 16384}  # fmt: skip
+LLAMA = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
+         "num_key_value_heads": 2, "intermediate_size": 1408, "vocab_size": 32000}  # fmt: skip
+QWEN05 = {"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14,
+          "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936,
+          "tie_word_embeddings": True}  # fmt: skip
+L3 = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}  # fmt: skip
+HF = {"stack": "hf-fsdp2"}
+ROWS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, "reduce_bytes": 4, **HF, "wrap": "root", "loss": "inside"}),
+    ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, "reduce_bytes": 4, **HF, "wrap": "root", "loss": "outside"}),
+    ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, "reduce_bytes": 4}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 512, "reduce_bytes": 4, **HF, "wrap": "root"}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 512, "reduce_bytes": 2, **HF}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 128, "reduce_bytes": 2, **HF}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 512, "reduce_bytes": 2, **HF, "act_policy": "full"}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 512, "reduce_bytes": 2, **HF, "reshard_after_forward": 0}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 512, "reduce_bytes": 2, **HF, "prefetch": 2}),
+    ("Qwen2.5-0.5B's shapes", QWEN05, {"dp": 8, "seq_len": 1024, "reduce_bytes": 2, **HF}),
+    ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 4096, "reduce_bytes": 2, **HF}),
+    ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 8192, "reduce_bytes": 2, **HF, "act_policy": "full"}),
+    ("Llama 3 8B's shapes", L3, {"dp": 64, "seq_len": 4096, "reduce_bytes": 2, **HF}),
+]
+
+
+def main() -> int:
+    from app.trace import import_torch
+
+    import_torch()
+    from app.ledger.estimate import estimate
+    from app.ledger.models.reference import compact
+    from app.ledger.scenario import parse_scenario
+    from app.trace.setup import trace_setup
+    from app.trace.tracer import run_trace
+
+    print("| config, run | stack, wrap, loss | lab | trace | Δ | lab's worst instant |")
+    for name, config, flags in ROWS:
+        s = parse_scenario({"model": compact(config), **FSDP2, "micro_batch": 1, **flags})
+        traced = run_trace(trace_setup(s)).peak["total"]
+        peak = estimate(s).ledger.stages[3].peak
+        where = peak.instant.key if peak.instant else peak.kind
+        shown = ", ".join(f"{k} {v}" for k, v in flags.items() if k not in HF)
+        print(f"| {name}, {shown} | {s.stack}, {s.wrap}, {s.loss} | {peak.total:,} | {traced:,} | "
+              f"{(peak.total - traced) * 100 / traced:+.2f} % | {where} |", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
