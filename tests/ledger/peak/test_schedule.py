@@ -355,11 +355,12 @@ def _fits(s: Scenario, stage: int) -> bool:
     st.integers(0, 3),
     st.sampled_from([0, 1]),
     st.integers(1, 2**37),
+    st.sampled_from(["plain-fsdp2", "hf-fsdp2"]),  # the root recipe's walk and Accelerate's units'
 )
 def test_the_fit_finder_agrees_with_the_schedule(model: str, policy: str, prefetch: int, reshard: int,
-                                                 capacity: int) -> None:  # fmt: skip
+                                                 capacity: int, stack: str) -> None:  # fmt: skip
     s = _scenario(model=model, act_policy=policy, prefetch=prefetch, reshard_after_forward=reshard,
-                  capacity_bytes=capacity)  # fmt: skip
+                  capacity_bytes=capacity, stack=stack)  # fmt: skip
     fit = find_fit(s)
     for dp, peaks in fit.curve:
         assert list(peaks) == [st_.peak.total for st_ in compute_ledger(s.with_(dp=dp)).stages]
