@@ -80,21 +80,8 @@ class CarvedStep(Step):
             self.unsharded(out, "the embedding's all-gather output (during its copy-out)", 1, u.embed_unsharded,
                            "all_gather")  # fmt: skip
 
-    def forward_at(self, k: int, out: Sink) -> None:
-        """As the root recipe's, without the root unsharded; layer 0's copy-out holds the embedding's output."""
-        u, a, s = self.u, self.a, self.s
-        self.gradients_so_far(out, 0, False, "gradients (none yet: zero_grad(set_to_none=True))")
-        self.root_and_kept_layers(out, k if not s.reshard_after_forward else 0)
-        self.unsharded(out, f"layer {k} unsharded", 1, u.layer_unsharded)
-        if self._gathered():
-            self.unsharded(out, f"layer {k}'s all-gather output (during its copy-out)", 1, u.layer_unsharded,
-                           "all_gather")  # fmt: skip
-            held, whole = ("the embedding's", u.embed_unsharded) if k == 0 else (f"layer {k - 1}'s", u.layer_unsharded)
-            self.unsharded(out, f"{held} all-gather output, held until this copy-out", 1, whole, "all_gather")
-        saved = k * a.per_layer
-        self.activations(out, f"activations of layers 0 … {k - 1}" if k else "activations (none saved yet)",
-                         saved, lambda: f"{k} × {n(a.per_layer)} B = {n(saved)} B")  # fmt: skip
-        self.activations(out, f"the hidden state entering layer {k}", a.activation_grad, self.activation_grad_formula)
+    def first_unit(self) -> tuple[str, int]:
+        return "the embedding's", self.u.embed_unsharded
 
     def root_and_kept_layers(self, out: Sink, kept_layers: int) -> None:
         """No root unit: it owns no parameter. With reshard_after_forward = 0 (Accelerate passes it to every

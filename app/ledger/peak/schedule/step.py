@@ -104,12 +104,16 @@ class Step(Pieces):
         if s.dp > 1:
             self.unsharded(out, f"layer {k}'s all-gather output (during its copy-out)", 1, u.layer_unsharded,
                            "all_gather")  # fmt: skip
-            held, whole = ("the root's", u.root_unsharded) if k == 0 else (f"layer {k - 1}'s", u.layer_unsharded)
+            held, whole = self.first_unit() if k == 0 else (f"layer {k - 1}'s", u.layer_unsharded)
             self.unsharded(out, f"{held} all-gather output, held until this copy-out", 1, whole, "all_gather")
         saved = k * a.per_layer
         self.activations(out, f"activations of layers 0 … {k - 1}" if k else "activations (none saved yet)",
                          saved, lambda: f"{k} × {n(a.per_layer)} B = {n(saved)} B")  # fmt: skip
         self.activations(out, f"the hidden state entering layer {k}", a.activation_grad, self.activation_grad_formula)
+
+    def first_unit(self) -> tuple[str, int]:
+        """The unit all-gathered before layer 0 in forward (whose output layer 0's copy-out frees), and its size."""
+        return "the root's", self.u.root_unsharded
 
     def forward_done(self, out: Sink) -> None:
         """What the end of forward and the loss backward share: no gradients yet, the
