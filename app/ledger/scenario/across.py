@@ -28,7 +28,7 @@ from app.ledger.scenario.stacks import STACK_CHOICES, preset
 # The inputs whose default, when absent, is another input's value; U, whose default is min(400M, N); and
 # the choices a training stack presets.
 FOLLOWS: dict[str, str] = {"gather_bytes": "param_bytes", "reduce_bytes": "grad_bytes", "shard_group": "dp"}
-FOLLOWERS: tuple[str, ...] = ("unit_params", *FOLLOWS, *STACK_CHOICES)
+FOLLOWERS: tuple[str, ...] = (*(c for c in STACK_CHOICES if c not in FOLLOWS), "unit_params", *FOLLOWS)
 
 
 def default_unit_params(params: int) -> int:
@@ -47,8 +47,9 @@ def following(name: str, value: Callable[[str], int | str]) -> int | str:
     """The default of one of :data:`FOLLOWERS` (``name``), given how to read the other inputs."""
     if name == "unit_params":
         return default_unit_params(int(value("params")))
-    if name in STACK_CHOICES:
-        return preset(str(value("stack")), name).value
+    given = preset(str(value("stack")), name) if name in STACK_CHOICES else None
+    if given is not None:
+        return given.value
     return int(value(FOLLOWS[name]))
 
 

@@ -121,21 +121,21 @@ class ScenarioFields(BaseModel):
     )
     param_bytes: W124 = optional(
         title="Parameter width",
-        description="Width of the compute / low-precision parameter copy (BF16 = 2).",
+        description="Width of the compute / low-precision parameter copy (BF16 = 2). Default: the stack's.",
         examples=[2],
-        json_schema_extra=form("precision", "bytes/element", 2),
+        json_schema_extra=form("precision", "bytes/element", None),
     )
     grad_bytes: W24 = optional(
         title="Gradient width",
-        description="Width of stored gradients.",
+        description="Width of stored gradients. Default: the stack's.",
         examples=[2],
-        json_schema_extra=form("precision", "bytes/element", 2),
+        json_schema_extra=form("precision", "bytes/element", None),
     )
     master_bytes: W048 = optional(
         title="Master-copy width",
-        description="Width of the high-precision master copy; 0 = no separate master (FSDP2).",
+        description="Width of the high-precision master copy; 0 = no separate master (FSDP2). Default: the stack's.",
         examples=[4],
-        json_schema_extra=form("precision", "bytes/element", 4),
+        json_schema_extra=form("precision", "bytes/element", None),
     )
     opt_states: Plain = optional(
         ge=0,
@@ -147,21 +147,21 @@ class ScenarioFields(BaseModel):
     )
     opt_bytes: W1248 = optional(
         title="Optimizer-state width",
-        description="Width of each optimizer state element.",
+        description="Width of each optimizer state element. Default: the stack's.",
         examples=[4],
-        json_schema_extra=form("precision", "bytes/element", 4),
+        json_schema_extra=form("precision", "bytes/element", None),
     )
     gather_bytes: W124 = optional(
         title="All-gather width",
         description="Width in which parameters are all-gathered for compute (FSDP2 param_dtype). Default: "
-        "the parameter width.",
+        "the stack's, else the parameter width.",
         examples=[2],
         json_schema_extra=form("precision", "bytes/element", None),
     )
     reduce_bytes: W24 = optional(
         title="Reduce-scatter width",
         description="Width in which gradients are reduce-scattered (FSDP2 reduce_dtype); the reduce-scatter "
-        "input holds one whole unit in it. Default: the gradient width.",
+        "input holds one whole unit in it. Default: the stack's, else the gradient width.",
         examples=[4],
         json_schema_extra=form("precision", "bytes/element", None),
     )

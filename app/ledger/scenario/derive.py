@@ -60,7 +60,7 @@ def default_of(name: str) -> int | str:
         return STATIC_DEFAULTS[name]
     if name not in FOLLOWERS:
         raise TypeError(f"{name}: no x-default, and its default follows no other input")
-    return 0 if FOLLOWS.get(name) == "dp" else following(name, STATIC_DEFAULTS.__getitem__)
+    return 0 if FOLLOWS.get(name) == "dp" else following(name, default_of)
 
 
 def _line(field: Field) -> str:

@@ -1,8 +1,9 @@
 """The training stacks: for each, the choices it decides, the value it gives them and the evidence.
 
-A stack is a named preset. A choice it decides (:data:`STACK_CHOICES`) takes the stack's value when the
-scenario leaves it absent; typed, it wins, and the answer says which choices came from the stack
-(:func:`set_by_stack`). Each preset cites the code of the version it follows.
+A stack is a named preset. A choice it decides (:data:`STACK_CHOICES`: where the loss runs, the FSDP units,
+the precision layout) takes the stack's value when the scenario leaves it absent; typed, it wins, and the
+answer says which choices came from the stack (:func:`set_by_stack`). Each preset cites the code of the version
+it follows.
 """
 
 from __future__ import annotations
@@ -19,8 +20,19 @@ STACKS: tuple[str, ...] = get_args(TrainingStack)
 class Preset:
     """One choice a stack decides: its value there, and why (the project's code, with its version)."""
 
-    value: str
+    value: str | int
     evidence: str
+
+
+# The plain loop keeps the lab's seed layout (the article's): BF16 parameters and gradients beside an FP32 master
+# copy and FP32 Adam states; the all-gather and reduce-scatter widths then follow the parameter and gradient ones.
+_SEED = "the lab's seed layout (BF16 parameters and gradients, an FP32 master copy and FP32 Adam states)"
+# Accelerate 1.15.0 with mixed_precision="bf16" under FSDP2.
+_UPCAST = ("accelerate 1.15.0 fsdp2_prepare_model upcasts every trainable parameter to FP32 before sharding "
+           "(param.data = param.data.to(torch.float32)): the sharded parameters, their gradients and AdamW's states "
+           "are FP32, with no separate master copy")  # fmt: skip
+_MIXED = ("accelerate 1.15.0 FullyShardedDataParallelPlugin.set_mixed_precision (utils/dataclasses.py): "
+          "mixed_precision='bf16' gives MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")  # fmt: skip
 
 
 _PRESETS: dict[str, dict[str, Preset]] = {
@@ -35,6 +47,10 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "FSDP2's documented recipe (torch.distributed.fsdp.fully_shard): fully_shard on each decoder layer, "
             "then on the model, whose root unit keeps the embedding, the final norm and the head",
         ),
+        "param_bytes": Preset(2, _SEED),
+        "grad_bytes": Preset(2, _SEED),
+        "master_bytes": Preset(4, _SEED),
+        "opt_bytes": Preset(4, _SEED),
     },
     "hf-fsdp2": {
         "loss": Preset(
@@ -49,16 +65,26 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "_no_split_modules, then fully_shard(input_embed) and fully_shard([final_norm, output_embed], "
             "reshard_after_forward=False) (tied: norm, embedding and head in that one unit), the root last",
         ),
+        "param_bytes": Preset(4, _UPCAST),
+        "grad_bytes": Preset(4, _UPCAST),
+        "master_bytes": Preset(0, _UPCAST),
+        "opt_bytes": Preset(4, _UPCAST),
+        "gather_bytes": Preset(2, _MIXED),
+        "reduce_bytes": Preset(2, _MIXED),
     },
 }
-STACK_CHOICES: tuple[str, ...] = ("loss", "wrap")  # the fields whose default is the stack's
+# The fields whose default is the stack's (the widths last: the all-gather and reduce-scatter widths follow the
+# parameter and gradient widths where a stack leaves them).
+STACK_CHOICES: tuple[str, ...] = (
+    "loss", "wrap", "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
+)  # fmt: skip
 
 
-def preset(stack: str, choice: str) -> Preset:
-    """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`)."""
-    return _PRESETS[stack][choice]
+def preset(stack: str, choice: str) -> Preset | None:
+    """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`), or None where it leaves it."""
+    return _PRESETS[stack].get(choice)
 
 
 def set_by_stack(stack: str, values: dict[str, int | str]) -> tuple[str, ...]:
     """The choices of ``values`` (a scenario's inputs) that hold the stack's own value."""
-    return tuple(c for c in STACK_CHOICES if values.get(c) == _PRESETS[stack][c].value)
+    return tuple(c for c, given in _PRESETS[stack].items() if values.get(c) == given.value)

@@ -72,8 +72,9 @@ def derived_hint(s: Scenario | None, name: str) -> str:
         return ""
     field = FIELD_BY_NAME[name]
     default = s.default_for(name)
-    if isinstance(default, str):  # a choice the training stack decides
-        return f"empty = the stack's ({s.stack}): {default}"
+    if name in STACK_CHOICES and preset(s.stack, name) is not None:  # a choice the training stack decides
+        return f"empty = the stack's ({s.stack}): {default}" + (" B" if field.unit == "bytes/element" else "")
+    assert isinstance(default, int)
     if name == "gather_bytes":
         return f"empty = the parameter width ({default} B)"
     if name == "reduce_bytes":
@@ -222,9 +223,12 @@ def field_notes(
     return out
 
 
-def _stack_note(name: str, typed: str, s: Scenario) -> str:
-    """Whether a choice the stack decides came from the stack (and why it sets that) or was typed over it."""
+def _stack_note(name: str, typed: str, s: Scenario) -> str | None:
+    """Whether a choice the stack decides came from the stack (and why it sets that) or was typed over it;
+    None where the stack leaves the choice to another input (the all-gather width follows the parameters')."""
     given = preset(s.stack, name)
+    if given is None:
+        return None
     if not typed:
         return f"{given.value}, set by the stack ({s.stack}): {given.evidence}."
     if getattr(s, name) != given.value:

@@ -93,18 +93,39 @@ def test_the_receipt_names_the_prefetch_at_the_loss_backward() -> None:
 # --------------------------------------------------------------------------- the stack's presets
 
 
-def test_each_stack_decides_every_stack_choice() -> None:
+def test_each_stack_decides_its_choices_and_says_why() -> None:
     assert STACKS == ("plain-fsdp2", "hf-fsdp2")
     for stack in STACKS:
         for choice in STACK_CHOICES:
-            assert preset(stack, choice).evidence  # each preset says why, citing the project's code
+            given = preset(stack, choice)
+            # every choice but the two widths that otherwise follow the parameter and gradient widths
+            assert given is not None or (stack, choice) in {
+                ("plain-fsdp2", "gather_bytes"),
+                ("plain-fsdp2", "reduce_bytes"),
+            }
+            assert given is None or given.evidence  # each preset says why, citing the project's code
+
+
+def test_the_hf_stack_is_accelerates_fsdp2_precision_layout() -> None:
+    """FP32 sharded parameters, gradients and AdamW states (no master copy), BF16 all-gather and reduce-scatter;
+    the plain stack keeps the seed's layout, its all-gather and reduce widths following the parameters'."""
+    hf, plain = parse_scenario({"stack": "hf-fsdp2"}), parse_scenario({})
+    widths = ("param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes")
+    assert [getattr(hf, w) for w in widths] == [4, 4, 0, 4, 2, 2]
+    assert [getattr(plain, w) for w in widths] == [2, 2, 4, 4, 2, 2]
+    assert parse_scenario({"param_bytes": 4}).gather_bytes == 4  # the plain stack's all-gather follows
+    assert parse_scenario({"stack": "hf-fsdp2", "param_bytes": 2}).gather_bytes == 2  # the stack's own, typed over
+
+
+PLAIN_WIDTHS = ("param_bytes", "grad_bytes", "master_bytes", "opt_bytes")
+HF_WIDTHS = (*PLAIN_WIDTHS, "gather_bytes", "reduce_bytes")
 
 
 @pytest.mark.parametrize(("raw", "loss", "wrap", "from_stack"), [
-    ({}, "outside", "root", ("loss", "wrap")),
-    ({"stack": "hf-fsdp2"}, "inside", "embed-tail", ("loss", "wrap")),
-    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", "embed-tail", ("wrap",)),  # typed: it wins
-    ({"loss": "inside", "wrap": "embed-tail"}, "inside", "embed-tail", ()),
+    ({}, "outside", "root", ("loss", "wrap", *PLAIN_WIDTHS)),
+    ({"stack": "hf-fsdp2"}, "inside", "embed-tail", ("loss", "wrap", *HF_WIDTHS)),
+    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", "embed-tail", ("wrap", *HF_WIDTHS)),  # typed: it wins
+    ({"loss": "inside", "wrap": "embed-tail"}, "inside", "embed-tail", PLAIN_WIDTHS),
 ])  # fmt: skip
 def test_a_choice_left_empty_takes_the_stacks_value(
     raw: dict[str, str], loss: str, wrap: str, from_stack: tuple[str, ...]

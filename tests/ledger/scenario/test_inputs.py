@@ -124,7 +124,11 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "shard_group",
             "loss",
             "wrap",
-        )  # defaults follow other inputs (the loss and the units: the stack's)
+            "param_bytes",
+            "grad_bytes",
+            "master_bytes",
+            "opt_bytes",
+        )  # defaults follow other inputs (the loss, the units and the precision layout: the stack's)
 
 
 def test_the_static_defaults_are_the_core_scenarios_defaults() -> None:
