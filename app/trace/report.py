@@ -52,14 +52,33 @@ def modelled(result: TraceResult) -> dict[str, Any]:
 
 
 # Where each modelled instant lies in the trace's timeline: the highest total between two named instants.
-def _traced_stretch(key: str, layers: list[str]) -> tuple[str, str] | None:
+# A label ending in LAST means its last occurrence (a unit of several modules, as Accelerate's tail, runs its
+# hooks once per module).
+LAST = "#last"
+_CARVED: dict[str, tuple[str, str]] = {  # Accelerate's units (wrap = embed-tail): the embedding's and the tail's
+    "forward-embedding": ("zero_grad(set_to_none=True)", "forward embed: unsharded"),
+    "loss-forward": ("forward tail: done" + LAST, "loss computed"),
+    "embedding-unshard": ("", "backward embed: unsharded"),  # opened by layer 0's reduce-scatter (below)
+    "embedding-gradients": ("backward embed: unsharded", "backward embed: gradients computed"),
+    "embedding-post-backward": ("backward embed: gradients computed", "backward embed: reduce-scattered"),
+}
+
+
+def _traced_stretch(key: str, layers: list[str], carved: bool) -> tuple[str, str] | None:
     """(the trace's instant that opens the stretch, the one that closes it) for a modelled instant's key;
-    ``layers`` are the trace's decoder units in order (``layers.0`` …, GPT-2's ``h.0`` …). The highest
-    total of a stretch includes the instant that opens it."""
+    ``layers`` are the trace's decoder units in order (``layers.0`` …, GPT-2's ``h.0`` …); ``carved``: the
+    trace has the embedding's and the tail's own units. The highest total of a stretch includes the instant
+    that opens it."""
+    root = "tail" if carved else "root"  # the unit the backward starts with
+    if key in _CARVED:
+        opens, closes = _CARVED[key]
+        return (opens or f"backward {layers[0]}: reduce-scattered", closes)
+    if key == "forward-tail":
+        return (f"forward {layers[-1]}: done", "forward tail: unsharded")
     if key == "end-of-forward":
-        return ("forward root: done", "end of forward (logits)")
+        return None if carved else ("forward root: done", "end of forward (logits)")
     if key == "loss-backward":
-        return ("loss computed", "backward root: unsharded")
+        return ("loss computed", f"backward {root}: unsharded")
     if key == "root-gradients":
         return (f"backward {layers[0]}: reduce-scattered", "backward root: gradients computed")
     if key == "root-post-backward":
@@ -68,17 +87,28 @@ def _traced_stretch(key: str, layers: list[str]) -> tuple[str, str] | None:
         return ("end of backward", "after the optimizer step (steady state)")
     if key.startswith("forward-layer-"):
         k = int(key.removeprefix("forward-layer-"))
-        opens = f"forward {layers[k - 1]}: done" if k else "forward root: unsharded"
+        first = "forward embed: done" if carved else "forward root: unsharded"
+        opens = f"forward {layers[k - 1]}: done" if k else first
         return (opens, f"forward {layers[k]}: unsharded")
     if key.startswith("backward-layer-"):
         number, _, moment = key.removeprefix("backward-layer-").partition("-")
         k = int(number)
         unsharded = f"backward {layers[k]}: unsharded"
         if moment == "unshard":  # the pre-backward's copy-out
-            opens = f"backward {layers[k + 1]}: reduce-scattered" if k + 1 < len(layers) else "backward root: unsharded"
-            return (opens, unsharded)
+            above = f"backward {layers[k + 1]}: reduce-scattered" if k + 1 < len(layers) else ""
+            return (above or ("backward tail: reduce-scattered" + LAST if carved else "backward root: unsharded"),
+                    unsharded)  # fmt: skip
         return (unsharded, f"backward {layers[k]}: gradients computed")  # early and late: the layer's backward
-    return None  # the head's backward has no instant of its own in the trace: it lies in the last layer's stretch
+    # the head's backward (and the tail's two passes) have no instants of their own the table can tell apart
+    return None
+
+
+def _at(labels: list[str], label: str) -> int | None:
+    """Where ``label`` is in the timeline (its last occurrence for a label ending in LAST), or None."""
+    if label.endswith(LAST):
+        label = label.removesuffix(LAST)
+        return len(labels) - 1 - labels[::-1].index(label) if label in labels else None
+    return labels.index(label) if label in labels else None
 
 
 def instants(result: TraceResult) -> list[dict[str, Any]]:
@@ -89,13 +119,15 @@ def instants(result: TraceResult) -> list[dict[str, Any]]:
         return []
     labels = [i.label for i in result.timeline]
     layers = result.layers
+    carved = "embed" in result.units
     out = []
     for i in walk.instants:
-        stretch = _traced_stretch(i.key, layers)
+        stretch = _traced_stretch(i.key, layers, carved)
         traced = None
-        if stretch is not None and stretch[0] in labels and stretch[1] in labels:
-            start, end = labels.index(stretch[0]), labels.index(stretch[1])
-            traced = max(x.peak_since_previous for x in result.timeline[start + 1 : end + 1])
+        if stretch is not None:
+            start, end = _at(labels, stretch[0]), _at(labels, stretch[1])
+            if start is not None and end is not None and start < end:
+                traced = max(x.peak_since_previous for x in result.timeline[start + 1 : end + 1])
         out.append({"key": i.key, "instant": i.name, "modelled": i.total, "traced": traced,
                     "modelled_vs_traced": None if not traced else _pct(i.total - traced, traced)})  # fmt: skip
     return out

@@ -93,6 +93,12 @@ def test_accelerates_units_on_llama_3_8b() -> None:
     measured = result.peak["total"]
     assert abs(peak.total - measured) * 1000 <= measured, (peak.total, measured)
     assert peak.schedule is not None and "Units as Accelerate carves them" in peak.schedule.note
+    from app.trace.report import instants
+
+    compared = {i["key"]: (i["modelled"], i["traced"]) for i in instants(result)}
+    for key in ("forward-embedding", "forward-tail", "loss-forward", "loss-backward", "embedding-post-backward"):
+        modelled, traced = compared[key]
+        assert traced is not None and abs(modelled - traced) * 100 <= traced, (key, modelled, traced)
 
 
 @pytest.mark.parametrize(("raw", "needle"), [

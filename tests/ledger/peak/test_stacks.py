@@ -70,6 +70,9 @@ def test_accelerates_units_by_hand() -> None:
     state = (LAYERS * LAYER + E + T) // D * (4 + 8)
     grads = LAYERS * (LAYER // D) * 4 + T // D * 4 + E // D * 4
     assert carved["embedding-post-backward"] == state + grads + E * 2 + E * 4
+    # in BF16 (Accelerate's reduce width) the reduce-scatter's input, and its output before the cast to FP32
+    bf16 = _instants(loss="inside", wrap="embed-tail", reduce_bytes=2)
+    assert bf16["embedding-post-backward"] == state + grads + E * 2 + E * 2 + E // D * 2
     assert carved["optimizer-step"] == root["optimizer-step"]
     assert "root-post-backward" not in carved and "loss-forward" in carved
 

@@ -227,5 +227,10 @@ class CarvedStep(Step):
         shard_bytes = u.embed_shard * w
         out.add("gradients", "the embedding's gradient shard (the reduce-scatter's output)", shard_bytes,
                 lambda: f"{n(u.embed_shard)} elements × {w} B = {n(shard_bytes)} B")  # fmt: skip
+        r = self.reduce
+        if r != self.grads_width:  # the output lands in the reduce width first, then is cast into the shard
+            cast = u.embed_shard * r
+            out.add("reduce_scatter", "the reduce-scatter's output in the reduce width, before its cast", cast,
+                    lambda: f"{n(u.embed_shard)} elements × {r} B = {n(cast)} B")  # fmt: skip
         self.whole_gradients(out, "the embedding's gradient (whole)", u.embed_unsharded)
         self.reduce_scatter_input(out, "reduce-scatter input of the embedding", u.embed_params, u.embed_unsharded)
