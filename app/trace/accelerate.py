@@ -20,9 +20,7 @@ from accelerate.utils import FullyShardedDataParallelPlugin
 from accelerate.utils.fsdp_utils import fsdp2_apply_ac, fsdp2_prepare_model
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy
 
-from app.trace.setup import TraceSetup
-
-MESH_DIM = "dp_shard"  # the mesh dimension Accelerate shards over (parallelism_config.fsdp_dim_names)
+from app.trace.setup import MESH_DIM, TraceSetup
 
 
 class _Accelerator(SimpleNamespace):

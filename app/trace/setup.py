@@ -25,6 +25,7 @@ DTYPE_NAMES: dict[int, str] = {2: "bfloat16", 4: "float32"}
 OPTIMIZERS: dict[int, str] = {0: "SGD", 1: "SGD with momentum", 2: "AdamW"}
 FSDP2_LAYOUT = "--param-bytes 4 --master-bytes 0 --grad-bytes 4 --opt-bytes 4 --gather-bytes 2 --act-bytes 2"
 REDUCE_WIDTHS = (2, 4)
+MESH_DIM = "dp_shard"  # the fake mesh's one dimension (Accelerate shards over it: parallelism_config.fsdp_dim_names)
 
 
 class TraceSetupError(ValueError):

@@ -24,7 +24,7 @@ from app.ledger.models.reference import config_of
 from app.trace.models import build_model, decoder_layers
 from app.trace.models.hf import as_real_tensors, build_hf_model
 from app.trace.result import Progress
-from app.trace.setup import TraceSetup
+from app.trace.setup import MESH_DIM, TraceSetup
 from app.trace.timeline import TimelineTracker
 
 LEARNING_RATE = 1e-4
@@ -37,7 +37,7 @@ def fake_world(dp: int) -> Iterator[Any]:
         raise RuntimeError("a process group is already initialised in this process; the trace needs its own")
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=dp)
     try:
-        yield init_device_mesh("cpu", (dp,), mesh_dim_names=("dp_shard",))
+        yield init_device_mesh("cpu", (dp,), mesh_dim_names=(MESH_DIM,))
     finally:
         dist.destroy_process_group()
 

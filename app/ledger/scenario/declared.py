@@ -28,7 +28,7 @@ from app.ledger.bounds import (
     TWO_46,
     TWO_50,
 )
-from app.ledger.scenario.form import GROUPS, form, form_metadata, optional
+from app.ledger.scenario.form import form, optional
 from app.ledger.scenario.readers import (
     NAME_PATTERN,
     W048,
@@ -51,8 +51,6 @@ from app.ledger.scenario.readers import (
     Text,
     Wrap,
 )
-
-__all__ = ["GROUPS", "ScenarioFields", "form_metadata"]
 
 
 class ScenarioFields(BaseModel):

@@ -14,7 +14,8 @@ from pydantic import BeforeValidator
 from pydantic.fields import FieldInfo
 
 from app.ledger.bounds import TEN_13, TWO_40, TWO_46
-from app.ledger.scenario.declared import GROUPS, ScenarioFields, form_metadata
+from app.ledger.scenario.declared import ScenarioFields
+from app.ledger.scenario.form import GROUPS, form_metadata
 from app.ledger.scenario.readers import NAME_PATTERN, READERS, Kind
 
 __all__ = [

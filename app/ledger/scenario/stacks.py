@@ -1,9 +1,8 @@
 """The training stacks: for each, the choices it decides, the value it gives them and the evidence.
 
 A stack is a named preset. A choice it decides (:data:`STACK_CHOICES`: where the loss runs, the FSDP units,
-the precision layout) takes the stack's value when the scenario leaves it absent; typed, it wins, and the
-answer says which choices came from the stack (:func:`set_by_stack`). Each preset cites the code of the version
-it follows.
+the precision layout) takes the stack's value when the scenario leaves it absent; typed, it wins, and the page
+says which choices came from the stack. Each preset cites the code of the version it follows.
 """
 
 from __future__ import annotations
@@ -83,8 +82,3 @@ STACK_CHOICES: tuple[str, ...] = (
 def preset(stack: str, choice: str) -> Preset | None:
     """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`), or None where it leaves it."""
     return _PRESETS[stack].get(choice)
-
-
-def set_by_stack(stack: str, values: dict[str, int | str]) -> tuple[str, ...]:
-    """The choices of ``values`` (a scenario's inputs) that hold the stack's own value."""
-    return tuple(c for c, given in _PRESETS[stack].items() if values.get(c) == given.value)

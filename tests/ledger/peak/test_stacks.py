@@ -14,7 +14,7 @@ import pytest
 from app.ledger.ledger import compute_ledger
 from app.ledger.scenario import ScenarioError, parse_scenario
 from app.ledger.scenario.links import canonical_query
-from app.ledger.scenario.stacks import STACK_CHOICES, STACKS, preset, set_by_stack
+from app.ledger.scenario.stacks import STACK_CHOICES, STACKS, preset
 from app.ledger.verify.frozen import FROZEN_MODEL_INPUTS, FROZEN_MODEL_INSTANTS
 
 LAYER_GATHERED = 202_383_360 * 2  # one decoder layer's all-gather output in BF16
@@ -135,7 +135,8 @@ def test_a_choice_left_empty_takes_the_stacks_value(
 ) -> None:
     s = parse_scenario(raw)
     assert (s.loss, s.wrap) == (loss, wrap)
-    assert set_by_stack(s.stack, s.as_dict()) == from_stack
+    given = {c: preset(s.stack, c) for c in STACK_CHOICES}
+    assert tuple(c for c, p in given.items() if p is not None and getattr(s, c) == p.value) == from_stack
 
 
 @pytest.mark.parametrize(("raw", "query"), [
