@@ -19,6 +19,8 @@ from typing import Any, cast
 import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, expect
 
+from tests.browser.lazy import bring_into_view
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,7 +186,7 @@ def test_touch_shows_the_exact_bytes_and_formulas_and_a_live_update_keeps_them(p
     expect(page).to_have_url(live_server + "/?dp=16")
     expect(page.locator("#exact-peak")).to_be_checked()
     # the checkpoint's switch is in the sections a live update defers: on again once they load, in view
-    page.locator("#lower").scroll_into_view_if_needed()
+    bring_into_view(page, "#lower")
     expect(page.locator("#exact-ckpt")).to_be_checked()
     expect(page.locator(PEAK3_EXACT)).to_have_text(stage3_peak_bytes(page))
     box = page.locator(PEAK3_EXACT).bounding_box()

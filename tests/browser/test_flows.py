@@ -22,6 +22,7 @@ from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Locator
 
 from app.ledger.scenario.links import link
 from app.ledger.scenario.presets import PRESET_BY_ID
+from tests.browser.lazy import bring_into_view
 
 pytestmark = pytest.mark.browser
 
@@ -493,7 +494,7 @@ def test_picking_a_model_fills_the_ledger_from_its_config(page: Page, live_serve
     # the schedule-aware peak holds the activations still saved at its instant
     expect(peak3).to_have_attribute("data-bytes", str(receipt["stages"][3]["peak"]["activations"]))
     smallest = page.locator('table.fit tr[data-stage="3"] td[data-fit="smallest_dp"]')
-    page.locator("#lower").scroll_into_view_if_needed()  # a live update loads the fit finder as it comes into view
+    bring_into_view(page, "#lower")  # a live update loads the fit finder as it comes into view
     expect(smallest).to_have_text(f"{receipt['fit']['stages'][3]['smallest_dp']:,}")
 
     # the chart's table twin loads when opened
@@ -535,7 +536,7 @@ def test_the_fit_finder_comes_inline_when_on_screen_and_is_deferred_when_not(pag
     expect(page.locator("[data-pending]#lower")).to_have_count(1)
     assert page.evaluate("document.getElementById('lower').offsetHeight") == height  # the page keeps its length
     assert [u for u in requests if "/lower?" in u] == []
-    page.locator("#lower").scroll_into_view_if_needed()
+    bring_into_view(page, "#lower")
     expect(page.locator("#lower .fit-chart .now-label")).to_have_text("D = 32")
     assert [u for u in requests if "/lower?" in u] == [live_server + "/lower?dp=32&model=llama-2-7b"]
 

@@ -14,6 +14,7 @@ from playwright.sync_api import Browser, Page, Request, Response, Route, expect
 
 from app.ledger.scenario.links import link
 from app.ledger.scenario.presets import PRESET_BY_ID
+from tests.browser.lazy import bring_into_view
 
 pytestmark = pytest.mark.browser
 
@@ -356,7 +357,7 @@ def test_open_details_stay_open_across_updates(page: Page, live_server: str) -> 
     expect(page).to_have_url(live_server + "/?dp=16")
     expect(page.locator("details.lines")).to_have_attribute("open", "")
     expect(page.locator("details.lines")).to_contain_text("⌈7,000,000,000 ÷ 16⌉")  # loaded again, for D = 16
-    page.locator("#kills").scroll_into_view_if_needed()  # a live update's kill lists load as they come into view
+    bring_into_view(page, "#kills")  # a live update's kill lists load as they come into view
     expect(page.locator("#h-kill ~ details")).to_have_attribute("open", "")  # and reopen their <details>
     expect(page.locator("details.fit-numbers")).not_to_have_attribute("open", "")  # closed ones stay closed
 
@@ -369,7 +370,7 @@ def test_a_live_update_loads_the_kill_lists_as_they_come_into_view(page: Page, l
     page.locator("#f-dp").fill("1")
     expect(page).to_have_url(live_server + "/?dp=1")
     expect(page.locator("#kills[data-pending]")).to_have_count(1)  # off screen: not asked for yet
-    page.locator("#kills").scroll_into_view_if_needed()
+    bring_into_view(page, "#kills")
     expect(page.locator("#kills[data-pending]")).to_have_count(0)
     expect(page.locator("#kills table.kills").first).to_contain_text("survived: dp = 1")
 
