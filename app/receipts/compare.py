@@ -26,6 +26,7 @@ from app.ledger.estimate import estimate
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELDS
 from app.ledger.scenario.links import canonical_query, slug
+from app.ledger.scenario.stacks import stack_choices
 from app.ledger.state.rules import CLASSES
 from app.receipts.csv_rows import Row, csv_records
 from app.receipts.receipt import SCHEMA_VERSION, receipt
@@ -96,6 +97,9 @@ class InputChange:
     name: str
     a: int | str
     b: int | str
+    # For a choice a side's stack decides: "stack" (that side has its stack's value) or "set"; else None.
+    a_source: str | None = None
+    b_source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +172,18 @@ def compare(a: Scenario, b: Scenario) -> Comparison:
     """A against B: both receipts, and every stage's figures with their difference."""
     ra, rb = receipt(estimate(a)), receipt(estimate(b))
     stages = tuple(_stage(i, sa, sb) for i, (sa, sb) in enumerate(zip(ra["stages"], rb["stages"], strict=True)))
+    sources_a, sources_b = _choice_sources(a), _choice_sources(b)
     inputs = tuple(
-        InputChange(f.name, getattr(a, f.name), getattr(b, f.name))
+        InputChange(f.name, getattr(a, f.name), getattr(b, f.name), sources_a.get(f.name), sources_b.get(f.name))
         for f in FIELDS
         if getattr(a, f.name) != getattr(b, f.name) and not _follows_dp(f.name, a, b)
     )
     return Comparison(a, b, ra, rb, stages, inputs)
+
+
+def _choice_sources(s: Scenario) -> dict[str, str]:
+    """Each choice the scenario's stack decides: "stack" where the run has the stack's value, else "set"."""
+    return {c.name: "stack" if c.from_stack else "set" for c in stack_choices(s.stack, s.as_dict())}
 
 
 # --------------------------------------------------------------------------- JSON
@@ -183,6 +193,7 @@ def _side_json(r: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "link": r["link"],
         "scenario": r["scenario"],
+        "stack": r["stack"],
         "stages": [
             {
                 "stage": st["stage"],
@@ -207,7 +218,9 @@ def comparison_json(c: Comparison, base: str = "") -> dict[str, Any]:
         "a": _side_json(c.a_receipt),
         "b": _side_json(c.b_receipt),
         "diff": {
-            "inputs": [{"name": i.name, "a": i.a, "b": i.b} for i in c.inputs],
+            "inputs": [
+                {"name": i.name, "a": i.a, "b": i.b, "a_source": i.a_source, "b_source": i.b_source} for i in c.inputs
+            ],
             "stages": [
                 {
                     "stage": st.stage,

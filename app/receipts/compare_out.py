@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from app.receipts.scenario_out import ScenarioOut
+from app.receipts.sections.stack import ChoiceSource, StackSection
 from app.receipts.sections.stages import ByClass
 from app.receipts.strict import Bytes, SignedBytes, Strict
 
@@ -44,6 +45,7 @@ class ComparedStage(Strict):
 class ComparedSide(Strict):
     link: str = Field(description="the side's canonical query string (sorted, defaults omitted)")
     scenario: ScenarioOut
+    stack: StackSection = Field(description="the side's training stack and the choices it decides")
     stages: list[ComparedStage] = Field(description="exactly four entries, stage 0 to 3, in order")
 
 
@@ -87,6 +89,10 @@ class InputChange(Strict):
     name: str
     a: int | str
     b: int | str
+    a_source: ChoiceSource | None = Field(
+        description="for a choice A's training stack decides: stack (A has the stack's value) or set; else null"
+    )
+    b_source: ChoiceSource | None = Field(description="the same for B")
 
 
 class ComparisonDiff(Strict):

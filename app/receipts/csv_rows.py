@@ -26,6 +26,7 @@ from app.ledger.formula import Formula
 from app.ledger.ledger import StageLedger
 from app.ledger.peak.declared import Peak
 from app.ledger.scenario.fields import FIELDS
+from app.ledger.scenario.stacks import stack_choices
 from app.receipts.sections.model import ModelledActivations, activations_out, fsdp2_out, model_out
 
 COLUMNS: tuple[str, ...] = (
@@ -181,14 +182,23 @@ def rows(e: Estimate) -> Iterator[Row]:
 def _input_rows(e: Estimate) -> Iterator[Row]:
     """The scenario's inputs (ledger ``input``): the CSV alone reconstructs the scenario."""
     s = e.scenario
+    chosen = {c.name: c for c in stack_choices(s.stack, s.as_dict())}
     for field in FIELDS:
         value = getattr(s, field.name)
+        choice = chosen.get(field.name)
+        origin = ""
+        if choice is not None:  # a choice the stack decides: whose value the run has
+            origin = (
+                f"set by the stack ({s.stack}): {choice.evidence}"
+                if choice.from_stack
+                else f"set over the stack ({s.stack}), which sets {choice.stack_value}"
+            )
         yield {
             "ledger": "input",
             "category": field.name,
             "value": value,
             "bytes": value if field.kind == "bytes" else "",
-            "detail": field.unit,
+            "detail": "; ".join(part for part in (field.unit, origin) if part),
         }
 
 

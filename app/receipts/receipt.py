@@ -28,6 +28,7 @@ from app.receipts.sections.model import (
     model_out,
 )
 from app.receipts.sections.parallelism import ParallelismSection, parallelism_out
+from app.receipts.sections.stack import StackSection, stack_out
 from app.receipts.sections.stages import Checkpoint, Stage, checkpoint_out, stage_out
 from app.receipts.strict import Strict
 from app.receipts.url import DEFAULT_BASE_URL, page_url
@@ -72,6 +73,8 @@ class Receipt(Strict):
     )
     units: Literal["bytes"]
     sources: Sources
+    # Added by issue 26 without a schema_version bump, as `parallelism` was.
+    stack: StackSection = Field(description="the training stack; per choice it decides, the value and its source")
     stages: list[Stage] = Field(description="exactly four entries, stage 0 to 3, in order")
     checkpoint: Checkpoint
     checks: list[CheckResult]
@@ -108,6 +111,7 @@ def receipt_out(e: Estimate, base_url: str = DEFAULT_BASE_URL) -> Receipt:
             buckets="declared",
             overhead="declared",
         ),
+        stack=stack_out(s),
         stages=[stage_out(st) for st in e.ledger.stages],
         checkpoint=checkpoint_out(e),
         checks=[check_out(c) for c in e.checks],

@@ -82,3 +82,29 @@ STACK_CHOICES: tuple[str, ...] = (
 def preset(stack: str, choice: str) -> Preset | None:
     """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`), or None where it leaves it."""
     return _PRESETS[stack].get(choice)
+
+
+@dataclass(frozen=True, slots=True)
+class StackChoice:
+    """One choice the scenario's stack decides: the value the run has, the stack's own value and why."""
+
+    name: str
+    value: str | int
+    stack_value: str | int
+    evidence: str
+
+    @property
+    def from_stack(self) -> bool:
+        """Whether the run takes the stack's value (a canonical scenario omits a value equal to its default, so
+        a typed value equal to the stack's is the stack's)."""
+        return self.value == self.stack_value
+
+
+def stack_choices(stack: str, values: dict[str, str | int]) -> tuple[StackChoice, ...]:
+    """Each choice ``stack`` decides, in :data:`STACK_CHOICES` order, with the run's value from ``values``."""
+    out = []
+    for name in STACK_CHOICES:
+        given = preset(stack, name)
+        if given is not None:
+            out.append(StackChoice(name, values[name], given.value, given.evidence))
+    return tuple(out)

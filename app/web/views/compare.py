@@ -80,7 +80,13 @@ def _changes(c: Comparison) -> list[tuple[str, str, str]]:
         text = display_value(FIELD_BY_NAME[name], value)
         return text if isinstance(value, str) or text == str(value) else f"{text} ({value:,})"
 
-    return [(i.name, shown(i.name, i.a), shown(i.name, i.b)) for i in c.inputs]
+    def origin(source: str | None, stack: str) -> str:
+        return {"stack": f" — {stack}'s", "set": f" — set over {stack}'s"}.get(source or "", "")
+
+    return [
+        (i.name, shown(i.name, i.a) + origin(i.a_source, c.a.stack), shown(i.name, i.b) + origin(i.b_source, c.b.stack))
+        for i in c.inputs
+    ]
 
 
 def _moved(c: Comparison) -> list[tuple[str, str, str]]:

@@ -159,7 +159,7 @@ def test_json_twin_d8_against_d64(client: TestClient) -> None:
     assert body["a"]["stages"][3]["persistent"]["total"] == 14_000_000_000
     assert body["b"]["stages"][3]["persistent"]["total"] == 1_750_000_000
     assert body["diff"]["stages"][3]["persistent"]["total"] == -12_250_000_000
-    assert body["diff"]["inputs"] == [{"name": "dp", "a": 8, "b": 64}]
+    assert body["diff"]["inputs"] == [{"name": "dp", "a": 8, "b": 64, "a_source": None, "b_source": None}]
     assert "peak.activations" not in body["diff"]["stages"][3]["moved"]
 
 
