@@ -24,11 +24,13 @@ MICRO_BATCH = (1, 4_096)
 TP = (1, 1_024)
 
 # The training stacks a scenario names (its presets: app/ledger/scenario/stacks.py) and where its loss runs.
-TrainingStack = Literal["plain-fsdp2", "hf-fsdp2"]
+TrainingStack = Literal["plain-fsdp2", "hf-fsdp2", "torchtitan"]
 LossPlace = Literal["outside", "inside"]
 Wrapping = Literal["root", "embed-tail"]
-ActPolicy = Literal["none", "selective", "full"]
-NormsImpl = Literal["fused", "unfused"]
+ActPolicy = Literal["none", "selective", "op", "full"]
+NormsImpl = Literal["fused", "unfused", "composite"]
+# Registered buffers every rank holds whole (FSDP2 shards parameters, not buffers).
+BuffersKind = Literal["none", "rope-per-layer"]
 ActWidth = Literal[1, 2, 4]
 LogitsWidth = Literal[2, 4]
 ACT_POLICIES: tuple[str, ...] = get_args(ActPolicy)

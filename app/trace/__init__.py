@@ -43,6 +43,22 @@ def hf_stack_installed() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("transformers", "accelerate"))
 
 
+# torchtitan imports triton (its distributed package loads Triton kernels) and needs only tyro and spmd_types
+# besides torch for the parts the trace runs: installed without its other dependencies (scripts/setup).
+TITAN_PIN = "torchtitan==0.3.0"
+TITAN_NEEDS = "triton==3.9.0 tyro==1.0.17 spmd_types==0.2.3"
+TITAN_HINT = (
+    "--stack torchtitan traces torchtitan's own Llama 3 model, checkpointing and wrapping: pip install --no-deps "
+    f"{TITAN_PIN}, and pip install {TITAN_NEEDS} with {TORCH_PIN} (the trace extra has them; scripts/setup does "
+    "both)"
+)
+
+
+def titan_installed() -> bool:
+    """Whether torchtitan and what its import needs can be found, asked without importing them."""
+    return all(importlib.util.find_spec(name) is not None for name in ("torchtitan", "triton", "tyro", "spmd_types"))
+
+
 def torch_installed() -> bool:
     """Whether torch can be imported, asked without importing it."""
     return importlib.util.find_spec("torch") is not None

@@ -15,6 +15,7 @@ from typing import Any
 from app.ledger.estimate import estimate
 from app.receipts.sections.model import fsdp2_section
 from app.trace.result import CATEGORIES, CATEGORY_NAMES, Instant, TraceResult
+from app.trace.setup import TraceSetup
 
 SCHEMA = "zero3-lab.trace/1"
 MODEL_STATE = ("params", "grads", "optimizer_states")
@@ -257,7 +258,11 @@ def _header(result: TraceResult) -> list[str]:
         f"  b = {setup.micro_batch}, s = {setup.seq_len}; parameters {dtypes['parameters']}, all-gather "
         f"{dtypes['param_dtype']}, reduce-scatter {dtypes['reduce_dtype']}, logits {dtypes['logits']}; "
         f"reshard_after_forward={setup.reshard_after_forward}; recompute {setup.act_policy}; "
-        + ("RMSNorm unfused (compare with --norms unfused); " if setup.architecture.norm == "rmsnorm" else "")
+        + (
+            f"RMSNorm {_norms(setup)} (compare with --norms {_norms(setup)}); "
+            if setup.architecture.norm == "rmsnorm"
+            else ""
+        )
         + f"{setup.optimizer}{' (foreach)' if setup.foreach else ''}",
         "",
         f"Peak of iteration 2: {_b(result.peak['total'])}",
@@ -336,3 +341,9 @@ def _timeline(result: TraceResult) -> list[str]:
 def render_table(result: TraceResult) -> str:
     lines = [*_header(result), *_steady(result), *_against_the_lab(result, modelled(result)), *_timeline(result)]
     return "\n".join(lines)
+
+
+def _norms(setup: TraceSetup) -> str:
+    """What the traced model's RMSNorm keeps on CPU: torchtitan's is torch.nn.RMSNorm (composite ops); transformers'
+    and the plain decoders' are written out in eager ops (unfused)."""
+    return "composite" if setup.stack == "torchtitan" else "unfused"

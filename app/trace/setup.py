@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from app.ledger.models.architecture import Architecture, ModelConfigError
 from app.ledger.models.reference import resolve
 from app.ledger.scenario import Scenario
-from app.trace import HF_STACK_HINT, hf_stack_installed
+from app.trace import HF_STACK_HINT, TITAN_HINT, hf_stack_installed, titan_installed
 
 TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox")
 # --stack hf-fsdp2: the dense families whose transformers class runs on fake tensors (a MoE's routing has
 # data-dependent shapes; Mistral's sliding-window mask is not yet compared).
 HF_TRACEABLE: tuple[str, ...] = ("llama", "qwen2")
+# --stack torchtitan: torchtitan's Llama 3 model (no biases; Mistral's window and Qwen2's biases are not its).
+TITAN_TRACEABLE: tuple[str, ...] = ("llama",)
+TITAN_MAX_SEQ = 131_072  # the llama3 registry's RoPE max_seq_len, which training.seq_len may not exceed
 DTYPE_NAMES: dict[int, str] = {2: "bfloat16", 4: "float32"}
 OPTIMIZERS: dict[int, str] = {0: "SGD", 1: "SGD with momentum", 2: "AdamW"}
 FSDP2_LAYOUT = "--param-bytes 4 --master-bytes 0 --grad-bytes 4 --opt-bytes 4 --gather-bytes 2 --act-bytes 2"
@@ -54,7 +57,8 @@ class TraceSetup:
     act_policy: str  # none | full (per decoder layer)
     reshard_after_forward: bool
     foreach: bool  # the optimizer's multi-tensor path (CUDA's default) or one tensor at a time
-    stack: str = "plain-fsdp2"  # plain-fsdp2: the lab's plain-torch decoders; hf-fsdp2: transformers' class
+    stack: str = "plain-fsdp2"  # plain-fsdp2: the lab's plain-torch decoders; hf-fsdp2: transformers' class;
+    # torchtitan: torchtitan's Llama 3 model, checkpointing and wrapping
     loss: str = "outside"  # outside: the loop's cross_entropy on the logits; inside: the model's own (labels=)
     wrap: str = "root"  # root: the lab's recipe (layers, then the root); embed-tail: Accelerate's own code
 
@@ -124,8 +128,10 @@ def _run_problems(s: Scenario) -> list[str]:
             f"--act-bytes {s.act_bytes}: the forward computes in the all-gather dtype, so activations are "
             f"--gather-bytes {s.gather_bytes} wide"
         )
-    if s.act_policy not in ("none", "full"):
-        problems.append(f"--act-policy {s.act_policy}: not yet traceable (traceable: none, full)")
+    traceable = ("none", "op", "full") if s.stack == "torchtitan" else ("none", "full")
+    if s.act_policy not in traceable:
+        problems.append(f"--act-policy {s.act_policy}: not traceable with --stack {s.stack} (traceable: "
+                        f"{', '.join(traceable)}; op is torchtitan's own policy)")  # fmt: skip
     if s.tp != 1 or s.sequence_parallel:
         problems.append("--tp / --sequence-parallel: the trace shards over one data-parallel mesh only (tp = 1)")
     if s.reduce_bytes not in REDUCE_WIDTHS:  # the scenario's field allows exactly these; kept for direct callers
@@ -144,12 +150,35 @@ def _stack_problems(s: Scenario, family: str) -> list[str]:
             problems.append("--wrap embed-tail: the plain decoders are wrapped by the lab's recipe; --stack "
                             "hf-fsdp2 carves the units with Accelerate's own code")  # fmt: skip
         return problems
+    if s.stack == "torchtitan":
+        return _titan_problems(s, family)
     problems = []
     if family and family not in HF_TRACEABLE:
         problems.append(f"--stack {s.stack}: family {family!r} is not yet traceable with transformers' class "
                         f"(traceable: {', '.join(HF_TRACEABLE)})")  # fmt: skip
     if not hf_stack_installed():
         problems.append(HF_STACK_HINT)
+    return problems
+
+
+def _titan_problems(s: Scenario, family: str) -> list[str]:
+    """Why torchtitan's own Llama 3 model, checkpointing and wrapping cannot trace the scenario."""
+    problems = []
+    if family and family not in TITAN_TRACEABLE:
+        problems.append(f"--stack torchtitan: family {family!r} is not traceable with torchtitan's Llama 3 model "
+                        f"(traceable: {', '.join(TITAN_TRACEABLE)})")  # fmt: skip
+    if s.loss != "outside":
+        problems.append("--loss inside: torchtitan's train step computes the loss outside the model")
+    if s.wrap != "embed-tail":
+        problems.append("--wrap root: torchtitan's apply_fsdp_to_decoder carves the embedding and the tail "
+                        "into units of their own (embed-tail)")  # fmt: skip
+    if s.buffers != "rope-per-layer":
+        problems.append("--buffers none: torchtitan's attention keeps its RoPE cache buffer in every layer")
+    if s.seq_len % 2 or s.seq_len > TITAN_MAX_SEQ:
+        problems.append(f"--seq-len {s.seq_len}: torchtitan's RoPE cache takes an even length up to "
+                        f"{TITAN_MAX_SEQ:,} (Decoder.Config.update_from_config)")  # fmt: skip
+    if not titan_installed():
+        problems.append(TITAN_HINT)
     return problems
 
 

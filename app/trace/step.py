@@ -61,6 +61,10 @@ def _layer_index(unit: str) -> int:
 
 
 def _optimizer(setup: TraceSetup, params: Any) -> Any:
+    if setup.stack == "torchtitan" and setup.opt_states == 2:
+        # torchtitan 0.3.0 default_adamw (components/optimizer/optimizer.py): implementation "fused"
+        return torch.optim.AdamW(params, lr=LEARNING_RATE, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                                 fused=True, foreach=False)  # fmt: skip
     if setup.opt_states == 2:
         return torch.optim.AdamW(params, lr=LEARNING_RATE, foreach=setup.foreach)
     momentum = 0.9 if setup.opt_states == 1 else 0.0
@@ -89,6 +93,11 @@ def build(setup: TraceSetup, report: Progress) -> Any:
     if setup.stack == "hf-fsdp2":
         report("building the model (transformers)", 0, 1)
         return build_hf_model(config_of(setup.scenario.model))
+    if setup.stack == "torchtitan":
+        from app.trace.models.titan import build_titan_model
+
+        report("building the model (torchtitan)", 0, 1)
+        return build_titan_model(setup.architecture, setup.seq_len)
     model = build_model(setup.architecture, lambda done, of: report("building layers", done, of))
     model.train()
     return model
@@ -114,6 +123,17 @@ def shard(model: Any, setup: TraceSetup, mesh: Any, report: Progress) -> Sharded
     """Cast the parameters, ``fully_shard`` every decoder layer (checkpointed under ``full``) and the root;
     ``wrap = embed-tail`` (the ``hf-fsdp2`` stack's) by Accelerate's own code (:mod:`app.trace.accelerate`)."""
     mp = MixedPrecisionPolicy(param_dtype=dtype(setup.gather_bytes), reduce_dtype=dtype(setup.reduce_bytes))
+    # the parameters only (buffers, the rotary tables, stay FP32); Accelerate casts its own
+    if setup.param_bytes != 4 and setup.stack != "hf-fsdp2":
+        for p in model.parameters():
+            p.data = p.data.to(dtype(setup.param_bytes))
+    if setup.stack == "torchtitan":
+        from app.trace.titan import prepare as titan_prepare
+
+        report("sharding (torchtitan)", 0, 1)
+        names = titan_prepare(model, setup, mesh, dtype(setup.gather_bytes), dtype(setup.reduce_bytes))
+        units = {id(m): names[fqn] for fqn, m in model.named_modules() if fqn in names}
+        return Sharded(model, _optimizer(setup, model.parameters()), units, names)
     if setup.wrap == "embed-tail":
         from app.trace.accelerate import prepare
 
@@ -121,9 +141,6 @@ def shard(model: Any, setup: TraceSetup, mesh: Any, report: Progress) -> Sharded
         model, names = prepare(model, setup, mesh, mp)
         units = {id(m): names[fqn] for fqn, m in model.named_modules() if fqn in names}
         return Sharded(model, _optimizer(setup, model.parameters()), units, names)
-    if setup.param_bytes != 4:  # the parameters only: buffers (rotary tables) stay FP32
-        for p in model.parameters():
-            p.data = p.data.to(dtype(setup.param_bytes))
     layers = decoder_layers(model)
     for k, layer in enumerate(layers):
         if setup.act_policy == "full":
@@ -153,7 +170,7 @@ def layer_progress(report: Progress, what: str, layers: int) -> Callable[[str, s
 def _loss_outside(tracker: TimelineTracker, model: Any, setup: TraceSetup, tokens: Any, labels: Any,
                   logits_dtype: Any) -> Any:  # fmt: skip
     """The training loop's loss on the logits the model returns (a plain loop's, torchtitan's)."""
-    logits = model(input_ids=tokens).logits if setup.stack == "hf-fsdp2" else model(tokens)
+    logits = model(input_ids=tokens).logits if setup.stack == "hf-fsdp2" else model(tokens)  # torchtitan: logits
     tracker.instant("end of forward (logits)", "forward")
     tracker.phase = "loss"
     if logits.dtype != logits_dtype:
@@ -186,5 +203,10 @@ def iteration(
     tracker.instant("end of backward", "backward")
     tracker.phase = "optimizer"
     report(f"{what}: optimizer step", 1, 1)
+    if setup.stack == "torchtitan":  # its train step clips before the step (trainer.py: max_norm 1.0, foreach)
+        from torchtitan.distributed.utils import clip_grad_norm_
+
+        clip_grad_norm_(list(model.parameters()), 1.0, foreach=True)
+        tracker.instant("gradient norm clipped", "optimizer")
     optimizer.step()
     tracker.instant("after the optimizer step (steady state)", "optimizer")

@@ -90,9 +90,13 @@ class Across:
 
 
 def _value(inp: ScenarioFields, name: str) -> int | str:
-    """The input as typed, or its static default."""
+    """The input as typed, or its default (a stack's choice, a width following another, or a static one)."""
     value: int | str | None = getattr(inp, name)
-    return STATIC_DEFAULTS[name] if value is None else value
+    if value is not None:
+        return value
+    if name in FOLLOWERS:
+        return following(name, lambda other: _value(inp, other))
+    return STATIC_DEFAULTS[name]
 
 
 def _int(inp: ScenarioFields, name: str) -> int:

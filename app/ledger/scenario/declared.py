@@ -36,6 +36,7 @@ from app.ledger.scenario.readers import (
     W124,
     W1248,
     ActW,
+    Buffers,
     Bytes,
     Count,
     Flag,
@@ -92,8 +93,9 @@ class ScenarioFields(BaseModel):
         title="Training stack",
         description="The stack the run trains with; it presets the choices below that it decides (each can "
         "still be set on its own): plain-fsdp2 (a plain training loop around FSDP2's fully_shard, the loss "
-        "computed outside the model) or hf-fsdp2 (transformers' model classes under the HF Trainer or "
-        "Accelerate with FSDP2: the loss computed inside the model from labels=).",
+        "computed outside the model), hf-fsdp2 (transformers' model classes under the HF Trainer or "
+        "Accelerate with FSDP2: the loss computed inside the model from labels=) or torchtitan (torchtitan "
+        "0.3.0's Llama 3 model, its per-op selective checkpointing and its FSDP2 wrapping).",
         examples=["hf-fsdp2"],
         json_schema_extra=form("stack", "stack", "plain-fsdp2"),
     )
@@ -116,6 +118,15 @@ class ScenarioFields(BaseModel):
         "stack's.",
         examples=["embed-tail"],
         json_schema_extra=form("stack", "units", None),
+    )
+    buffers: Buffers = optional(
+        title="Registered buffers",
+        description="Buffers every rank holds whole through the step (FSDP2 shards parameters, not buffers): none "
+        "(transformers' and the plain loop's rotary tables are computed per forward from a head_dim ÷ 2 "
+        "inv_freq) or rope-per-layer (torchtitan 0.3.0: each layer's attention keeps its own complex64 RoPE "
+        "cache of seq_len × head_dim ÷ 2). Default: the stack's.",
+        examples=["rope-per-layer"],
+        json_schema_extra=form("stack", "buffers", None),
     )
     param_bytes: W124 = optional(
         title="Parameter width",
@@ -300,9 +311,13 @@ class ScenarioFields(BaseModel):
     )
     act_policy: Policy = optional(
         title="Recomputation",
-        description="Activation checkpointing: none, selective (the attention core) or full (each layer).",
-        examples=["selective"],
-        json_schema_extra=form("activation", "policy", "none"),
+        description="Activation checkpointing, per decoder layer: none; selective (Korthikanti et al. 2022: the "
+        "attention core recomputed; Megatron's 'selective'); op (torchtitan's per-op selective AC: the outputs of "
+        "matmuls and attention saved except every second matmul, the rest recomputed; a Llama-style dense "
+        "model); full (each layer keeps only its input and recomputes its forward in backward). Default: the "
+        "stack's.",
+        examples=["op"],
+        json_schema_extra=form("activation", "policy", None),
     )
     tp: Plain = optional(
         ge=TP[0],
@@ -326,12 +341,14 @@ class ScenarioFields(BaseModel):
     )
     norms: Norms = optional(
         title="RMSNorm kernel",
-        description="What an RMSNorm keeps for backward (Llama-style models): unfused, the default (transformers' "
+        description="What an RMSNorm keeps for backward (Llama-style models): unfused (transformers' "
         "LlamaRMSNorm in eager PyTorch keeps an FP32 upcast and the normalised input besides its input: what a "
-        "trace of a transformers-style model allocates) or fused (a fused kernel such as Liger's or Apex's keeps "
-        "its input and the FP32 1/rms: 4·s·b·h B less per norm). LayerNorm models: no effect.",
+        "trace of a transformers-style model allocates), composite (torch.nn.RMSNorm without a fused kernel, as "
+        "torchtitan's runs on CPU: the FP32 upcast and the normalised input in FP32) or fused (a fused kernel "
+        "such as Liger's or Apex's keeps its input and the FP32 1/rms: 4·s·b·h B less per norm than unfused). "
+        "LayerNorm models: no effect. Default: the stack's.",
         examples=["unfused"],
-        json_schema_extra=form("activation", "kernel", "unfused"),
+        json_schema_extra=form("activation", "kernel", None),
     )
     capacity_bytes: Bytes = optional(
         ge=1,

@@ -15,7 +15,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from app.ledger.bounds import ActPolicy, ActWidth, LogitsWidth, LossPlace, NormsImpl, TrainingStack, Wrapping
+from app.ledger.bounds import (
+    ActPolicy,
+    ActWidth,
+    BuffersKind,
+    LogitsWidth,
+    LossPlace,
+    NormsImpl,
+    TrainingStack,
+    Wrapping,
+)
 from app.ledger.scenario.sizes import SizeError, parse_bytes, parse_count, parse_plain
 
 Kind = Literal["count", "bytes", "int", "text", "choice"]
@@ -115,5 +124,6 @@ Stack = Annotated[TrainingStack | None, BeforeValidator(_read_choice), _kind("ch
 Loss = Annotated[LossPlace | None, BeforeValidator(_read_choice), _kind("choice")]
 Wrap = Annotated[Wrapping | None, BeforeValidator(_read_choice), _kind("choice")]
 Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
+Buffers = Annotated[BuffersKind | None, BeforeValidator(_read_choice), _kind("choice")]
 Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
 PpStage = Annotated[PipelineStage | None, BeforeValidator(_read_choice), _kind("choice")]

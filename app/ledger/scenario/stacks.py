@@ -34,6 +34,20 @@ _MIXED = ("accelerate 1.15.0 FullyShardedDataParallelPlugin.set_mixed_precision 
           "mixed_precision='bf16' gives MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)")  # fmt: skip
 
 
+# torchtitan 0.3.0 (models/llama3, distributed/, trainer.py, config/configs.py), as its llama3_8b registry config
+# runs it.
+_TT_PRECISION = ("torchtitan 0.3.0: the model is built in training.dtype = float32 (config/configs.py) and "
+                 "apply_fsdp_to_decoder shards it (distributed/fsdp.py): FP32 sharded parameters, gradients and "
+                 "AdamW states, no master copy")  # fmt: skip
+_TT_MIXED = ("torchtitan 0.3.0 config/configs.py: mixed_precision_param = bfloat16, mixed_precision_reduce = "
+             "float32 (the only value it allows) → MixedPrecisionPolicy(param_dtype=bf16, "
+             "reduce_dtype=fp32)")  # fmt: skip
+_NO_BUFFERS = ("the rotary tables are computed in each forward from an inv_freq buffer of head_dim ÷ 2 FP32 "
+               "values (transformers' LlamaRotaryEmbedding; the lab's plain decoders alike): a few hundred bytes, "
+               "not counted")  # fmt: skip
+_UNFUSED = ("transformers 5.23.0 LlamaRMSNorm: hidden_states.to(torch.float32), pow, mean, rsqrt, then the weight "
+            "times the normalised input cast back: eager PyTorch ops, no fused kernel")  # fmt: skip
+
 _PRESETS: dict[str, dict[str, Preset]] = {
     "plain-fsdp2": {
         "loss": Preset(
@@ -50,6 +64,9 @@ _PRESETS: dict[str, dict[str, Preset]] = {
         "grad_bytes": Preset(2, _SEED),
         "master_bytes": Preset(4, _SEED),
         "opt_bytes": Preset(4, _SEED),
+        "act_policy": Preset("none", "a plain loop checkpoints nothing unless it wraps its layers itself"),
+        "norms": Preset("unfused", "the lab's plain decoders write RMSNorm as transformers does: " + _UNFUSED),
+        "buffers": Preset("none", _NO_BUFFERS),
     },
     "hf-fsdp2": {
         "loss": Preset(
@@ -70,12 +87,53 @@ _PRESETS: dict[str, dict[str, Preset]] = {
         "opt_bytes": Preset(4, _UPCAST),
         "gather_bytes": Preset(2, _MIXED),
         "reduce_bytes": Preset(2, _MIXED),
+        "act_policy": Preset("none", "transformers 5.23.0 TrainingArguments.gradient_checkpointing defaults to False"),
+        "norms": Preset("unfused", _UNFUSED),
+        "buffers": Preset("none", _NO_BUFFERS),
+    },
+    "torchtitan": {
+        "loss": Preset(
+            "outside",
+            "torchtitan 0.3.0 trainer.py forward_backward_step: pred = model(inputs), then loss_fn(pred, labels) "
+            "outside the model",
+        ),
+        "wrap": Preset(
+            "embed-tail",
+            "torchtitan 0.3.0 distributed/fsdp.py apply_fsdp_to_decoder: fully_shard(tok_embeddings), "
+            "fully_shard([norm, lm_head], reshard_after_forward=False) (the policy 'default'), each block, then the "
+            "root (tied: embedding, norm and head in one unit)",
+        ),
+        "param_bytes": Preset(4, _TT_PRECISION),
+        "grad_bytes": Preset(4, _TT_PRECISION),
+        "master_bytes": Preset(0, _TT_PRECISION),
+        "opt_bytes": Preset(4, _TT_PRECISION),
+        "gather_bytes": Preset(2, _TT_MIXED),
+        "reduce_bytes": Preset(4, _TT_MIXED),
+        "act_policy": Preset(
+            "op",
+            "torchtitan 0.3.0 trainer.py: activation_checkpoint defaults to SelectiveAC (per-op; the llama3_8b "
+            "config sets it too; 70B and 405B set FullAC): distributed/activation_checkpoint.py saves the outputs "
+            "of compute-intensive ops, attention and reduce-scatter, recomputes every second matmul",
+        ),
+        "norms": Preset(
+            "composite",
+            "torchtitan 0.3.0 models/common/nn_modules.py: RMSNorm is torch.nn.RMSNorm; on CPU torch 2.13 runs it "
+            "as composite ops (traced); a CUDA build may dispatch to a fused kernel that keeps less (norms=fused; "
+            "not verified on a GPU here)",
+        ),
+        "buffers": Preset(
+            "rope-per-layer",
+            "torchtitan 0.3.0 models/common/rope.py: each layer's attention builds its own ComplexRoPE with "
+            "register_buffer('cache', …, persistent=False), complex64 (seq_len, head_dim ÷ 2); "
+            "Decoder.Config.update_from_config sizes it by training.seq_len",
+        ),
     },
 }
 # The fields whose default is the stack's (the widths last: the all-gather and reduce-scatter widths follow the
 # parameter and gradient widths where a stack leaves them).
 STACK_CHOICES: tuple[str, ...] = (
-    "loss", "wrap", "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
+    "loss", "wrap", "buffers", "act_policy", "norms",
+    "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
 )  # fmt: skip
 
 

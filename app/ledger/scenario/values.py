@@ -54,3 +54,4 @@ class ScenarioValues:
     stack: str = "plain-fsdp2"  # Training stack
     loss: str = "outside"  # Where the loss runs
     wrap: str = "root"  # FSDP units
+    buffers: str = "none"  # Registered buffers

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal, cast
 
+from app.ledger.bounds import ActPolicy as Policy
 from app.ledger.estimate import Estimate
 from app.receipts.sections.stages import ByClass
 from app.receipts.strict import Bytes, Count, Strict
 
-Policy = Literal["none", "selective", "full"]
 Typed = Literal["measured", "placeholder"]
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.formula import Formula, Part, Remark
 from app.ledger.models.activations.figures import ActivationLedger
-from app.ledger.models.activations.saved import Saved, has_dropout
+from app.ledger.models.activations.saved import Saved, has_dropout, op_recomputed
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 POLICY_DESCRIPTIONS: dict[str, str] = {
     "none": "no recomputation: every layer keeps all it saves for backward",
     "selective": "selective recomputation of the attention core (Korthikanti et al. 2022, §5)",
+    "op": "torchtitan 0.3.0's per-op selective checkpointing: each layer keeps its input and the outputs of the "
+    "ops its policy saves (wqkv, w1 and w2, every second matmul; attention's output and log-sum-exp) and "
+    "recomputes the rest in backward",
     "full": "full recomputation: each layer keeps only its input and recomputes its forward in backward",
 }
 # A layer's line by policy: its label, and the subject its remarks are said with. The checkpointed
@@ -18,9 +21,10 @@ POLICY_DESCRIPTIONS: dict[str, str] = {
 _LABELS: dict[str, tuple[Part, ...]] = {
     "none": ("per layer",),
     "selective": ("per layer", Remark("attention core recomputed", subject="per layer")),
+    "op": ("per layer (op checkpoint)",),
     "full": ("per layer (checkpoint)",),
 }
-_SUBJECTS = {"none": "per layer", "selective": "per layer", "full": ""}
+_SUBJECTS = {"none": "per layer", "selective": "per layer", "op": "", "full": ""}
 
 _GPT_ASSUMPTIONS = (
     "GPT-style block as in Korthikanti et al. 2022 (§4.1, Table 2): the s×s attention scores are "
@@ -59,6 +63,11 @@ _UNFUSED_NOTE = (
     "FP32 upcast of its input and the normalised input before the weight instead of the input, 4·s·b·h "
     "bytes more per norm (2 per layer and the final one)."
 )
+_COMPOSITE_NOTE = (
+    " RMSNorm composite (torch.nn.RMSNorm without a fused kernel, as torchtitan's runs on CPU): each norm keeps "
+    "an FP32 upcast of its input and the normalised input in FP32 before the weight, (8 − act_bytes)·s·b·h "
+    "bytes more per norm than a fused kernel (2 per layer and the final one)."
+)
 _COMMON = (
     " Rounding: each per-rank figure (per layer, embedding, head, logits) is rounded up to a whole "
     "byte once. Tensor parallelism divides what lies inside the TP region (q/k/v, attention, the "
@@ -72,7 +81,7 @@ _COMMON = (
 )
 
 
-def assumptions(arch: Architecture, policy: str, unfused: bool) -> str:
+def assumptions(arch: Architecture, policy: str, norms: str) -> str:
     """What the count assumes, for ``arch``'s family under ``policy``."""
     gpt = arch.family in GPT_FAMILIES
     out = _GPT_ASSUMPTIONS if gpt else _SWIGLU_ASSUMPTIONS
@@ -82,8 +91,7 @@ def assumptions(arch: Architecture, policy: str, unfused: bool) -> str:
         out += _MOE_NOTE
     if policy == "selective" and not gpt:
         out += _SELECTIVE_FLASH_NOTE
-    if unfused:
-        out += _UNFUSED_NOTE
+    out += {"unfused": _UNFUSED_NOTE, "composite": _COMPOSITE_NOTE}.get(norms, "")
     return out + " " + POLICY_DESCRIPTIONS[policy][0].upper() + POLICY_DESCRIPTIONS[policy][1:] + "." + _COMMON
 
 
@@ -187,12 +195,14 @@ def formula(
             *_closed_form(arch, led.policy, s, b, w, t).parts,
         ),
     ]
-    if led.policy == "full":
+    if led.policy in ("full", "op"):
+        rebuilt = led.saved if led.policy == "full" else op_recomputed(led.saved, arch, s, b, w)
+        what = "one layer recomputed" if led.policy == "full" else "one layer recomputed, less its cached outputs"
         lines.append(
             Formula.of(
                 "working set",
-                Remark("one layer recomputed", subject="working set"),
-                f" = {layer_formula(led.saved, t, sp, True)} = {n(led.working_set_bytes)} B",
+                Remark(what, subject="working set"),
+                f" = {layer_formula(rebuilt, t, sp, True)} = {n(led.working_set_bytes)} B",
             )
         )
     lines.append(

@@ -24,9 +24,11 @@ from app.ledger.models.activations.saved import (
     head_saved,
     kept_saved,
     layer_saved,
+    op_recomputed,
+    op_saved,
     per_rank,
 )
-from app.ledger.models.architecture import Architecture
+from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 POLICIES: tuple[str, ...] = ACT_POLICIES
 # The scenario's own bounds (app/ledger/bounds.py): the activation model accepts what a scenario can hold.
@@ -52,6 +54,15 @@ def _check_choices(act_bytes: int, logits_bytes: int, norms: str, policy: str, s
         raise ActivationInputError("act_policy", f"must be one of {', '.join(POLICIES)}")
     if type(sequence_parallel) is not bool:
         raise ActivationInputError("sequence_parallel", "must be true or false")
+
+
+def _check_policy(arch: Architecture, policy: str) -> None:
+    if policy == "op" and (arch.family in GPT_FAMILIES or arch.experts):
+        raise ActivationInputError(
+            "act_policy",
+            "op is torchtitan's per-op checkpointing of its Llama block: a dense SwiGLU model "
+            f"(llama, mistral, qwen2), not {arch.family}" + (" with experts" if arch.experts else ""),
+        )
 
 
 def _check_model(arch: Architecture, s: int, t: int) -> None:
@@ -109,17 +120,21 @@ def activation_ledger(
     t = _check("tp", tp, *TP_BOUNDS)
     _check_choices(act_bytes, logits_bytes, norms, policy, sequence_parallel)
     _check_model(arch, s, t)
+    _check_policy(arch, policy)
     sp = sequence_parallel and t > 1
     w = act_bytes
 
-    unfused = norms == "unfused" and arch.norm == "rmsnorm"
-    full_set = layer_saved(arch, s, b, w, "unfused" if unfused else "fused")
-    kept = kept_saved(full_set, policy, s, b, arch.hidden, w)
+    kernel = norms if arch.norm == "rmsnorm" else "fused"  # LayerNorm models: one kind
+    full_set = layer_saved(arch, s, b, w, kernel)
+    if policy == "op":
+        kept, working = op_saved(arch, s, b, w), op_recomputed(full_set, arch, s, b, w)
+    else:
+        kept, working = kept_saved(full_set, policy, s, b, arch.hidden, w), full_set
     per_layer = per_rank(kept, t, sp)
-    working_set = per_rank(full_set, t, sp) if policy == "full" else 0
+    working_set = per_rank(working, t, sp) if policy in ("full", "op") else 0
 
     embedding = per_rank(embedding_saved(arch, s, b, w), t, sp)
-    head = per_rank(head_saved(arch, s, b, w, unfused), t, sp)
+    head = per_rank(head_saved(arch, s, b, w, kernel), t, sp)
     logits = s * b * ceil_div(arch.vocab, t) * logits_bytes
     stage, in_flight = _stage(arch, pp, pp_stage)
     if stage == "first":
@@ -141,7 +156,7 @@ def activation_ledger(
         total_bytes=total,
         recompute_flops=recompute_fraction(arch, s, b, policy),
         formula=Formula(),
-        assumptions=assumptions(arch, policy, unfused),
+        assumptions=assumptions(arch, policy, kernel),
         saved=full_set,
         stage=stage,
         in_flight=in_flight,

@@ -34,11 +34,18 @@ def recompute_fraction(arch: Architecture, seq_len: int, micro_batch: int, polic
     Full: one more forward of every layer, L·F_layer ÷ 3·(L·F_layer + F_head) — just under 1/3.
     Selective: one more forward of the attention core, L·4·b·s²·a·d ÷ the same; for a GPT layer
     without the head this is the paper's 4bs²h ÷ 3(24bsh² + 4bs²h) = s ÷ (18h + 3s).
+    Op (torchtitan's): the two matmuls it recomputes, wo and w3, 2·s·b·(a·d·h + h·i) per layer.
     """
     if policy == "none":
         return (0, 1)
     layer, core, head = forward_flops(arch, seq_len, micro_batch)
-    num = arch.layers * (layer if policy == "full" else core)
+    recomputed = {"full": layer, "selective": core, "op": _op_recomputed_flops(arch, seq_len, micro_batch)}[policy]
+    num = arch.layers * recomputed
     den = 3 * (arch.layers * layer + head)
     g = gcd(num, den)
     return (num // g, den // g)
+
+
+def _op_recomputed_flops(arch: Architecture, seq_len: int, micro_batch: int) -> int:
+    """torchtitan's per-op policy recomputes every second of a block's five matmuls: wo and w3."""
+    return 2 * seq_len * micro_batch * arch.hidden * (arch.q_width + arch.intermediate)

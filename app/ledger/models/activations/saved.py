@@ -98,20 +98,26 @@ def _gpt_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
     )
 
 
-def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, unfused: bool) -> list[Saved]:
+def _norm_inputs(sbh2: int, w: int, norms: str) -> list[Saved]:
+    """What the layer's two RMSNorms keep of their inputs (``sbh2`` = 2·s·b·h elements): the input itself
+    (fused), an FP32 upcast and the normalised input in the activation width (unfused: transformers'
+    LlamaRMSNorm), or the FP32 upcast and the normalised input still in FP32 (composite: torch.nn.RMSNorm as
+    torch 2.13 decomposes it on CPU, x.float() · rsqrt(…) times the weight before the cast back)."""
+    if norms == "fused":
+        return [Saved("RMSNorm inputs (layer input, post-attention residual)", "2·s·b·h", sbh2, w, False)]
+    upcast = Saved("RMSNorm FP32 upcasts of the inputs (kept by pow and mul)", "2·s·b·h", sbh2, FP32, False)
+    if norms == "composite":
+        return [upcast, Saved("RMSNorm normalised inputs in FP32 (composite: kept by the weight's mul)", "2·s·b·h",
+                              sbh2, FP32, False)]  # fmt: skip
+    return [upcast, Saved("RMSNorm normalised inputs before the weight (unfused: kept by the weight's mul)",
+                          "2·s·b·h", sbh2, w, False)]  # fmt: skip
+
+
+def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str) -> list[Saved]:
     """The norms and the attention of a SwiGLU / GQA layer (a FlashAttention-style kernel)."""
     h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
-    norm_inputs = (
-        [
-            Saved("RMSNorm FP32 upcasts of the inputs (unfused: kept by pow and mul)", "2·s·b·h", 2 * sb * h, FP32,
-                  False),
-            Saved("RMSNorm normalised inputs before the weight (unfused: kept by the weight's mul)", "2·s·b·h",
-                  2 * sb * h, w, False),
-        ]
-        if unfused
-        else [Saved("RMSNorm inputs (layer input, post-attention residual)", "2·s·b·h", 2 * sb * h, w, False)]
-    )  # fmt: skip
+    norm_inputs = _norm_inputs(2 * sb * h, w, norms)
     return [
         *norm_inputs,
         Saved("RMSNorm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, False),
@@ -146,13 +152,14 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
     ]
 
 
-def _swiglu_layer(arch: Architecture, s: int, b: int, w: int, unfused: bool = False) -> tuple[Saved, ...]:
+def _swiglu_layer(arch: Architecture, s: int, b: int, w: int, norms: str = "fused") -> tuple[Saved, ...]:
     """SwiGLU + GQA with a FlashAttention-style kernel; see the module docstring and the assumptions text.
 
-    ``unfused``: RMSNorm as transformers' ``LlamaRMSNorm`` (Python ops): each norm keeps an FP32 upcast of its
-    input (for ``pow`` and the scaling ``mul``) and the normalised input (for the weight's ``mul``) instead of
-    the input itself: 4·s·b·h bytes more per norm at any activation width."""
-    return (*_swiglu_attention(arch, s, b, w, unfused), *_swiglu_mlp(arch, s, b, w))
+    ``norms`` = ``unfused``: RMSNorm as transformers' ``LlamaRMSNorm`` (Python ops): each norm keeps an FP32
+    upcast of its input (for ``pow`` and the scaling ``mul``) and the normalised input (for the weight's ``mul``)
+    instead of the input itself: 4·s·b·h bytes more per norm at any activation width; ``composite``: the
+    normalised input in FP32 too, (4 − w)·s·b·h bytes more per norm again."""
+    return (*_swiglu_attention(arch, s, b, w, norms), *_swiglu_mlp(arch, s, b, w))
 
 
 def layer_saved(
@@ -162,12 +169,49 @@ def layer_saved(
     what an RMSNorm keeps, fused or unfused; LayerNorm models are the same either way)."""
     if arch.family in GPT_FAMILIES:
         return _gpt_layer(arch, seq_len, micro_batch, act_bytes)
-    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms == "unfused")
+    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms)
+
+
+def op_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
+    """What torchtitan 0.3.0's per-op selective AC (``SelectiveAC``, distributed/activation_checkpoint.py) keeps
+    of one of its Llama blocks: the checkpoint's input and the cached outputs of the ops its policy saves. The
+    block runs five matmuls — wqkv (fused), wo, w1, w3, w2 — and every second one is recomputed, so wqkv's, w1's
+    and w2's outputs are saved; attention (flex, SDPA, a flash kernel) is in its save list: its output and FP32
+    log-sum-exp. Norms, RoPE, SiLU, the product and the residual adds are recomputed. A dense SwiGLU layer."""
+    h, a, d, kv, i = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads, arch.intermediate
+    sb = s * b
+    return (
+        Saved("checkpointed layer input", "s·b·h", sb * h, w, False),
+        Saved("wqkv output (1st matmul: saved)", "s·b·(a + 2·kv)·d", sb * (a + 2 * kv) * d, w, True),
+        Saved("attention output (saved)", "s·b·a·d", sb * a * d, w, True),
+        Saved("attention log-sum-exp (FP32, saved with the output)", "s·b·a", sb * a, FP32, True),
+        Saved("w1 output (3rd matmul: saved)", "s·b·i", sb * i, w, True),
+        Saved("w2 output (5th matmul: saved)", "s·b·h", sb * h, w, False),
+    )
+
+
+# Entries of the whole saved set that the op policy's cache holds too (the same tensors, not a copy): during the
+# layer's backward, its recomputation rebuilds the rest.
+OP_CACHED_IN_FULL = ("attention output = o_proj input", "attention log-sum-exp (FP32, per head per token)")
+
+
+def op_recomputed(full_set: tuple[Saved, ...], arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
+    """What the op policy's recomputation rebuilds in a layer's backward: the whole saved set but the tensors the
+    cache already holds (the attention output and its log-sum-exp, and w1's output, one of the gate and up
+    outputs)."""
+    rebuilt = [x for x in full_set if x.what not in OP_CACHED_IN_FULL]
+    sbi = s * b * arch.intermediate
+    return tuple(
+        Saved("up_proj (w3) output (gate's is cached)", "s·b·i", sbi, w, True)
+        if x.what == "gate_proj and up_proj outputs"
+        else x
+        for x in rebuilt
+    )
 
 
 def kept_saved(full_set: tuple[Saved, ...], policy: str, s: int, b: int, h: int, w: int) -> tuple[Saved, ...]:
     """What a layer keeps under ``policy``: everything (``none``), all but the attention core
-    (``selective``), or only its input (``full``: the checkpoint)."""
+    (``selective``), or only its input (``full``: the checkpoint); ``op`` is :func:`op_saved`'s."""
     if policy == "none":
         return full_set
     if policy == "selective":
@@ -188,14 +232,19 @@ def embedding_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, 
     return tuple(out)
 
 
-def head_saved(arch: Architecture, s: int, b: int, w: int, unfused: bool) -> tuple[Saved, ...]:
+def head_saved(arch: Architecture, s: int, b: int, w: int, norms: str) -> tuple[Saved, ...]:
     """The final norm's output (the LM head input), and what an RMSNorm keeps besides."""
     h = arch.hidden
     out = [Saved("final norm output (LM head input)", "s·b·h", s * b * h, w, False)]
     if arch.family not in GPT_FAMILIES:
         out.append(Saved("final RMSNorm 1/rms (FP32)", "s·b", s * b, FP32, False))
-    if unfused:  # the final norm's FP32 upcast; its normalised input stands where the fused model has its input
-        out.append(Saved("final RMSNorm FP32 upcast (unfused)", "s·b·h", s * b * h, FP32, False))
+        # the FP32 upcast; the normalised input stands where the fused model has its input (the residual), in FP32
+        # under composite: (4 − w) bytes more per element
+        if norms != "fused":
+            out.append(Saved(f"final RMSNorm FP32 upcast ({norms})", "s·b·h", s * b * h, FP32, False))
+        if norms == "composite" and w < FP32:
+            out.append(Saved("final RMSNorm normalised input in FP32, beyond the residual's width", "s·b·h",
+                             s * b * h, FP32 - w, False))  # fmt: skip
     return tuple(out)
 
 

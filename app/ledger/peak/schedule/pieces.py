@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.ledger.arithmetic import ceil_div, n
+from app.ledger.models.reference import resolve
 from app.ledger.peak.schedule.layout import layout
 from app.ledger.peak.schedule.sinks import Sink
 from app.ledger.peak.schedule.terms import activation_terms
 from app.ledger.scenario import Scenario
 from app.ledger.state.persistent import LedgerLine, shard
 from app.ledger.state.rules import Rules
+
+COMPLEX64 = 8  # bytes per element of a complex64 tensor (two FP32)
 
 
 def _times(formula: Callable[[], str], measured: int, modelled: int, value: int) -> Callable[[], str]:
@@ -47,9 +50,19 @@ class Pieces:
         self.padding = max(0, self.u.padded_total - shard(s.params, s.dp)) if self.fsdp2 else 0
         self.layer_grad = self._grad_elements(self.u.layer_params, self.u.layer_shard)
         self.head_grad = self._grad_elements(self.u.head_grad_params, None)
+        self.buffers = self._buffers()
         self.scale: tuple[int, int] | None = None
         if s.source_of("activation_bytes") == "measured":
             self.scale = (s.activation_bytes, self.a.modelled_total)
+
+    def _buffers(self) -> tuple[int, str]:
+        """Registered buffers every rank holds whole (FSDP2 shards parameters only): torchtitan's RoPE caches,
+        one complex64 (8 B) tensor of seq_len × head_dim ÷ 2 per layer; (bytes, formula)."""
+        if self.s.buffers != "rope-per-layer":
+            return 0, ""
+        layers, d = self.u.layers, resolve(self.s.model).architecture.head_dim
+        value = layers * self.s.seq_len * (d // 2) * COMPLEX64
+        return value, f"{layers} layers × {n(self.s.seq_len)} × ({d} ÷ 2) × {COMPLEX64} B = {n(value)} B"
 
     def _grad_elements(self, params: int, fsdp2_shard: int | None) -> int:
         """One unit's gradient elements on this rank: FSDP2's padded shard, ⌈params ÷ D⌉, or whole."""
@@ -67,6 +80,10 @@ class Pieces:
             total,
             lambda: " + ".join(f"{n(ln.bytes)} B {ln.tensor_class}" for ln in lines) + f" = {n(total)} B",
         )
+        buffers, buffers_formula = self.buffers
+        if buffers:
+            out.add("state", "RoPE caches (a complex64 buffer per layer; buffers are not sharded)", buffers,
+                    lambda: buffers_formula)  # fmt: skip
         if self.fsdp2:
             u, s, width, pad = self.u, self.s, self.state_width, self.padding
             out.add(

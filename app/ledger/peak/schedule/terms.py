@@ -20,7 +20,8 @@ class ActivationTerms:
     """The activation ledger's parts as the instants need them, and the backward's temporaries."""
 
     per_layer: int  # a layer's saved set under the policy (full: its checkpointed input)
-    recomputed: int  # during a layer's backward: its recomputed set (full: all of it; selective: the core)
+    recomputed: int  # during a layer's backward: its recomputed set (full: all of it; op: all but its cache;
+    # selective: the core)
     head: int  # the final norm's saved tensors (the LM head's input)
     extra_residual: int  # the residual-stream tensor outside the per-layer counts (the final norm's input)
     logits_saved: int  # the loss's saved log-probabilities: s·b·V in the loss width
@@ -44,7 +45,9 @@ def _activation_terms(model: str, seq: int, b: int, w: int, policy: str, lw: int
     a = md.activations
     arch = md.model.architecture
     full = sum(x.bytes for x in a.saved)  # tp = 1: one layer's complete saved set
-    recomputed = a.working_set_bytes if a.policy == "full" else full - a.per_layer_bytes
+    # During a layer's backward: full and op rebuild their working set beside what the layer keeps; selective
+    # rebuilds what it dropped (the layer then holds its whole saved set again).
+    recomputed = a.working_set_bytes if a.policy in ("full", "op") else full - a.per_layer_bytes
     tokens = seq * b
     return ActivationTerms(
         per_layer=a.per_layer_bytes,

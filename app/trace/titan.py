@@ -1,0 +1,66 @@
+"""The ``torchtitan`` stack's checkpointing and wrapping, by torchtitan's own code (0.3.0,
+``models/llama3/parallelize.py`` ``parallelize_llama``).
+
+First the activation checkpointing policy wraps every block (``distributed/activation_checkpoint.py``):
+``FullAC`` (``checkpoint_wrapper``) for ``full``, ``SelectiveAC`` (per-op: outputs of the compute-intensive ops,
+attention and reduce-scatter saved, every second matmul recomputed) for ``op``. Then ``apply_fsdp_to_decoder``
+(``distributed/fsdp.py``) shards: the token embedding alone, the final norm with the head as one unit that is not
+resharded after forward, each block, the root last; ``MixedPrecisionPolicy(param_dtype, reduce_dtype,
+cast_forward_inputs=False)``; FSDP's gradient division disabled.
+
+What stands in: the CPU attention kernel (the stand-in for FlexAttention, :mod:`app.trace.models.titan`) is not in
+``SelectiveAC``'s save list, where flex's higher-order op is; :class:`_FlexOnCpu` adds it through the hook
+torchtitan documents for tuning the save set (``get_save_ops``), so the stand-in's output and log-sum-exp are
+saved as flex's are on a GPU. Imports torch and torchtitan: call it from a trace only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.distributed.fsdp import FSDPModule
+from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
+from torchtitan.distributed.fsdp import apply_fsdp_to_decoder
+
+from app.trace.setup import TraceSetup
+
+
+class _FlexOnCpu(SelectiveAC):
+    """torchtitan's per-op selective AC, with the CPU attention kernel saved as FlexAttention's op is."""
+
+    def get_save_ops(self) -> set[Any]:
+        ops: set[Any] = super().get_save_ops()
+        return ops | {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default}
+
+
+def prepare(model: Any, setup: TraceSetup, mesh: Any, param_dtype: Any, reduce_dtype: Any) -> dict[str, str]:
+    """Checkpoint and shard ``model`` as torchtitan's ``parallelize_llama`` does (in place): its FSDP modules'
+    names by qualified name (``root``; ``embed``: the token embedding; ``tail``: the final norm and the head;
+    ``layers.k``)."""
+    if setup.act_policy == "full":
+        FullAC(FullAC.Config()).apply(model)
+    elif setup.act_policy == "op":
+        _FlexOnCpu(SelectiveAC.Config()).apply(model)
+    apply_fsdp_to_decoder(
+        model,
+        mesh,
+        param_dtype=param_dtype,
+        reduce_dtype=reduce_dtype,
+        pp_enabled=False,
+        reshard_after_forward_policy="default" if setup.reshard_after_forward else "never",
+    )
+    names = {}
+    for fqn, module in model.named_modules():
+        if not isinstance(module, FSDPModule):
+            continue
+        parts = [p for p in fqn.split(".") if p != "_checkpoint_wrapped_module"]
+        if not fqn:
+            names[fqn] = "root"
+        elif parts[-1].isdigit():
+            names[fqn] = ".".join(parts[-2:])
+        elif module is model.tok_embeddings and not model.enable_weight_tying:
+            names[fqn] = "embed"
+        else:
+            names[fqn] = "tail"  # the final norm and the head (tied: with the embedding), one unit
+    return names
