@@ -33,6 +33,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "stack": "plain-fsdp2",
         "loss": "outside",
         "wrap": "root",
+        "buffers": "none",
         "params": 7_000_000_000,
         "dp": 8,
         "param_bytes": 2,

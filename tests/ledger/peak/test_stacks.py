@@ -97,7 +97,7 @@ def test_the_receipt_names_the_prefetch_at_the_loss_backward() -> None:
 
 
 def test_each_stack_decides_its_choices_and_says_why() -> None:
-    assert STACKS == ("plain-fsdp2", "hf-fsdp2")
+    assert STACKS == ("plain-fsdp2", "hf-fsdp2", "torchtitan")
     for stack in STACKS:
         for choice in STACK_CHOICES:
             given = preset(stack, choice)
@@ -122,13 +122,17 @@ def test_the_hf_stack_is_accelerates_fsdp2_precision_layout() -> None:
 
 PLAIN_WIDTHS = ("param_bytes", "grad_bytes", "master_bytes", "opt_bytes")
 HF_WIDTHS = (*PLAIN_WIDTHS, "gather_bytes", "reduce_bytes")
+KERNELS = ("buffers", "act_policy", "norms")
 
 
 @pytest.mark.parametrize(("raw", "loss", "wrap", "from_stack"), [
-    ({}, "outside", "root", ("loss", "wrap", *PLAIN_WIDTHS)),
-    ({"stack": "hf-fsdp2"}, "inside", "embed-tail", ("loss", "wrap", *HF_WIDTHS)),
-    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", "embed-tail", ("wrap", *HF_WIDTHS)),  # typed: it wins
-    ({"loss": "inside", "wrap": "embed-tail"}, "inside", "embed-tail", PLAIN_WIDTHS),
+    ({}, "outside", "root", ("loss", "wrap", *KERNELS, *PLAIN_WIDTHS)),
+    ({"stack": "hf-fsdp2"}, "inside", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS)),
+    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", "embed-tail", ("wrap", *KERNELS, *HF_WIDTHS)),  # typed
+    ({"loss": "inside", "wrap": "embed-tail"}, "inside", "embed-tail", (*KERNELS, *PLAIN_WIDTHS)),
+    ({"stack": "torchtitan"}, "outside", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS)),
+    ({"stack": "torchtitan", "act_policy": "full"}, "outside", "embed-tail", ("loss", "wrap", "buffers", "norms",
+                                                                               *HF_WIDTHS)),
 ])  # fmt: skip
 def test_a_choice_left_empty_takes_the_stacks_value(
     raw: dict[str, str], loss: str, wrap: str, from_stack: tuple[str, ...]

@@ -43,5 +43,5 @@ def test_the_receipt_section_model_reads_a_scenario_and_refuses_a_missing_input(
     assert sorted(model.model_fields) == sorted(DEFAULT_SCENARIO.as_dict())
     assert model.model_validate(DEFAULT_SCENARIO.as_dict()).model_dump() == DEFAULT_SCENARIO.as_dict()
     schema = model.model_json_schema()
-    assert schema["properties"]["act_policy"]["enum"] == ["none", "selective", "full"]
+    assert schema["properties"]["act_policy"]["enum"] == ["none", "selective", "op", "full"]
     assert sorted(schema["required"]) == sorted(ScenarioFields.model_fields)

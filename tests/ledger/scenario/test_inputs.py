@@ -60,7 +60,7 @@ def test_the_schema_states_the_spec_bounds() -> None:
     assert prop("grad_bytes")["enum"] == [2, 4]
     assert prop("master_bytes")["enum"] == [0, 4, 8]
     assert prop("opt_bytes")["enum"] == [1, 2, 4, 8]
-    assert prop("act_policy")["enum"] == ["none", "selective", "full"]
+    assert prop("act_policy")["enum"] == ["none", "selective", "op", "full"]
     assert prop("name")["maxLength"] == 80
     assert prop("name")["pattern"] == NAME_PATTERN
     assert StrictScenarioIn.model_json_schema()["additionalProperties"] is False
@@ -124,11 +124,14 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "shard_group",
             "loss",
             "wrap",
+            "buffers",
+            "act_policy",
+            "norms",
             "param_bytes",
             "grad_bytes",
             "master_bytes",
             "opt_bytes",
-        )  # defaults follow other inputs (the loss, the units and the precision layout: the stack's)
+        )  # defaults follow other inputs (the stack's choices: loss, units, buffers, kernels, precision layout)
 
 
 def test_the_static_defaults_are_the_core_scenarios_defaults() -> None:

@@ -110,6 +110,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "stack",
         "loss",
         "wrap",
+        "buffers",
         "params",
         "dp",
         "param_bytes",
