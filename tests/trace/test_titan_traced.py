@@ -1,0 +1,87 @@
+"""The torchtitan stack against a trace of torchtitan 0.3.0's own code: its ``Llama3Model`` (fused wqkv,
+``torch.nn.RMSNorm``, a complex64 RoPE cache buffer per layer), its activation checkpointing (``FullAC``, and
+``SelectiveAC``: per-op, every second matmul recomputed) and its ``apply_fsdp_to_decoder``, on a fake process group
+(SDPA stands in for FlexAttention, which has no CPU backward: :mod:`app.trace.models.titan`).
+
+The lab is held to each policy; the per-layer figure of ``op`` is also checked against the trace's own forward
+instants (each layer's increment), so a rule that is right only at the peak's instant would fail.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from app.ledger.models.reference import compact
+from app.ledger.scenario import parse_scenario
+from app.trace import titan_installed, torch_installed
+from app.trace.setup import TraceSetupError, trace_setup
+
+pytestmark = [
+    pytest.mark.trace,
+    pytest.mark.skipif(
+        not (torch_installed() and titan_installed()),
+        reason="torchtitan is not installed (scripts/setup installs it; see app.trace.TITAN_HINT)",
+    ),
+]
+
+# Llama-style GQA, a vocabulary small enough that a layer's backward can be the peak under full AC.
+LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 2048}  # fmt: skip
+RUN = {"model": compact(LLAMA), "stack": "torchtitan", "dp": 4, "seq_len": 512, "micro_batch": 2}
+
+
+@pytest.fixture(scope="module")
+def traced() -> dict[str, Any]:
+    from app.trace import import_torch
+
+    import_torch()
+    from app.trace.tracer import run_trace
+
+    return {p: run_trace(trace_setup(parse_scenario({**RUN, "act_policy": p}))) for p in ("none", "op", "full")}
+
+
+def _lab(policy: str) -> Any:
+    from app.ledger.estimate import estimate
+
+    return estimate(parse_scenario({**RUN, "act_policy": policy}), with_kill_lists=False)
+
+
+@pytest.mark.parametrize("policy", ["none", "op", "full"])
+def test_the_torchtitan_stack_is_within_a_tenth_of_a_percent_of_torchtitans_own_code(
+    traced: dict[str, Any], policy: str
+) -> None:
+    """Never more than 0.1 % low, never high: what the lab leaves out is the trace's token and label tensors and
+    the optimizer's 0-d step counters (tens of kilobytes)."""
+    measured = traced[policy].peak["total"]
+    peak = _lab(policy).ledger.stages[3].peak.total
+    assert measured - measured // 1000 <= peak <= measured, (policy, peak, measured)
+
+
+def test_the_op_policy_keeps_what_torchtitans_per_op_checkpointing_keeps(traced: dict[str, Any]) -> None:
+    """Per layer, as torchtitan's SelectiveAC saves: the checkpoint's input, wqkv's, w1's and w2's outputs (the 1st,
+    3rd and 5th matmul), attention's output and FP32 log-sum-exp (s·b = 1,024; h 256, a 4, kv 2, d 64, i 688)."""
+    by_hand = 1024 * (256 + (4 + 2 * 2) * 64 + 4 * 64 + 688 + 256) * 2 + 1024 * 4 * 4
+    defaults = parse_scenario({**RUN, "act_policy": "op"}).model_defaults()
+    assert defaults is not None and defaults.activations.per_layer_bytes == by_hand
+    done = [i.parts["activations"] for i in traced["op"].timeline if i.label.startswith("forward layers.")
+            and i.label.endswith("done")]  # fmt: skip
+    assert [b - a for a, b in itertools.pairwise(done)] == [by_hand, by_hand]
+
+
+def test_the_rope_caches_are_the_traced_buffers(traced: dict[str, Any]) -> None:
+    """3 layers × s 512 × (d 64 ÷ 2) × 8 B (complex64), whole on every rank."""
+    assert traced["op"].peak["buffers"] == 3 * 512 * 32 * 8
+
+
+@pytest.mark.parametrize(("raw", "says"), [
+    ({"loss": "inside"}, "--loss inside: torchtitan's train step computes the loss outside the model"),
+    ({"act_policy": "selective"}, "--act-policy selective: not traceable with --stack torchtitan"),
+    ({"model": "qwen2-0.5b"}, "family 'qwen2' is not traceable with torchtitan's Llama 3 model"),
+])  # fmt: skip
+def test_what_torchtitan_cannot_run_is_named(raw: dict[str, str], says: str) -> None:
+    with pytest.raises(TraceSetupError) as caught:
+        trace_setup(parse_scenario({**RUN, **raw}))
+    assert any(says in problem for problem in caught.value.problems), caught.value.problems
