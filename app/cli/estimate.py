@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.scenario_args import add_scenario_arguments, fail, scenario_from_args
+from app.interop.writers import WRITERS
 from app.ledger.scenario import Scenario
 from app.receipts.receipt import receipt
 from app.receipts.url import DEFAULT_BASE_URL, check_base_url, page_url
@@ -23,10 +24,11 @@ def add_estimate_parser(sub: argparse._SubParsersAction[Any]) -> None:
     add_scenario_arguments(p)
     p.add_argument(
         "--format",
-        choices=("table", "json", "csv", "deepspeed", "fsdp2"),
+        choices=("table", "json", "csv", *WRITERS),
         default="table",
-        help="the receipt (table, json, csv), or the scenario as a ds_config.json (deepspeed) or an FSDP2 snippet "
-        "(fsdp2); what a snippet cannot express goes to standard error",
+        help="the receipt (table, json, csv), or the scenario in a framework's words: a ds_config.json (deepspeed), "
+        "an FSDP2 snippet (fsdp2), torchtitan 0.3.0's command line (torchtitan), the HF Trainer's TrainingArguments "
+        "(hf-trainer); what a snippet cannot express goes to standard error",
     )
     p.add_argument("--link", action="store_true", help="print the scenario's canonical link instead")
     p.add_argument(
@@ -87,11 +89,8 @@ def _render(args: argparse.Namespace, scenario: Scenario, base_url: str) -> Iter
     if args.link:
         # absolute when a base URL is asked for; the bare canonical link otherwise, as ever
         return [(link(scenario) if args.base_url is None else page_url(scenario, base_url)) + "\n"]
-    if args.format in ("deepspeed", "fsdp2"):
-        from app.interop.deepspeed.writer import deepspeed_snippet
-        from app.interop.fsdp2 import fsdp2_snippet
-
-        snippet = deepspeed_snippet(scenario) if args.format == "deepspeed" else fsdp2_snippet(scenario)
+    if args.format in WRITERS:
+        snippet = WRITERS[args.format].write(scenario)
         for note in snippet.notes:
             sys.stderr.write(f"zero3-lab: note: {args.format}: {note}\n")
         return [snippet.text]

@@ -41,6 +41,13 @@ class Fsdp2Snippet(Strict):
     notes: list[str]
 
 
+class TextSnippet(Strict):
+    text: str = Field(description="text to copy: a command line or Python")
+    notes: list[str] = Field(description="what the framework cannot express, and what it decides elsewhere")
+
+
 class SnippetsOut(Strict):
     deepspeed: DeepSpeedSnippet
     fsdp2: Fsdp2Snippet
+    torchtitan: TextSnippet = Field(description="torchtitan 0.3.0's trainer command line (tyro flags)")
+    hf_trainer: TextSnippet = Field(description="transformers 5.23.0 TrainingArguments with an FSDP2 fsdp_config")

@@ -1,10 +1,11 @@
 """The stacks battery of docs/fidelity.md ("The stacks"): each row traced and estimated, printed as the table.
 
-    .venv/bin/python -m tests.bench.stacks          # about two minutes on this 2-core machine
+    .venv/bin/python -m tests.bench.stacks          # about five minutes on this 2-core machine
 
 Each row is one ``zero3-lab trace`` and one ``zero3-lab estimate`` with the FSDP2 layout, ``--model-config`` the
 row's config and the row's flags; the table is the printed lines. Needs the trace extra (torch, transformers,
-accelerate). A script, not a test: it prints figures (tests/trace/test_stacks_traced.py holds the rows CI runs).
+accelerate) and torchtitan (scripts/setup). A script, not a test: it prints figures (tests/trace/test_stacks_traced.py
+and tests/trace/test_titan_traced.py hold the rows CI runs).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ QWEN05 = {"model_type": "qwen2", "hidden_size": 896, "num_hidden_layers": 24, "n
           "tie_word_embeddings": True}  # fmt: skip
 L3 = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
       "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}  # fmt: skip
+TINY_MHA = {**TINY, "num_key_value_heads": 4}
 HF = {"stack": "hf-fsdp2"}
+TT = {"stack": "torchtitan"}  # its own layout: FP32 state, BF16 all-gather, FP32 reduce-scatter
 ROWS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, "reduce_bytes": 4, **HF, "wrap": "root", "loss": "inside"}),
     ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, "reduce_bytes": 4, **HF, "wrap": "root", "loss": "outside"}),
@@ -36,6 +39,15 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 4096, "reduce_bytes": 2, **HF}),
     ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 8192, "reduce_bytes": 2, **HF, "act_policy": "full"}),
     ("Llama 3 8B's shapes", L3, {"dp": 64, "seq_len": 4096, "reduce_bytes": 2, **HF}),
+    ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, **TT, "act_policy": "none"}),
+    ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, **TT}),
+    ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, **TT, "act_policy": "full"}),
+    ("tiny Llama, MHA", TINY_MHA, {"dp": 2, "seq_len": 1024, "micro_batch": 4, **TT}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 512, **TT}),
+    ("Llama h 512", LLAMA, {"dp": 256, "seq_len": 512, **TT, "micro_batch": 2}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 2048, **TT, "act_policy": "full", "reshard_after_forward": 0}),
+    ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 8192, **TT}),
+    ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 8192, **TT, "act_policy": "full"}),
 ]
 
 
@@ -49,14 +61,14 @@ def main() -> int:
     from app.trace.setup import trace_setup
     from app.trace.tracer import run_trace
 
-    print("| config, run | stack, wrap, loss | lab | trace | Δ | lab's worst instant |")
+    print("| config, run | stack, wrap, loss, AC | lab | trace | Δ | lab's worst instant |")
     for name, config, flags in ROWS:
         s = parse_scenario({"model": compact(config), **FSDP2, "micro_batch": 1, **flags})
         traced = run_trace(trace_setup(s)).peak["total"]
         peak = estimate(s).ledger.stages[3].peak
         where = peak.instant.key if peak.instant else peak.kind
-        shown = ", ".join(f"{k} {v}" for k, v in flags.items() if k not in HF)
-        print(f"| {name}, {shown} | {s.stack}, {s.wrap}, {s.loss} | {peak.total:,} | {traced:,} | "
+        shown = ", ".join(f"{k} {v}" for k, v in flags.items() if k not in HF and k not in TT)
+        print(f"| {name}, {shown} | {s.stack}, {s.wrap}, {s.loss}, {s.act_policy} | {peak.total:,} | {traced:,} | "
               f"{(peak.total - traced) * 100 / traced:+.2f} % | {where} |", flush=True)  # fmt: skip
     return 0
 

@@ -109,7 +109,10 @@ def test_the_seeds_layout_is_refused_with_the_fsdp2_flags() -> None:
         ({}, "trace needs a model"),
         ({"model": "llama-2-7b", **FSDP2, "grad_bytes": 2}, "--grad-bytes 2: FSDP2's sharded gradients"),
         ({"model": "llama-2-7b", **FSDP2, "act_bytes": 4}, "--act-bytes 4: the forward computes"),
-        ({"model": "llama-2-7b", **FSDP2, "act_policy": "selective"}, "--act-policy selective: not traceable with --stack plain-fsdp2"),
+        (
+            {"model": "llama-2-7b", **FSDP2, "act_policy": "selective"},
+            "--act-policy selective: not traceable with --stack plain-fsdp2",
+        ),
         ({"model": "llama-2-7b", **FSDP2, "opt_states": 3}, "--opt-states 3"),
         ({"model": "llama-2-7b", **FSDP2, "gather_bytes": 1}, "--gather-bytes 1"),
         ({"model": "llama-2-7b", **FSDP2, "tp": 2}, "one data-parallel mesh"),

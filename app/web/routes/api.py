@@ -18,6 +18,8 @@ from app.interop.deepspeed.reader import import_deepspeed
 from app.interop.deepspeed.report import DeepSpeedConfigError
 from app.interop.deepspeed.writer import deepspeed_config
 from app.interop.fsdp2 import fsdp2_snippet
+from app.interop.hf_trainer import hf_trainer_snippet
+from app.interop.torchtitan import torchtitan_snippet
 from app.ledger.estimate import estimate
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.inventory import inventory
@@ -123,13 +125,17 @@ def deepspeed_import(body: DeepSpeedIn) -> Any:
 
 
 @router.get("/api/snippets", response_model=SnippetsOut, responses=ERRORS,
-            summary="The scenario as a ds_config.json and as an FSDP2 snippet")  # fmt: skip
+            summary="The scenario as a ds_config.json, an FSDP2 snippet, torchtitan's command line and the HF "
+                    "Trainer's arguments")  # fmt: skip
 def snippets(scenario: QueryScenario) -> dict[str, Any]:
     config, notes = deepspeed_config(scenario)
     fsdp2 = fsdp2_snippet(scenario)
+    titan, hf = torchtitan_snippet(scenario), hf_trainer_snippet(scenario)
     return {
         "deepspeed": {"config": config, "notes": list(notes)},
         "fsdp2": {"text": fsdp2.text, "notes": list(fsdp2.notes)},
+        "torchtitan": {"text": titan.text, "notes": list(titan.notes)},
+        "hf_trainer": {"text": hf.text, "notes": list(hf.notes)},
     }
 
 

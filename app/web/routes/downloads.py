@@ -10,6 +10,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from app.interop.deepspeed.writer import deepspeed_snippet
 from app.interop.fsdp2 import fsdp2_snippet
+from app.interop.writers import WRITERS
 from app.ledger.estimate import estimate
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import slug
@@ -76,6 +77,31 @@ def ds_config_json(scenario: QueryScenario) -> Response:
     # A few hundred bytes: one plain response (the receipts stream; a snippet has nothing to stream)
     return Response(deepspeed_snippet(scenario).text, media_type="application/json",
                     headers=_attachment(scenario, "ds_config.json"))  # fmt: skip
+
+
+@router.head("/torchtitan.sh", include_in_schema=False)
+@router.get("/torchtitan.sh", summary="Download the scenario as torchtitan's command line", responses={
+    200: {"content": {"text/x-shellscript": {"schema": {"type": "string"}}},
+          "description": "torchtitan 0.3.0's trainer with the scenario's flags (what it cannot say: /api/snippets)"},
+    **ERRORS})  # fmt: skip
+def torchtitan_sh(scenario: QueryScenario) -> Response:
+    return _written(scenario, "torchtitan")
+
+
+@router.head("/hf_trainer.py", include_in_schema=False)
+@router.get("/hf_trainer.py", summary="Download the scenario as the HF Trainer's arguments", responses={
+    200: {"content": {"text/x-python": {"schema": {"type": "string"}}},
+          "description": "Python: TrainingArguments with its FSDP2 fsdp_config (what it cannot say: /api/snippets)"},
+    **ERRORS})  # fmt: skip
+def hf_trainer_py(scenario: QueryScenario) -> Response:
+    return _written(scenario, "hf-trainer")
+
+
+def _written(scenario: Scenario, name: str) -> Response:
+    """The scenario in one framework's words, as a file (a few hundred bytes: one plain response)."""
+    writer = WRITERS[name]
+    return Response(writer.write(scenario).text, media_type=writer.media_type,
+                    headers=_attachment(scenario, writer.filename))  # fmt: skip
 
 
 @router.head("/fsdp2.py", include_in_schema=False)

@@ -229,8 +229,9 @@ def lower_sections(request: Request) -> Response:
 
 @router.api_route("/snippets", methods=PAGE_METHODS)
 def snippets(request: Request) -> Response:
-    """The scenario as a ds_config.json and an FSDP2 snippet, each with what it cannot express."""
-    return _detail_table(request, "Run it with DeepSpeed or FSDP2", "partials/_snippets.html", snippets_context)
+    """The scenario in each framework's own words, each with what it cannot express."""
+    title = "Run it with DeepSpeed, FSDP2, torchtitan or the HF Trainer"
+    return _detail_table(request, title, "partials/_snippets.html", snippets_context)
 
 
 @router.api_route("/docs", methods=PAGE_METHODS)

@@ -1,0 +1,95 @@
+"""A scenario in the HF Trainer's own words: ``TrainingArguments`` with its FSDP2 ``fsdp_config``, with notes.
+
+transformers 5.23.0 (``training_args.py``): ``fsdp=True`` with ``fsdp_config`` keys ``version`` (2: FSDP2),
+``reshard_after_forward``, ``activation_checkpointing`` (the FSDP plugin's, preferred over the argument of the
+same name under FSDP), ``auto_wrap_policy`` and ``cpu_offload``, handed to Accelerate's
+``FullyShardedDataParallelPlugin``; ``bf16=True`` is Accelerate's ``mixed_precision="bf16"``. The notes name what
+the Trainer cannot express or decides elsewhere (the sequence length is the data's, D the launcher's).
+"""
+
+from __future__ import annotations
+
+from app.interop.snippet import Snippet
+from app.ledger.scenario import Scenario
+
+__all__ = ["hf_trainer_snippet"]
+
+
+def hf_trainer_snippet(s: Scenario) -> Snippet:
+    """``TrainingArguments`` for the scenario's batch, precision, checkpointing and FSDP2 units."""
+    notes: list[str] = []
+    config = {
+        "version": 2,
+        "reshard_after_forward": bool(s.reshard_after_forward),
+        "activation_checkpointing": _checkpointing(s, notes),
+        "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+        "cpu_offload": s.offload_optimizer == "cpu" and s.offload_param == "cpu",
+    }
+    lines = [
+        "from transformers import TrainingArguments",
+        "",
+        "args = TrainingArguments(",
+        '    output_dir="out",',
+        f"    per_device_train_batch_size={s.micro_batch},",
+        "    gradient_accumulation_steps=1,",
+        f"    bf16={s.gather_bytes == 2},  # Accelerate's mixed_precision: BF16 all-gather and reduce-scatter",
+        "    fsdp=True,",
+        "    fsdp_config={",
+        *(f'        "{key}": {_python(value)},' for key, value in config.items()),
+        "    },",
+        ")",
+        f"# launch on D = {s.dp:,} ranks, e.g. accelerate launch --num_processes {s.dp} train.py (or torchrun)",
+        f"# sequence length {s.seq_len:,}: the data collator's / tokenizer's max_length, not an argument",
+    ]
+    _precision(s, notes)
+    _choices(s, notes)
+    return Snippet("\n".join(lines) + "\n", tuple(notes))
+
+
+def _python(value: object) -> str:
+    """A value as Python source, strings in double quotes (as the rest of the snippet writes them)."""
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def _checkpointing(s: Scenario, notes: list[str]) -> bool:
+    if s.act_policy in ("selective", "op"):
+        notes.append(
+            f"act_policy {s.act_policy}: the Trainer checkpoints whole decoder layers only "
+            "(activation_checkpointing: True is full recomputation)"
+        )
+    return s.act_policy == "full"
+
+
+def _precision(s: Scenario, notes: list[str]) -> None:
+    if (s.param_bytes, s.grad_bytes, s.master_bytes, s.opt_bytes) != (4, 4, 0, 4):
+        notes.append(
+            "param_bytes, grad_bytes, master_bytes, opt_bytes: Accelerate 1.15.0 upcasts trainable parameters "
+            "to FP32 before sharding under FSDP2 (FP32 parameters, gradients and AdamW states, no master copy)"
+        )
+    if s.gather_bytes == 2 and s.reduce_bytes != 2:
+        notes.append(
+            f"reduce_bytes {s.reduce_bytes}: bf16=True reduce-scatters in BF16 (set_mixed_precision); an FP32 "
+            "reduction needs a MixedPrecisionPolicy in Accelerate's FSDP plugin, not a TrainingArguments key"
+        )
+
+
+def _choices(s: Scenario, notes: list[str]) -> None:
+    """The choices the Trainer's and Accelerate's code fix."""
+    if s.loss != "inside":
+        notes.append("loss outside: the Trainer calls model(**inputs) with labels (the loss inside the model); "
+                     "computing it outside needs a compute_loss override")  # fmt: skip
+    if s.wrap != "embed-tail":
+        notes.append("wrap root: Accelerate carves the input embedding and [final norm, head] into units of their "
+                     "own (embed-tail)")  # fmt: skip
+    if s.norms == "fused":
+        notes.append("norms fused: transformers' RMSNorm is eager ops (unfused); use_liger_kernel=True swaps in "
+                     "Liger's fused kernels")  # fmt: skip
+    if s.buffers != "none":
+        notes.append("buffers rope-per-layer: transformers computes its rotary tables per forward (no cache)")
+    if s.shard_group < s.dp or s.hpz > 1:
+        notes.append("shard_group / hpz: HSDP is Accelerate's ParallelismConfig (dp_replicate_size, "
+                     "dp_shard_size), not a TrainingArguments key")  # fmt: skip
+    if s.tp > 1 or s.pp > 1 or s.ep > 1:
+        notes.append("tp, pp, ep: not set by these arguments")
+    if s.stage != 3:
+        notes.append(f"stage {s.stage}: FSDP2 shards parameters (stage 3) whatever the scenario's stage")
