@@ -95,7 +95,8 @@ _PRESETS: dict[str, dict[str, Preset]] = {
         "loss": Preset(
             "outside",
             "torchtitan 0.3.0 trainer.py forward_backward_step: pred = model(inputs), then loss_fn(pred, labels) "
-            "outside the model",
+            "outside the model; its llama3 configs chunk that loss (ChunkedLossWrapper, 8 chunks: the logits never "
+            "whole), which the lab does not model yet: its loss instants count whole logits, high for such a run",
         ),
         "wrap": Preset(
             "embed-tail",

@@ -11,6 +11,10 @@ One part stands in, because it cannot run backward on CPU: the registry's attent
 runs torchtitan's own ``ScaledDotProductAttention`` module instead (``enable_gqa`` like flex: K and V are never
 expanded), whose CPU kernel keeps what flex keeps for backward: the output and an FP32 log-sum-exp per head per
 token. Built under ``FakeTensorMode``, no weight is initialised (``init_weights`` reads values).
+
+The loss is the trace loop's cross-entropy on whole logits, not the llama3 configs' ``ChunkedLossWrapper``: that
+wrapper runs the head's backward chunk by chunk inside the loss's forward, which torch 2.13's ``FSDPMemTracker``
+cannot follow (its module tracker loses the hierarchy and it refuses the head's second top-level call).
 """
 
 from __future__ import annotations
