@@ -29,6 +29,8 @@ LossPlace = Literal["outside", "inside"]
 Wrapping = Literal["root", "embed-tail"]
 ActPolicy = Literal["none", "selective", "op", "full"]
 NormsImpl = Literal["fused", "unfused", "composite"]
+# Where the allocator reserve beyond the allocated peak comes from: a reconciled run, or a declared figure.
+ReserveSource = Literal["declared", "measured"]
 # Registered buffers every rank holds whole (FSDP2 shards parameters, not buffers).
 BuffersKind = Literal["none", "rope-per-layer"]
 ActWidth = Literal[1, 2, 4]

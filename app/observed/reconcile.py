@@ -26,11 +26,12 @@ Every figure is an exact Python int: sums and differences, never a division.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.ledger.ledger import compute_ledger
 from app.ledger.peak.schedule import Instant, Schedule
 from app.ledger.scenario import Scenario
+from app.ledger.scenario.links import canonical_query
 from app.observed.probe import MARKS, START
 from app.observed.records import Observed, ObservedError, Problem, Record, Sample, Where
 
@@ -154,6 +155,21 @@ class Reconciliation:
     def covered(self) -> bool:
         """Whether the lab's peak (with its contingency) covers every rank's observed peak footprint."""
         return all(r.observed <= self.peak_total for r in self.step_peak.rows)
+
+    @property
+    def measured_reserve(self) -> int:
+        """The allocator's reserve above allocated at the step's peak, the highest across ranks (max_memory_reserved −
+        max_memory_allocated): what the scenario's ``reserve_bytes`` takes from this run."""
+        return self.step_peak.range_of(ALLOCATOR_RESERVE).max
+
+    @property
+    def reserve_query(self) -> str | None:
+        """The scenario with the measured reserve set (``reserve_source = measured``), as a canonical query; None
+        when there is none to set (0 B) or it would not be below the capacity."""
+        reserve = self.measured_reserve
+        if reserve <= 0 or reserve >= self.scenario.capacity_bytes:
+            return None
+        return canonical_query(replace(self.scenario, reserve_bytes=reserve, reserve_source="measured"))
 
     @property
     def fits_capacity(self) -> bool:

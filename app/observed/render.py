@@ -60,6 +60,9 @@ def reconcile_json(rec: Reconciliation) -> dict[str, Any]:
             "covers_observed": rec.covered,
             "observed_within_capacity": rec.fits_capacity,
         },
+        # the allocator's measured reserve, offered as the scenario's reserve_bytes (issue 26 item 5)
+        "measured_reserve": rec.measured_reserve,
+        "use_measured_reserve": None if rec.reserve_query is None else "/?" + rec.reserve_query,
         "comparisons": [_comparison_json(c) for c in rec.comparisons],
         "notes": list(rec.notes),
     }
@@ -121,5 +124,8 @@ def render_table(rec: Reconciliation) -> str:
     ]
     within = "within" if rec.fits_capacity else "NOT within"
     lines.append(f"Every rank's observed peak is {within} the capacity of {rec.capacity:,} B ({gb(rec.capacity)}).")
+    if rec.reserve_query is not None:
+        lines.append(f"The allocator reserved {rec.measured_reserve:,} B above allocated at the step's peak; to "
+                     f"compare the reserved estimate with the capacity, use it: /?{rec.reserve_query}")  # fmt: skip
     lines += [f"Note: {note}" for note in rec.notes]
     return "\n".join(lines) + "\n"

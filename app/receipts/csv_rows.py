@@ -26,8 +26,8 @@ from app.ledger.formula import Formula
 from app.ledger.ledger import StageLedger
 from app.ledger.peak.declared import Peak
 from app.ledger.scenario.fields import FIELDS
-from app.ledger.scenario.stacks import stack_choices
 from app.receipts.sections.model import ModelledActivations, activations_out, fsdp2_out, model_out
+from app.receipts.sections.stack import choice_origins
 
 COLUMNS: tuple[str, ...] = (
     "stage",
@@ -182,17 +182,10 @@ def rows(e: Estimate) -> Iterator[Row]:
 def _input_rows(e: Estimate) -> Iterator[Row]:
     """The scenario's inputs (ledger ``input``): the CSV alone reconstructs the scenario."""
     s = e.scenario
-    chosen = {c.name: c for c in stack_choices(s.stack, s.as_dict())}
+    origins = choice_origins(s)  # a choice the stack decides: whose value the run has
     for field in FIELDS:
         value = getattr(s, field.name)
-        choice = chosen.get(field.name)
-        origin = ""
-        if choice is not None:  # a choice the stack decides: whose value the run has
-            origin = (
-                f"set by the stack ({s.stack}): {choice.evidence}"
-                if choice.from_stack
-                else f"set over the stack ({s.stack}), which sets {choice.stack_value}"
-            )
+        origin = origins.get(field.name, "")
         yield {
             "ledger": "input",
             "category": field.name,
@@ -224,12 +217,27 @@ def _stage_rows(st: StageLedger, activation_source: str) -> Iterator[Row]:
     else:
         yield from _schedule_rows(st.stage, p)
     yield from _declared_rows(st.stage, "declared_peak", p.declared_peak, activation_source)
+    s = p.scenario
+    if s.reserve_bytes:  # the verdict compares the reserved estimate: said beside the allocated peak
+        yield {
+            "stage": st.stage,
+            "ledger": "fit",
+            "category": "reserved",
+            "bytes": p.reserved,
+            "formula": f"{p.total} + {s.reserve_bytes}",
+            "detail": f"the allocated peak + the {s.reserve_source} allocator reserve",
+        }
     yield {
         "stage": st.stage,
         "ledger": "fit",
         "category": "headroom",
         "bytes": p.headroom,
         "value": "fits" if p.fits else "does not fit",
+        **(
+            {"formula": f"{s.capacity_bytes} − {p.reserved}", "detail": "capacity − the reserved estimate"}
+            if s.reserve_bytes
+            else {}
+        ),
     }
     yield {
         "stage": st.stage,

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from app.interop.deepspeed.estimator import compare
 from app.ledger.estimate import Estimate
+from app.ledger.scenario import Scenario
 from app.ledger.state.rules import CLASSES
 from app.ledger.verify.mutants import MutationResult
 from app.receipts.display import gb, gib, integer
@@ -228,6 +229,7 @@ def _peak_lines(e: Estimate) -> Iterator[str]:
         body,
     )
     yield f"  activations: {e.activation_source}; buckets and overhead: declared"
+    yield f"  verdict: {compared_text(e.scenario)}"
     stage3 = e.ledger.stages[3].peak
     if stage3.schedule is None:
         yield f"  stage-3 gather: {stage3.gather_formula.text}"
@@ -298,3 +300,11 @@ def _check_lines(e: Estimate) -> Iterator[str]:
         for check in failed:
             yield f"CHECK FAILED {check.check}: {check.message}"
     yield ""
+
+
+def compared_text(s: Scenario) -> str:
+    """Which figure the verdict compares with the capacity: the allocated peak, or the reserved estimate."""
+    if not s.reserve_bytes:
+        return "the allocated peak against the capacity (no allocator reserve given)"
+    return (f"the reserved estimate against the capacity: the allocated peak + the {s.reserve_source} allocator "
+            f"reserve of {s.reserve_bytes:,} B")  # fmt: skip

@@ -34,6 +34,8 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "loss": "outside",
         "wrap": "root",
         "buffers": "none",
+        "reserve_bytes": 0,
+        "reserve_source": "declared",
         "params": 7_000_000_000,
         "dp": 8,
         "param_bytes": 2,

@@ -55,6 +55,12 @@ class Peak:
     why_declared: str = ""  # for a declared peak: why there is no schedule (no model, typed params, tp)
 
     @property
+    def reserved(self) -> int:
+        """The reserved estimate: the allocated peak + the allocator reserve (measured or declared; 0 by default).
+        ``fits`` and ``headroom`` compare it with the capacity."""
+        return self.total + self.scenario.reserve_bytes
+
+    @property
     def kind(self) -> str:
         """``schedule`` (the worst instant of a step) or ``declared`` (the seed's sum)."""
         return "declared" if self.schedule is None else "schedule"
@@ -177,8 +183,8 @@ def training_peak(s: Scenario, stage: int, persistent: int, rules: Rules, lines:
         contingency=margin,
         total=total,
         capacity=s.capacity_bytes,
-        fits=total <= s.capacity_bytes,
-        headroom=s.capacity_bytes - total,
+        fits=total <= s.allocatable_bytes,
+        headroom=s.allocatable_bytes - total,
         scenario=s,
         gather_counted=declared.gather_counted,
         activations_divided=rules.activations_divided_by_dp,
@@ -205,8 +211,8 @@ def declared_peak(s: Scenario, stage: int, persistent: int, rules: Rules) -> Pea
         contingency=margin,
         total=total,
         capacity=s.capacity_bytes,
-        fits=total <= s.capacity_bytes,
-        headroom=s.capacity_bytes - total,
+        fits=total <= s.allocatable_bytes,
+        headroom=s.allocatable_bytes - total,
         scenario=s,
         # Only stage 3 gathers, so only there can the rule leave the gather uncounted.
         gather_counted=rules.gather_peak or stage != 3,

@@ -64,7 +64,7 @@ class _PeakModel:
                 else:
                     replicated += width * copies
             self.widths.append((sharded, replicated))
-        self.room = max_subtotal(s.capacity_bytes, s.contingency_pct)
+        self.room = max_subtotal(s.allocatable_bytes, s.contingency_pct)
         # A shard group, hpZ or expert parallelism: ⌈N ÷ D⌉ is no longer the only term in D, and D must be a
         # multiple of the groups (``step``); the smallest D is then bisected instead of solved for.
         self.plain = len(s.shards()) == 1 and s.shard_group == s.dp and s.hpz == 1
@@ -136,7 +136,7 @@ class _PeakModel:
         low = self.smallest_dp_without_gather(3, activations)
         assert low is not None  # the tightening started from it
         high = self.smallest_dp_without_gather(3, activations + (1 + s.prefetch) * s.gather_bytes * s.unit_params)
-        cap = s.capacity_bytes
+        cap = s.allocatable_bytes
         found = _smallest(lambda d: self.peak(3, d, activations) <= cap, low, DP_MAX if high is None else high)
         if found is None or self.step == 1:
             return found
@@ -215,7 +215,7 @@ class _SchedulePeak:
         return subtotal + contingency(subtotal, s.contingency_pct)
 
     def fits(self, stage: int, dp: int, micro_batch: int | None = None) -> bool:
-        return self.peak(stage, dp, micro_batch) <= self.s.capacity_bytes
+        return self.peak(stage, dp, micro_batch) <= self.s.allocatable_bytes
 
     def curve(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """Every stage's peak at each D of ``CURVE_DPS``. Stage 0 replicates everything, so nothing in
@@ -231,7 +231,7 @@ class _SchedulePeak:
         never grows with D and is at most the peak: bisect it for a lower bound (no larger than the first
         point of the curve that fits), then search up from there; past ``_SCAN`` steps, bisect the peak
         itself (a D that fits where D − 1 does not)."""
-        cap = self.s.capacity_bytes
+        cap = self.s.allocatable_bytes
         first_fit = next((dp for dp, peaks in curve if peaks[stage] <= cap), DP_MAX)
         if stage < 3:
             below = max((dp for dp, peaks in curve if dp < first_fit), default=1)
@@ -260,7 +260,7 @@ class _SchedulePeak:
         def fits(b: int) -> bool:
             return self.fits(stage, self.s.dp, b)
 
-        room = max_subtotal(self.s.capacity_bytes, self.s.contingency_pct)
+        room = max_subtotal(self.s.allocatable_bytes, self.s.contingency_pct)
         at_ones = self.totals(stage, 1)
         if max(at_ones) > room:  # not even one sequence fits
             return None
@@ -324,4 +324,4 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
 def _largest_micro_batch(model: _PeakModel, stage: int, activations_at: Callable[[int], int]) -> int | None:
     """The largest micro batch whose modelled activations fit at the scenario's own D."""
     s = model.s
-    return _largest(lambda b: model.peak(stage, s.dp, activations_at(b)) <= s.capacity_bytes, 1, MICRO_BATCH_MAX)
+    return _largest(lambda b: model.peak(stage, s.dp, activations_at(b)) <= s.allocatable_bytes, 1, MICRO_BATCH_MAX)

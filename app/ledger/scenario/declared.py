@@ -47,6 +47,7 @@ from app.ledger.scenario.readers import (
     Plain,
     Policy,
     PpStage,
+    Source,
     Stack,
     StageRun,
     Text,
@@ -278,6 +279,25 @@ class ScenarioFields(BaseModel):
         description="Measured context, workspaces and allocator slack.",
         examples=[0],
         json_schema_extra=form("measured", "bytes", 0),
+    )
+    reserve_bytes: Bytes = optional(
+        ge=0,
+        le=TWO_46,
+        title="Allocator reserve",
+        description="What PyTorch's caching allocator reserves beyond the allocated peak (torch.cuda."
+        "max_memory_reserved − max_memory_allocated of a run: block rounding, cached and split blocks): a "
+        "reconciled run's (zero3-lab reconcile offers it) or a declared figure, never a multiplier. 0: the verdict "
+        "compares the allocated peak with the capacity; else the reserved estimate, allocated peak + this. Below "
+        "capacity_bytes.",
+        examples=[4_294_967_296],
+        json_schema_extra=form("measured", "bytes", 0),
+    )
+    reserve_source: Source = optional(
+        title="Reserve from",
+        description="Where the allocator reserve comes from: declared, or measured (a reconciled run's reserved − "
+        "allocated at its step peak).",
+        examples=["measured"],
+        json_schema_extra=form("measured", "source", "declared"),
     )
     contingency_pct: Plain = optional(
         ge=0,

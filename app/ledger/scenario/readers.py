@@ -22,6 +22,7 @@ from app.ledger.bounds import (
     LogitsWidth,
     LossPlace,
     NormsImpl,
+    ReserveSource,
     TrainingStack,
     Wrapping,
 )
@@ -125,5 +126,6 @@ Loss = Annotated[LossPlace | None, BeforeValidator(_read_choice), _kind("choice"
 Wrap = Annotated[Wrapping | None, BeforeValidator(_read_choice), _kind("choice")]
 Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Buffers = Annotated[BuffersKind | None, BeforeValidator(_read_choice), _kind("choice")]
+Source = Annotated[ReserveSource | None, BeforeValidator(_read_choice), _kind("choice")]
 Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
 PpStage = Annotated[PipelineStage | None, BeforeValidator(_read_choice), _kind("choice")]

@@ -92,6 +92,12 @@ class Scenario(ScenarioValues):
             return ((self.unit_params, group),)
         return ((self.unit_params - experts, group), (experts, max(1, dp // self.ep)))
 
+    @property
+    def allocatable_bytes(self) -> int:
+        """What allocations may reach: the capacity less the allocator's reserve (0 unless measured or declared).
+        The verdict compares the allocated peak with it, i.e. the reserved estimate with the capacity."""
+        return self.capacity_bytes - self.reserve_bytes
+
     def default_for(self, name: str) -> int | str:
         """The default of ``name`` given the other inputs: U and the gather width depend on them,
         the reduce-scatter width the gradient width, and a model supplies params, U and the activation peak."""

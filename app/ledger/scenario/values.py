@@ -55,3 +55,5 @@ class ScenarioValues:
     loss: str = "outside"  # Where the loss runs
     wrap: str = "root"  # FSDP units
     buffers: str = "none"  # Registered buffers
+    reserve_bytes: int = 0  # Allocator reserve
+    reserve_source: str = "declared"  # Reserve from

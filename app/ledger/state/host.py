@@ -333,6 +333,6 @@ def cheapest_offload(
         t = s.with_(offload_optimizer=optimizer, offload_param=params)
         peak = device_peak(t)
         host = (own_host if own_host is not None and t == s else host_ledger(t)).stages[s.stage]
-        if peak <= s.capacity_bytes and host.fits:
+        if peak <= s.allocatable_bytes and host.fits:
             return OffloadFit(optimizer, params, peak, host.peak)
     return None

@@ -45,3 +45,13 @@ def stack_out(s: Scenario) -> StackSection:
             for c in stack_choices(s.stack, s.as_dict())
         ],
     )
+
+
+def choice_origins(s: Scenario) -> dict[str, str]:
+    """Per choice the stack decides, in words: set by the stack (with its evidence) or set over it."""
+    return {
+        c.name: f"set by the stack ({s.stack}): {c.evidence}"
+        if c.from_stack
+        else f"set over the stack ({s.stack}), which sets {c.stack_value}"
+        for c in stack_choices(s.stack, s.as_dict())
+    }

@@ -54,8 +54,13 @@ class Stage(Strict):
     persistent: ByClass
     peak: Peak
     declared_peak: DeclaredPeak
-    fits: bool
-    headroom_bytes: SignedBytes = Field(description="capacity − peak")
+    fits: bool = Field(description="reserved_bytes ≤ the capacity")
+    headroom_bytes: SignedBytes = Field(description="capacity − reserved_bytes")
+    # Added by issue 26 (item 5) without a schema_version bump, as `parallelism` was.
+    reserved_bytes: Bytes = Field(
+        description="the reserved estimate the verdict compares with the capacity: peak.total (allocated) + the "
+        "scenario's reserve_bytes (the caching allocator's reserve, measured or declared; 0 unless given)"
+    )
     communication_bytes: Bytes = Field(description="sent per rank per optimizer step")
     communication: Communication
     lines: list[LedgerLine]
@@ -88,6 +93,7 @@ def stage_out(st: StageLedger) -> Stage:
         declared_peak=declared_peak_out(p),
         fits=p.fits,
         headroom_bytes=p.headroom,
+        reserved_bytes=p.reserved,
         communication_bytes=c.bytes,
         communication=Communication(
             collectives=c.collectives, volume_bytes=c.volume, formula=c.formula.text, evidence=c.evidence

@@ -35,6 +35,8 @@ class Answer:
     capacity: int
     devices: tuple[str, ...]  # the devices of exactly this capacity (empty: none of the list)
     stage_run: int  # the stage the scenario says the run uses (marked in the list)
+    reserve: int  # the allocator reserve the verdict adds to the allocated peak (0: none given)
+    reserve_source: str  # measured | declared
 
 
 def device_names(capacity: int) -> tuple[str, ...]:
@@ -58,4 +60,6 @@ def answer(e: Estimate) -> Answer:
         capacity=s.capacity_bytes,
         devices=device_names(s.capacity_bytes),
         stage_run=s.stage,
+        reserve=s.reserve_bytes,
+        reserve_source=s.reserve_source,
     )

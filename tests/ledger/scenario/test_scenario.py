@@ -111,6 +111,8 @@ def test_every_spec_field_is_in_the_table() -> None:
         "loss",
         "wrap",
         "buffers",
+        "reserve_bytes",
+        "reserve_source",
         "params",
         "dp",
         "param_bytes",

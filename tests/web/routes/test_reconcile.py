@@ -68,6 +68,9 @@ def test_posted_records_are_reconciled_per_instant_and_rank(client: TestClient) 
     assert f'<td class="num">{reserve.max:,}</td><td class="num">5</td>' in row.split("</tr>", 1)[0]
     assert 'id="reconcile-verdict"' in page
     assert f"{expected.peak_total:,} B at <code>{expected.peak_instant}</code>" in page
+    # the measured reserve, offered as the scenario's reserve_bytes (the link escapes & as &amp;)
+    assert expected.reserve_query is not None
+    assert f'<a href="/?{expected.reserve_query.replace("&", "&amp;")}">use this measured reserve</a>' in page
 
 
 def test_a_step_can_be_chosen(client: TestClient) -> None:

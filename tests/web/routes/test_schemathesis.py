@@ -103,6 +103,25 @@ def _ep_refused(data: dict[str, Any]) -> bool:
     return experts == 0 or experts % ep != 0
 
 
+def _reserve_not_below_capacity(data: dict[str, Any]) -> bool:
+    try:
+        capacity = int(data.get("capacity_bytes", DEFAULT_SCENARIO.capacity_bytes))
+        return int(data["reserve_bytes"]) >= capacity
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _op_without_a_dense_swiglu_model(data: dict[str, Any]) -> bool:
+    """act_policy op: torchtitan's per-op checkpointing of its dense Llama-style block (the field's description)."""
+    if data.get("act_policy") != "op":
+        return False
+    try:
+        arch = resolve(str(data.get("model", ""))).architecture
+    except ModelConfigError:
+        return True
+    return arch.family not in ("llama", "mistral", "qwen2") or arch.experts > 0
+
+
 DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "unit_params": _unit_exceeds_params,
     "name": _breaks_name_pattern,
@@ -114,6 +133,8 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "shard_group": _group_not_dividing,
     "hpz": _hpz_refused,
     "ep": _ep_refused,
+    "reserve_bytes": _reserve_not_below_capacity,
+    "act_policy": _op_without_a_dense_swiglu_model,
 }
 
 
