@@ -165,9 +165,9 @@ class Reconciliation:
     @property
     def reserve_query(self) -> str | None:
         """The scenario with the measured reserve set (``reserve_source = measured``), as a canonical query; None
-        when there is none to set (0 B) or it would not be below the capacity."""
+        when there is none to set (0 B) or it would be above the capacity."""
         reserve = self.measured_reserve
-        if reserve <= 0 or reserve >= self.scenario.capacity_bytes:
+        if reserve <= 0 or reserve > self.scenario.capacity_bytes:
             return None
         return canonical_query(replace(self.scenario, reserve_bytes=reserve, reserve_source="measured"))
 

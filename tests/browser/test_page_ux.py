@@ -93,7 +93,8 @@ def test_the_answer_bar_on_a_wide_screen_and_a_phone(browser: Browser, live_serv
         assert left[0] < left[1]
         expect(page.locator("#verdict")).to_have_text(
             "Stage 1 is the least complex stage that fits on D = 8 ranks of NVIDIA A100 80GB or NVIDIA H100 SXM5"
-            " 80GB (85.90 GB / 80.00 GiB): peak 58.50 GB / 54.48 GiB, headroom 27.40 GB / 25.52 GiB."
+            " 80GB (85.90 GB / 80.00 GiB): peak 58.50 GB / 54.48 GiB, headroom 27.40 GB / 25.52 GiB. Compared with the"
+            " capacity: the allocated peak (no allocator reserve given)."
         )
         expect(page.locator('.stage-verdicts li[data-stage="0"]')).to_contain_text("Stage 0: does not fit")
         expect(page.locator('.stage-verdicts li[data-stage="3"]')).to_contain_text("Stage 3: fits")

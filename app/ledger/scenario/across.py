@@ -165,10 +165,10 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
                                     f"0 … params ({params:,})"))  # fmt: skip
     if inp.reserve_bytes and "capacity_bytes" not in unchecked:
         capacity = _int(inp, "capacity_bytes")
-        if inp.reserve_bytes >= capacity:
-            problems.append(Problem("reserve_bytes", "reserve_below_capacity",
-                                    f"{inp.reserve_bytes:,} is not below capacity_bytes ({capacity:,})",
-                                    f"0 … capacity_bytes − 1 ({capacity - 1:,})"))  # fmt: skip
+        if inp.reserve_bytes > capacity:
+            problems.append(Problem("reserve_bytes", "reserve_within_capacity",
+                                    f"{inp.reserve_bytes:,} is above capacity_bytes ({capacity:,})",
+                                    f"0 … capacity_bytes ({capacity:,})"))  # fmt: skip
     blamed = {p.field for p in problems}
     problems.extend(p for p in _sharding_problems(inp, unchecked) if p.field not in blamed)
     return Across(fill, tuple(problems))

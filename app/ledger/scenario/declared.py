@@ -287,8 +287,8 @@ class ScenarioFields(BaseModel):
         description="What PyTorch's caching allocator reserves beyond the allocated peak (torch.cuda."
         "max_memory_reserved − max_memory_allocated of a run: block rounding, cached and split blocks): a "
         "reconciled run's (zero3-lab reconcile offers it) or a declared figure, never a multiplier. 0: the verdict "
-        "compares the allocated peak with the capacity; else the reserved estimate, allocated peak + this. Below "
-        "capacity_bytes.",
+        "compares the allocated peak with the capacity; else the reserved estimate, allocated peak + this. At "
+        "most capacity_bytes.",
         examples=[4_294_967_296],
         json_schema_extra=form("measured", "bytes", 0),
     )

@@ -43,11 +43,12 @@ def test_the_receipt_and_the_table_say_which_figure_meets_the_capacity() -> None
     assert "the allocated peak against the capacity (no allocator reserve given)" in plain
 
 
-def test_a_reserve_not_below_the_capacity_names_the_field() -> None:
+def test_a_reserve_above_the_capacity_names_the_field() -> None:
+    assert parse_scenario({"reserve_bytes": "80GB"}).reserve_bytes == 80 * 10**9  # the whole device: nothing fits
     with pytest.raises(ScenarioError) as caught:
-        parse_scenario({"reserve_bytes": "80GB"})
+        parse_scenario({"reserve_bytes": "80000000001"})
     (error,) = caught.value.errors
-    assert error.field == "reserve_bytes" and "not below capacity_bytes" in error.message
+    assert error.field == "reserve_bytes" and "above capacity_bytes" in error.message
 
 
 def test_a_reconciled_run_offers_its_measured_reserve() -> None:

@@ -18,6 +18,8 @@ def context_for(field: Field) -> dict[str, object]:
     """Other inputs a boundary value needs to be valid on its own (U ≤ N: test U with N at its maximum)."""
     if field.name == "unit_params":
         return {"params": TEN_13}
+    if field.name == "reserve_bytes":  # at most the capacity
+        return {"capacity_bytes": 2**46}
     if field.name in ("shard_group", "hpz"):  # each must divide D
         return {"dp": 131_072}
     if field.name == "ep":  # a mixture of experts with as many experts as ep allows, over as many ranks

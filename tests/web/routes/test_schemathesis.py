@@ -103,10 +103,10 @@ def _ep_refused(data: dict[str, Any]) -> bool:
     return experts == 0 or experts % ep != 0
 
 
-def _reserve_not_below_capacity(data: dict[str, Any]) -> bool:
+def _reserve_above_capacity(data: dict[str, Any]) -> bool:
     try:
         capacity = int(data.get("capacity_bytes", DEFAULT_SCENARIO.capacity_bytes))
-        return int(data["reserve_bytes"]) >= capacity
+        return int(data["reserve_bytes"]) > capacity
     except (KeyError, TypeError, ValueError):
         return False
 
@@ -133,7 +133,7 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "shard_group": _group_not_dividing,
     "hpz": _hpz_refused,
     "ep": _ep_refused,
-    "reserve_bytes": _reserve_not_below_capacity,
+    "reserve_bytes": _reserve_above_capacity,
     "act_policy": _op_without_a_dense_swiglu_model,
 }
 
