@@ -18,10 +18,11 @@ __all__ = ["hf_trainer_snippet"]
 def hf_trainer_snippet(s: Scenario) -> Snippet:
     """``TrainingArguments`` for the scenario's batch, precision, checkpointing and FSDP2 units."""
     notes: list[str] = []
+    every = s.act_policy == "full" and s.ac_every > 1  # the model's own checkpointing, every N-th layer
     config = {
         "version": 2,
         "reshard_after_forward": bool(s.reshard_after_forward),
-        "activation_checkpointing": _checkpointing(s, notes),
+        "activation_checkpointing": _checkpointing(s, notes) and not every,
         "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
         "cpu_offload": s.offload_optimizer == "cpu" and s.offload_param == "cpu",
     }
@@ -32,6 +33,14 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
         '    output_dir="out",',
         f"    per_device_train_batch_size={s.micro_batch},",
         "    gradient_accumulation_steps=1,",
+        *(
+            [
+                "    activation_checkpointing=True,  # the model's own, every N-th decoder layer",
+                f'    activation_checkpointing_kwargs={{"every_n_layers": {s.ac_every}}},',
+            ]
+            if every
+            else []
+        ),
         f"    bf16={s.gather_bytes == 2},  # Accelerate's mixed_precision: BF16 all-gather and reduce-scatter",
         "    fsdp=True,",
         "    fsdp_config={",

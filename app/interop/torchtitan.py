@@ -71,6 +71,9 @@ def _training(s: Scenario, notes: list[str]) -> list[str]:
 
 
 def _checkpointing(s: Scenario, notes: list[str]) -> str:
+    if s.act_policy == "full" and s.ac_every > 1:
+        notes.append(f"ac_every {s.ac_every}: torchtitan 0.3.0 checkpoints every block or none (its layer-wise "
+                     "option is gone); written as full, which keeps less")  # fmt: skip
     if s.act_policy == "selective":
         notes.append(
             "act_policy selective (Korthikanti's attention core): torchtitan has no such policy; written as its "

@@ -22,6 +22,7 @@ DP = (1, 131_072)
 SEQ_LEN = (1, 1_048_576)
 MICRO_BATCH = (1, 4_096)
 TP = (1, 1_024)
+AC_EVERY = (1, 1_024)  # checkpoint every N-th decoder layer
 
 # The training stacks a scenario names (its presets: app/ledger/scenario/stacks.py) and where its loss runs.
 TrainingStack = Literal["plain-fsdp2", "hf-fsdp2", "torchtitan"]

@@ -35,7 +35,8 @@ def prepare(model: Any, setup: TraceSetup, mesh: Any, mp: MixedPrecisionPolicy) 
         auto_wrap_policy="transformer_based_wrap",  # the HF Trainer's default under FSDP2
         reshard_after_forward=setup.reshard_after_forward,
         mixed_precision_policy=mp,
-        activation_checkpointing=setup.act_policy == "full",
+        # every N-th layer is the model's own checkpointing (below), not the plugin's, which wraps every layer
+        activation_checkpointing=setup.act_policy == "full" and setup.ac_every == 1,
     )
     accelerator = _Accelerator(
         state=SimpleNamespace(fsdp_plugin=plugin),
@@ -47,6 +48,8 @@ def prepare(model: Any, setup: TraceSetup, mesh: Any, mp: MixedPrecisionPolicy) 
     )
     if plugin.activation_checkpointing:
         model = fsdp2_apply_ac(accelerator, model)
+    elif setup.act_policy == "full":  # the HF Trainer's activation_checkpointing_kwargs={"every_n_layers": N}
+        model.activation_checkpointing_enable(every_n_layers=setup.ac_every)
     model = fsdp2_prepare_model(accelerator, model)
     embedding = model.get_input_embeddings()
     names = {}

@@ -54,7 +54,8 @@ class TraceSetup:
     reduce_bytes: int  # MixedPrecisionPolicy.reduce_dtype
     logits_bytes: int  # the dtype the loss reads the logits in
     opt_states: int  # 0 SGD, 1 SGD with momentum, 2 AdamW
-    act_policy: str  # none | full (per decoder layer)
+    act_policy: str  # none | full (per decoder layer) | op (torchtitan's)
+    ac_every: int  # full: checkpoint layers 0, N, 2N, … (1: every layer)
     reshard_after_forward: bool
     foreach: bool  # the optimizer's multi-tensor path (CUDA's default) or one tensor at a time
     stack: str = "plain-fsdp2"  # plain-fsdp2: the lab's plain-torch decoders; hf-fsdp2: transformers' class;
@@ -172,6 +173,9 @@ def _titan_problems(s: Scenario, family: str) -> list[str]:
     if s.wrap != "embed-tail":
         problems.append("--wrap root: torchtitan's apply_fsdp_to_decoder carves the embedding and the tail "
                         "into units of their own (embed-tail)")  # fmt: skip
+    if s.ac_every > 1:
+        problems.append(f"--ac-every {s.ac_every}: torchtitan 0.3.0 checkpoints every block or none (its layer-wise "
+                        "option is gone)")  # fmt: skip
     if s.buffers != "rope-per-layer":
         problems.append("--buffers none: torchtitan's attention keeps its RoPE cache buffer in every layer")
     if s.seq_len % 2 or s.seq_len > TITAN_MAX_SEQ:
@@ -206,6 +210,7 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         logits_bytes=s.logits_bytes,
         opt_states=s.opt_states,
         act_policy=s.act_policy,
+        ac_every=s.ac_every,
         reshard_after_forward=bool(s.reshard_after_forward),
         foreach=foreach,
         stack=s.stack,

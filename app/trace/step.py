@@ -142,8 +142,13 @@ def shard(model: Any, setup: TraceSetup, mesh: Any, report: Progress) -> Sharded
         units = {id(m): names[fqn] for fqn, m in model.named_modules() if fqn in names}
         return Sharded(model, _optimizer(setup, model.parameters()), units, names)
     layers = decoder_layers(model)
+    # every N-th layer on transformers' class: its own activation_checkpointing_enable(every_n_layers=N), as the HF
+    # Trainer calls it; else torch's checkpoint on layers 0, N, 2N, …
+    hf_every = setup.stack == "hf-fsdp2" and setup.act_policy == "full" and setup.ac_every > 1
+    if hf_every:
+        model.activation_checkpointing_enable(every_n_layers=setup.ac_every)
     for k, layer in enumerate(layers):
-        if setup.act_policy == "full":
+        if setup.act_policy == "full" and not hf_every and k % setup.ac_every == 0:
             checkpoint(layer)
         fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=setup.reshard_after_forward)
         report("sharding layers", k + 1, setup.architecture.layers)

@@ -82,3 +82,15 @@ def test_the_hf_trainer_says_what_it_cannot_express() -> None:
     notes = " | ".join(hf_trainer_snippet(parse_scenario(raw)).notes)
     for words in ("loss outside", "wrap root", "act_policy op", "reduce_bytes 4", "shard_group / hpz"):
         assert words in notes, words
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="the trace extra is not installed")
+def test_every_nth_layer_is_the_models_own_checkpointing_in_the_arguments() -> None:
+    s = parse_scenario({**RUN, "stack": "hf-fsdp2", "act_policy": "full", "ac_every": "4"})
+    namespace: dict[str, Any] = {}
+    text = hf_trainer_snippet(s).text.replace("TrainingArguments(\n", "TrainingArguments(\n    use_cpu=True,\n")
+    exec(text, namespace)  # noqa: S102 (the snippet is our own output, run to check it)
+    args = namespace["args"]
+    assert args.activation_checkpointing is True
+    assert args.activation_checkpointing_kwargs == {"every_n_layers": 4}
+    assert args.fsdp_plugin_args["activation_checkpointing"] is False  # the plugin's wraps every layer

@@ -51,6 +51,7 @@ class ModelQuery:
     pp: int = 1
     pp_stage: str = "first"
     ep: int = 1
+    ac_every: int = 1
 
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
@@ -86,6 +87,7 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         pp=q.pp,
         pp_stage=q.pp_stage,
         ep=q.ep,
+        every=q.ac_every,
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)

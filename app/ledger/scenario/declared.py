@@ -17,6 +17,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from app.ledger.bounds import (
+    AC_EVERY,
     DP,
     MICRO_BATCH,
     MODEL_MAX_CHARS,
@@ -336,8 +337,18 @@ class ScenarioFields(BaseModel):
         "matmuls and attention saved except every second matmul, the rest recomputed; a Llama-style dense "
         "model); full (each layer keeps only its input and recomputes its forward in backward). Default: the "
         "stack's.",
-        examples=["op"],
+        examples=["full"],
         json_schema_extra=form("activation", "policy", None),
+    )
+    ac_every: Plain = optional(
+        ge=AC_EVERY[0],
+        le=AC_EVERY[1],
+        title="Checkpoint every N-th layer",
+        description="With act_policy full: checkpoint layers 0, N, 2N, … and let the others keep their whole saved "
+        "set (transformers 5.23.0's activation_checkpointing_enable(every_n_layers=N), the HF Trainer's "
+        "activation_checkpointing_kwargs); 1 = every layer. At most the model's layer count.",
+        examples=[2],
+        json_schema_extra=form("activation", "layers", 1),
     )
     tp: Plain = optional(
         ge=TP[0],

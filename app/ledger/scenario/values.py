@@ -57,3 +57,4 @@ class ScenarioValues:
     buffers: str = "none"  # Registered buffers
     reserve_bytes: int = 0  # Allocator reserve
     reserve_source: str = "declared"  # Reserve from
+    ac_every: int = 1  # Checkpoint every N-th layer

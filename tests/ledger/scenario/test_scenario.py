@@ -115,6 +115,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "buffers",
         "reserve_bytes",
         "reserve_source",
+        "ac_every",
         "params",
         "dp",
         "param_bytes",

@@ -122,6 +122,16 @@ def _op_without_a_dense_swiglu_model(data: dict[str, Any]) -> bool:
     return arch.family not in ("llama", "mistral", "qwen2") or arch.experts > 0
 
 
+def _every_refused(data: dict[str, Any]) -> bool:
+    """ac_every: act_policy full's, at most the model's layers (the field's description)."""
+    try:
+        every = int(data["ac_every"])
+        layers = resolve(str(data.get("model", ""))).architecture.layers
+    except (KeyError, TypeError, ValueError, ModelConfigError):
+        return False
+    return (every > 1 and data.get("act_policy", "none") != "full") or every > layers // int(data.get("pp", 1))
+
+
 DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "unit_params": _unit_exceeds_params,
     "name": _breaks_name_pattern,
@@ -135,6 +145,7 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "ep": _ep_refused,
     "reserve_bytes": _reserve_above_capacity,
     "act_policy": _op_without_a_dense_swiglu_model,
+    "ac_every": _every_refused,
 }
 
 

@@ -148,9 +148,16 @@ def _closed_form(arch: Architecture, policy: str, s: int, b: int, w: int, t: int
 def _total_line(led: ActivationLedger, pp: int) -> Formula:
     layers = f"{led.layers} layer{'' if led.layers == 1 else 's'}"
     all_to_all = f" + all-to-all {n(led.all_to_all_bytes)} B" if led.all_to_all_bytes else ""
+    if led.every > 1:  # full, every N-th layer: the checkpointed layers and the others, each at their own size
+        c = led.checkpointed(led.layers)
+        layers = (f"{c} checkpointed layer{'' if c == 1 else 's'} (every {led.every}) × {n(led.per_layer_bytes)} B"
+                  f" + {led.layers - c} other{'' if led.layers - c == 1 else 's'}")  # fmt: skip
+        per_layer = n(led.full_layer_bytes)
+    else:
+        per_layer = n(led.per_layer_bytes)
     if led.stage == "only":
         return Formula.of(
-            f"total = {layers} × {n(led.per_layer_bytes)} B + working set {n(led.working_set_bytes)} B"
+            f"total = {layers} × {per_layer} B + working set {n(led.working_set_bytes)} B"
             f" + embedding {n(led.embedding_bytes)} B + head {n(led.head_bytes)} B + logits {n(led.logits_bytes)} B"
             + all_to_all
             + f" = {n(led.total_bytes)} B"
@@ -163,7 +170,7 @@ def _total_line(led: ActivationLedger, pp: int) -> Formula:
     return Formula.of(
         "total",
         Remark(f"{where}, {held}", subject="total"),
-        f" = {led.in_flight} × ({layers} × {n(led.per_layer_bytes)} B{ends}) + working set "
+        f" = {led.in_flight} × ({layers} × {per_layer} B{ends}) + working set "
         f"{n(led.working_set_bytes)} B{tail}" + all_to_all + f" = {n(led.total_bytes)} B",
     )
 

@@ -47,6 +47,24 @@ class ActivationLedger:
     stage: str = "only"
     in_flight: int = 1
     all_to_all_bytes: int = 0  # expert parallelism: one MoE layer's dispatch send and receive buffers
+    # full with every > 1: only layers 0, every, 2·every, … are checkpointed (per_layer_bytes each); the others keep
+    # their whole saved set (full_layer_bytes each)
+    every: int = 1
+    full_layer_bytes: int = 0
+
+    def checkpointed(self, k: int) -> int:
+        """How many of layers 0 … k − 1 keep ``per_layer_bytes``: all of them, or under ``full`` every
+        ``every``-th from layer 0 (⌈k ÷ every⌉)."""
+        return -(-k // self.every) if self.policy == "full" else k
+
+    def saved_layers(self, k: int) -> int:
+        """Bytes layers 0 … k − 1 keep for backward."""
+        c = self.checkpointed(k)
+        return c * self.per_layer_bytes + (k - c) * self.full_layer_bytes
+
+    def recomputes(self, k: int) -> bool:
+        """Whether layer k rebuilds its working set in its backward (a checkpointed layer under full or op)."""
+        return self.working_set_bytes > 0 and k % self.every == 0
 
     def recompute_fraction_text(self, places: int = 3) -> str:
         """The recompute fraction as a decimal, rounded half up to ``places`` digits (e.g. "0.326")."""

@@ -56,6 +56,15 @@ def _check_choices(act_bytes: int, logits_bytes: int, norms: str, policy: str, s
         raise ActivationInputError("sequence_parallel", "must be true or false")
 
 
+def _check_every(policy: str, every: int, layers: int) -> None:
+    if type(every) is not int or every < 1:
+        raise ActivationInputError("ac_every", "must be an integer ≥ 1")
+    if every > 1 and policy != "full":
+        raise ActivationInputError("ac_every", f"{every}: checkpointing every N-th layer is act_policy full's")
+    if every > layers:
+        raise ActivationInputError("ac_every", f"{every} is above the model's {layers:,} layers (this stage's)")
+
+
 def _check_policy(arch: Architecture, policy: str) -> None:
     if policy == "op" and (arch.family in GPT_FAMILIES or arch.experts):
         raise ActivationInputError(
@@ -94,6 +103,7 @@ def activation_ledger(
     pp: int = 1,
     pp_stage: str = "first",
     ep: int = 1,
+    every: int = 1,
 ) -> ActivationLedger:
     """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
 
@@ -113,6 +123,8 @@ def activation_ledger(
     micro batch's, with the head's and the logits. Assumes at least pp micro batches per step.
     ``ep`` > 1 (a MoE model): one layer's all-to-all send and receive buffers of the k·s·b dispatched
     tokens are resident beside the saved set (balanced routing, no capacity padding).
+    ``every`` > 1 (``full`` only): layers 0, every, 2·every, … are checkpointed and the others keep their whole
+    saved set (transformers' ``activation_checkpointing_enable(every_n_layers=every)``).
     Raises :class:`ActivationInputError`.
     """
     s = _check("seq_len", seq_len, *SEQ_LEN_BOUNDS)
@@ -143,7 +155,11 @@ def activation_ledger(
         embedding = 0
     all_to_all = per_rank(all_to_all_saved(arch, s, b, w), t, sp) if ep > 1 and arch.experts else 0
     stage_layers = arch.layers // pp
-    total = in_flight * (stage_layers * per_layer + embedding) + working_set + head + logits + all_to_all
+    _check_every(policy, every, stage_layers)
+    full_layer = per_rank(full_set, t, sp)
+    checkpointed = -(-stage_layers // every) if policy == "full" else stage_layers
+    layers_bytes = checkpointed * per_layer + (stage_layers - checkpointed) * full_layer
+    total = in_flight * (layers_bytes + embedding) + working_set + head + logits + all_to_all
 
     figures = ActivationLedger(
         policy=policy,
@@ -154,13 +170,15 @@ def activation_ledger(
         head_bytes=head,
         logits_bytes=logits,
         total_bytes=total,
-        recompute_flops=recompute_fraction(arch, s, b, policy),
+        recompute_flops=recompute_fraction(arch, s, b, policy, every),
         formula=Formula(),
         assumptions=assumptions(arch, policy, kernel),
         saved=full_set,
         stage=stage,
         in_flight=in_flight,
         all_to_all_bytes=all_to_all,
+        every=every,
+        full_layer_bytes=full_layer,
     )
     text = formula(figures, arch, kept, s=s, b=b, w=w, t=t, sp=sp, logits_width=logits_bytes, pp=pp)
     return replace(figures, formula=text)

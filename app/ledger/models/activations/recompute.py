@@ -27,7 +27,9 @@ def forward_flops(arch: Architecture, seq_len: int, micro_batch: int) -> tuple[i
     return 2 * s * b * per_token + core, core, 2 * s * b * h * arch.vocab
 
 
-def recompute_fraction(arch: Architecture, seq_len: int, micro_batch: int, policy: str) -> tuple[int, int]:
+def recompute_fraction(
+    arch: Architecture, seq_len: int, micro_batch: int, policy: str, every: int = 1
+) -> tuple[int, int]:
     """Extra forward FLOPs of ``policy`` over one step without recomputation, exactly.
 
     A step is forward + backward ≈ 3 × forward (backward computes two matmuls per forward one).
@@ -40,7 +42,8 @@ def recompute_fraction(arch: Architecture, seq_len: int, micro_batch: int, polic
         return (0, 1)
     layer, core, head = forward_flops(arch, seq_len, micro_batch)
     recomputed = {"full": layer, "selective": core, "op": _op_recomputed_flops(arch, seq_len, micro_batch)}[policy]
-    num = arch.layers * recomputed
+    layers = -(-arch.layers // every) if policy == "full" else arch.layers  # every N-th layer: ⌈L ÷ N⌉ of them
+    num = layers * recomputed
     den = 3 * (arch.layers * layer + head)
     g = gcd(num, den)
     return (num // g, den // g)

@@ -101,9 +101,9 @@ class CarvedStep(Step):
         if self._gathered():
             self.unsharded(out, f"layer {u.layers - 1}'s all-gather output, held until this copy-out", 1,
                            u.layer_unsharded, "all_gather")  # fmt: skip
-        saved = u.layers * a.per_layer
+        saved = a.saved_before(u.layers)
         self.activations(out, "activations of every layer", saved,
-                         lambda: f"{u.layers} × {n(a.per_layer)} B = {n(saved)} B")  # fmt: skip
+                         lambda: f"{a.saved_formula(u.layers)} = {n(saved)} B")  # fmt: skip
         self.activations(out, "the hidden state entering the final norm", a.activation_grad,
                          self.activation_grad_formula)  # fmt: skip
 
@@ -155,12 +155,12 @@ class CarvedStep(Step):
         self.tail_gradients(out, head_only=True)
         self.reduce_scatter_input(out, "the head's reduce-scatter input (in flight until the next)", u.head_params,
                                   u.head_unsharded)  # fmt: skip
-        value = u.layers * a.per_layer + a.extra_residual
+        value = a.saved_before(u.layers) + a.extra_residual
         self.activations(
             out,
             "activations saved by every layer, the final norm and the residual stream",
             value,
-            lambda: f"{u.layers} × {n(a.per_layer)} B + residual {n(a.extra_residual)} B = {n(value)} B",
+            lambda: f"{a.saved_formula(u.layers)} + residual {n(a.extra_residual)} B = {n(value)} B",
         )
         out.add("temporaries", "the head input's gradient", a.activation_grad, self.activation_grad_formula)
 

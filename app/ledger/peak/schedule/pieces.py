@@ -184,11 +184,12 @@ class Pieces:
 
     def saved_through_forward(self) -> tuple[int, Callable[[], str]]:
         a, layers = self.a, self.u.layers
-        value = layers * a.per_layer + a.extra_residual + a.head
+        value = a.saved_before(layers) + a.extra_residual + a.head
         return (
             value,
             lambda: (
-                f"{layers} layers × {n(a.per_layer)} B + residual {n(a.extra_residual)} B + head input {n(a.head)} B"
+                (f"{layers} layers × {n(a.per_layer)} B" if a.every == 1 else f"layers {a.saved_formula(layers)}")
+                + f" + residual {n(a.extra_residual)} B + head input {n(a.head)} B"
                 f" = {n(value)} B"
             ),
         )

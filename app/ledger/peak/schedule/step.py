@@ -77,7 +77,11 @@ class Step(Pieces):
         last = self.u.layers - 1
         head = {last, last - 1}
         early = set(range(min(max(1, self.s.prefetch), last) + 1))
-        return sorted((k for k in head | early if k >= 0), reverse=True)
+        # every N-th layer checkpointed: the total is no longer linear between the ends (a checkpointed layer
+        # rebuilds its set, an other frees a whole one), so each checkpointed layer and the one above it is walked
+        every = self.a.every
+        spikes = {j for k in range(0, last + 1, every) for j in (k, k + 1) if j <= last} if every > 1 else set()
+        return sorted((k for k in head | early | spikes if k >= 0), reverse=True)
 
     def layer_moments(self, k: int) -> list[Moment]:
         """Layer k's backward, in order: its all-gather copy-out (stage 3 resharding after forward, D > 1:
@@ -106,9 +110,9 @@ class Step(Pieces):
                            "all_gather")  # fmt: skip
             held, whole = self.first_unit() if k == 0 else (f"layer {k - 1}'s", u.layer_unsharded)
             self.unsharded(out, f"{held} all-gather output, held until this copy-out", 1, whole, "all_gather")
-        saved = k * a.per_layer
+        saved = a.saved_before(k)
         self.activations(out, f"activations of layers 0 … {k - 1}" if k else "activations (none saved yet)",
-                         saved, lambda: f"{k} × {n(a.per_layer)} B = {n(saved)} B")  # fmt: skip
+                         saved, lambda: f"{a.saved_formula(k)} = {n(saved)} B")  # fmt: skip
         self.activations(out, f"the hidden state entering layer {k}", a.activation_grad, self.activation_grad_formula)
 
     def first_unit(self) -> tuple[str, int]:
@@ -269,22 +273,19 @@ class Step(Pieces):
         """Layer k's saved activations and its backward's temporaries at ``moment``."""
         a, grad_in = self.a, self.activation_grad_formula
         if moment == "unshard":
-            saved = (k + 1) * a.per_layer
+            saved = a.saved_before(k + 1)
             self.activations(
-                out, f"activations of layers 0 … {k}", saved, lambda: f"{k + 1} × {n(a.per_layer)} B = {n(saved)} B"
+                out, f"activations of layers 0 … {k}", saved, lambda: f"{a.saved_formula(k + 1)} = {n(saved)} B"
             )
             out.add("temporaries", f"the gradient entering layer {k}", a.activation_grad, grad_in)
         elif moment == "early":
-            saved = (k + 1) * a.per_layer + a.recomputed
+            rebuilt = a.recomputed_at(k)
+            saved = a.saved_before(k + 1) + rebuilt
             self.activations(
                 out,
-                f"activations of layers 0 … {k}" + (f" and layer {k}'s recomputed set" if a.recomputed else ""),
+                f"activations of layers 0 … {k}" + (f" and layer {k}'s recomputed set" if rebuilt else ""),
                 saved,
-                lambda: (
-                    f"{k + 1} × {n(a.per_layer)} B"
-                    + (f" + {n(a.recomputed)} B" if a.recomputed else "")
-                    + f" = {n(saved)} B"
-                ),
+                lambda: a.saved_formula(k + 1) + (f" + {n(rebuilt)} B" if rebuilt else "") + f" = {n(saved)} B",
             )
             temps = a.activation_grad + a.op_pair
             out.add(
@@ -294,12 +295,12 @@ class Step(Pieces):
                 lambda: f"{grad_in()} + {a.op_pair_formula} = {n(temps)} B",
             )
         else:
-            saved = k * a.per_layer
+            saved = a.saved_before(k)
             self.activations(
                 out,
                 f"activations of layers 0 … {k - 1} (layer {k}'s freed)",
                 saved,
-                lambda: f"{k} × {n(a.per_layer)} B = {n(saved)} B",
+                lambda: f"{a.saved_formula(k)} = {n(saved)} B",
             )
             out.add("temporaries", f"layer {k}'s input gradient", a.activation_grad, grad_in)
 

@@ -32,16 +32,44 @@ class ActivationTerms:
     op_pair_formula: str
     modelled_total: int  # the activation ledger's total (the declared peak's modelled activations)
     vocab: int
+    every: int = 1  # full: every N-th layer checkpointed (per_layer), the others keep full_layer
+    full_layer: int = 0
+
+    def checkpointed(self, k: int) -> int:
+        """How many of layers 0 … k − 1 are checkpointed: all (every = 1, or a policy that treats every layer
+        alike), or every ``every``-th from layer 0."""
+        return -(-k // self.every) if self.every > 1 else k
+
+    def saved_before(self, k: int) -> int:
+        """Bytes layers 0 … k − 1 keep for backward."""
+        c = self.checkpointed(k)
+        return c * self.per_layer + (k - c) * self.full_layer
+
+    def saved_formula(self, k: int) -> str:
+        """:meth:`saved_before`'s arithmetic (without its result)."""
+        if self.every == 1:
+            return f"{k} × {n(self.per_layer)} B"
+        c = self.checkpointed(k)
+        return f"{c} × {n(self.per_layer)} B (checkpointed) + {k - c} × {n(self.full_layer)} B"
+
+    def recomputed_at(self, k: int) -> int:
+        """What layer k's backward rebuilds beside what it keeps: its recomputed set, or nothing for a layer that
+        every-N-th checkpointing leaves whole."""
+        return self.recomputed if k % self.every == 0 else 0
 
 
 def activation_terms(s: Scenario) -> ActivationTerms:
-    return _activation_terms(s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms)
+    return _activation_terms(
+        s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms, s.ac_every
+    )
 
 
 @lru_cache(maxsize=1024)
-def _activation_terms(model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str) -> ActivationTerms:
+def _activation_terms(
+    model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str, every: int
+) -> ActivationTerms:
     # tp = pp = ep = 1: not_schedulable(s) is None
-    md = model_defaults(ModelQuery(model, seq, b, w, policy, logits_bytes=lw, norms=norms))
+    md = model_defaults(ModelQuery(model, seq, b, w, policy, logits_bytes=lw, norms=norms, ac_every=every))
     a = md.activations
     arch = md.model.architecture
     full = sum(x.bytes for x in a.saved)  # tp = 1: one layer's complete saved set
@@ -62,6 +90,8 @@ def _activation_terms(model: str, seq: int, b: int, w: int, policy: str, lw: int
         op_pair_formula=_op_pair_formula(arch, seq, b, w),
         modelled_total=a.total_bytes,
         vocab=arch.vocab,
+        every=a.every,
+        full_layer=a.full_layer_bytes,
     )
 
 
