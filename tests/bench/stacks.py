@@ -39,6 +39,12 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 4096, "reduce_bytes": 2, **HF}),
     ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 8192, "reduce_bytes": 2, **HF, "act_policy": "full"}),
     ("Llama 3 8B's shapes", L3, {"dp": 64, "seq_len": 4096, "reduce_bytes": 2, **HF}),
+    ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 512, "reduce_bytes": 2, **HF, "act_policy": "full", "ac_every": 2}),
+    (
+        "Llama 3 8B's shapes",
+        L3,
+        {"dp": 8, "seq_len": 8192, "reduce_bytes": 2, **HF, "act_policy": "full", "ac_every": 4},
+    ),
     ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, **TT, "act_policy": "none"}),
     ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, **TT}),
     ("tiny Llama", TINY, {"dp": 4, "seq_len": 256, **TT, "act_policy": "full"}),
