@@ -48,6 +48,14 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
         help="a DeepSpeed config: its stage, precision, optimizer, batch and buckets set the scenario (flags and "
         '--scenario override it; its "auto" sizes need --model or --model-config)',
     )
+    p.add_argument(
+        "--torchtitan-command",
+        metavar="COMMAND.sh",
+        type=Path,
+        help="a file holding a torchtitan 0.3.0 command line (python -m torchtitan.train --module llama3 … "
+        "activation-checkpoint:…): its flags set the stack, batch, sequence, precision, mesh and checkpointing "
+        "(flags and --scenario override it); flags the lab does not read are named on stderr",
+    )
 
 
 def fail(message: str) -> NoReturn:
@@ -113,6 +121,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario | None:
     try:
         if getattr(args, "deepspeed_config", None) is not None:
             return _import_deepspeed(args.deepspeed_config, raw)
+        if getattr(args, "torchtitan_command", None) is not None:
+            raw = {**_import_torchtitan(args.torchtitan_command), **raw}
         return parse_scenario(raw, allow_unknown=False)
     except ScenarioError as exc:
         for err in exc.errors:
@@ -123,6 +133,26 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario | None:
             )
             sys.stderr.write(f"zero3-lab: error: {where}: {err.message} (allowed: {err.allowed})\n")
         return None
+
+
+def _import_torchtitan(path: Path) -> dict[str, object]:
+    """What the torchtitan command line in ``path`` sets (exit 2 naming the flag it refuses)."""
+    from app.interop.torchtitan_reader import MAX_COMMAND_CHARS, TorchtitanCommandError, read_torchtitan_command
+
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_COMMAND_CHARS + 1)
+        fields, lines = read_torchtitan_command(data.decode("utf-8"))
+    except OSError as exc:
+        fail(f"--torchtitan-command: {path}: {exc.strerror or exc}")
+    except UnicodeDecodeError:
+        fail(f"--torchtitan-command: {path}: not UTF-8 text")
+    except TorchtitanCommandError as exc:
+        fail(f"--torchtitan-command: {path}: {exc.flag}: {exc.message}")
+    for line in lines:
+        if line.status == "ignored":
+            sys.stderr.write(f"zero3-lab: note: {path.name}: {line.flag} {line.written}: ignored: {line.effect}\n")
+    return fields
 
 
 def _import_deepspeed(path: Path, raw: dict[str, object]) -> Scenario:

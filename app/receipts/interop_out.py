@@ -51,3 +51,19 @@ class SnippetsOut(Strict):
     fsdp2: Fsdp2Snippet
     torchtitan: TextSnippet = Field(description="torchtitan 0.3.0's trainer command line (tyro flags)")
     hf_trainer: TextSnippet = Field(description="transformers 5.23.0 TrainingArguments with an FSDP2 fsdp_config")
+
+
+class TorchtitanFlagOut(Strict):
+    """One flag of a torchtitan command line and what the lab made of it."""
+
+    flag: str = Field(description="as torchtitan names it, e.g. --training.local-batch-size, or activation-checkpoint")
+    written: str
+    effect: str
+    status: Literal["sets", "ignored"]
+
+
+class TorchtitanImportOut(Strict):
+    link: str = Field(description="the imported scenario's canonical link")
+    scenario: ScenarioOut
+    lines: list[TorchtitanFlagOut]
+    torchtitan: str = Field(description="the torchtitan version whose flags are read")

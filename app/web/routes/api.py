@@ -20,15 +20,16 @@ from app.interop.deepspeed.writer import deepspeed_config
 from app.interop.fsdp2 import fsdp2_snippet
 from app.interop.hf_trainer import hf_trainer_snippet
 from app.interop.torchtitan import torchtitan_snippet
+from app.interop.torchtitan_reader import MAX_COMMAND_CHARS, TorchtitanCommandError, read_torchtitan_command
 from app.ledger.estimate import estimate
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.inventory import inventory
 from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.models.reference import compact, ignored_keys, resolve
-from app.ledger.scenario import ScenarioError
+from app.ledger.scenario import ScenarioError, parse_scenario
 from app.ledger.scenario.inputs import StrictScenarioIn
 from app.ledger.scenario.links import link
-from app.receipts.interop_out import DeepSpeedImportOut, SnippetsOut
+from app.receipts.interop_out import DeepSpeedImportOut, SnippetsOut, TorchtitanImportOut
 from app.receipts.inventory import InventoryOut, KnownModelOut, inventory_json
 from app.receipts.receipt import Receipt, receipt
 from app.receipts.sections.checks import KillLists, mutation_json
@@ -121,6 +122,48 @@ def deepspeed_import(body: DeepSpeedIn) -> Any:
         "unresolved": list(result.unresolved),
         "deepspeed": DEEPSPEED,
         "transformers": TRANSFORMERS,
+    }
+
+
+class TorchtitanIn(BaseModel):
+    """A torchtitan 0.3.0 command line and the scenario inputs it is read beside (the model, …)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(
+        max_length=MAX_COMMAND_CHARS,
+        description="python -m torchtitan.train --module llama3 … activation-checkpoint:… (or just its flags)",
+        examples=["python -m torchtitan.train --module llama3 --config llama3_8b "
+                  "--parallelism.data-parallel-shard-degree 8 --training.local-batch-size 2 "
+                  "--training.seq-len 8192 activation-checkpoint:selective"],
+    )  # fmt: skip
+    scenario: StrictScenarioIn = Field(
+        default_factory=StrictScenarioIn,
+        description="Scenario fields; each one given wins over the command's.",
+        examples=[{"model": "llama-2-7b"}],
+    )
+
+
+@router.post("/api/torchtitan", response_model=TorchtitanImportOut, responses=BODY_ERRORS,
+             summary="A torchtitan command line read into a scenario, every flag named back")  # fmt: skip
+def torchtitan_import(body: TorchtitanIn) -> Any:
+    """A flag torchtitan would refuse is a 422 whose ``loc`` ends with the flag, under ``command``."""
+    try:
+        fields, lines = read_torchtitan_command(body.command)
+        s = parse_scenario({**fields, **body.scenario.model_dump(exclude_none=True)})
+    except TorchtitanCommandError as exc:
+        return body_error(f"{exc.flag}: {exc.message}", "value_error", "command", exc.flag)
+    except ScenarioError as exc:
+        return unprocessable(
+            {"loc": ["body", "scenario", e.field], "field": e.field, "msg": str(e), "allowed": e.allowed,
+             "type": "value_error"}
+            for e in exc.errors
+        )  # fmt: skip
+    return {
+        "link": link(s),
+        "scenario": s.as_dict(),
+        "lines": [{"flag": x.flag, "written": x.written, "effect": x.effect, "status": x.status} for x in lines],
+        "torchtitan": "0.3.0",
     }
 
 

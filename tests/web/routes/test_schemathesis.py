@@ -182,6 +182,12 @@ def positive_data_is_accepted(case: Any, response: Any) -> None:
                 rule = DOCUMENTED_RULES.get(d["field"])
                 assert rule is not None and rule(scenario), f"schema-valid {d['field']} refused: {data}"
         return
+    if case.path == "/api/torchtitan":
+        # The command's schema is a string: which flags torchtitan takes, and their values, are the reader's to
+        # judge, naming the flag under command; the scenario beside it follows its own rules.
+        details = response.json()["detail"]
+        assert all(d["loc"][:2] == ["body", "command"] or d.get("field") for d in details), details
+        return
     fields = [d["loc"][1] for d in response.json()["detail"]]
     for field in fields:
         rule = DOCUMENTED_RULES.get(field)
