@@ -52,6 +52,10 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 512, **TT}),
     ("Llama h 512", LLAMA, {"dp": 256, "seq_len": 512, **TT, "micro_batch": 2}),
     ("Llama h 512", LLAMA, {"dp": 8, "seq_len": 2048, **TT, "act_policy": "full", "reshard_after_forward": 0}),
+    ("tiny Llama", TINY, {"dp": 2, "seq_len": 32768, **TT}),
+    ("tiny Llama", TINY, {"dp": 2, "seq_len": 16384, "micro_batch": 4, **HF, "act_policy": "full"}),
+    ("tiny Llama, MHA", TINY_MHA, {"dp": 16, "seq_len": 4096, "micro_batch": 2, **HF}),
+    ("Llama h 512", LLAMA, {"dp": 32, "seq_len": 8192, "micro_batch": 4, **TT}),
     ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 8192, **TT}),
     ("Llama 3 8B's shapes", L3, {"dp": 8, "seq_len": 8192, **TT, "act_policy": "full"}),
 ]

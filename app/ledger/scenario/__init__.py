@@ -4,7 +4,9 @@
 - :mod:`app.ledger.scenario.readers`: how each kind of field reads a raw value (exact integers, sizes,
   text, choices).
 - :mod:`app.ledger.scenario.declared`: ``ScenarioFields``, the fields declared once: every bound,
-  default, unit and help text.
+  default, unit and help text (the stack's choices, whose help cites each project's code, in
+  :mod:`app.ledger.scenario.choices`).
+- :mod:`app.ledger.scenario.stacks`: the training stacks' presets, each with its evidence.
 - :mod:`app.ledger.scenario.across`: the rules across fields (a model's fill, U ≤ N, the sharding layout).
 - :mod:`app.ledger.scenario.inputs`: ``ScenarioIn``, the declared fields with the rules across them,
   as FastAPI, the page and the CLI read it.

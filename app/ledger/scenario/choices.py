@@ -1,0 +1,100 @@
+"""The declarations of the choices a training stack decides (and the allocator reserve, the checkpointing every
+N-th layer beside them): their bounds, defaults and help texts, which cite the projects' code. :class:`ScenarioFields`
+(:mod:`app.ledger.scenario.declared`) declares each field with one of these, in its own order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.ledger.bounds import AC_EVERY, TWO_46
+from app.ledger.scenario.form import form, optional
+
+STACK_FIELD: Any = optional(
+    title="Training stack",
+    description="The stack the run trains with; it presets the choices below that it decides (each can "
+    "still be set on its own): plain-fsdp2 (a plain training loop around FSDP2's fully_shard, the loss "
+    "computed outside the model), hf-fsdp2 (transformers' model classes under the HF Trainer or "
+    "Accelerate with FSDP2: the loss computed inside the model from labels=) or torchtitan (torchtitan "
+    "0.3.0's Llama 3 model, its per-op selective checkpointing and its FSDP2 wrapping).",
+    examples=["hf-fsdp2"],
+    json_schema_extra=form("stack", "stack", "plain-fsdp2"),
+)
+LOSS_FIELD: Any = optional(
+    title="Where the loss runs",
+    description="outside the model (a training loop calls the loss on the logits: torchtitan, plain loops) or "
+    "inside (the model computes it from labels=, as transformers' ForCausalLM does: the loss then runs "
+    "inside the root FSDP unit, whose pre-backward prefetches the last layer(s) before the loss's "
+    "backward). Default: the stack's.",
+    examples=["inside"],
+    json_schema_extra=form("stack", "place", None),
+)
+WRAP_FIELD: Any = optional(
+    title="FSDP units",
+    description="root: fully_shard on each decoder layer and at the root, which holds the embedding, the "
+    "final norm and the head and stays unsharded from forward to its post-backward (FSDP2's documented "
+    "recipe, the plain loop). embed-tail: the embedding as a unit of its own, resharded after forward, and "
+    "the final norm with the head as one unit kept unsharded, the root owning no parameter (Accelerate "
+    "1.15.0's fsdp2_prepare_model; torchtitan 0.3.0 carves alike). The schedule walks either. Default: the "
+    "stack's.",
+    examples=["embed-tail"],
+    json_schema_extra=form("stack", "units", None),
+)
+BUFFERS_FIELD: Any = optional(
+    title="Registered buffers",
+    description="Buffers every rank holds whole through the step (FSDP2 shards parameters, not buffers): none "
+    "(transformers' and the plain loop's rotary tables are computed per forward from a head_dim ÷ 2 "
+    "inv_freq) or rope-per-layer (torchtitan 0.3.0: each layer's attention keeps its own complex64 RoPE "
+    "cache of seq_len × head_dim ÷ 2). Default: the stack's.",
+    examples=["rope-per-layer"],
+    json_schema_extra=form("stack", "buffers", None),
+)
+RESERVE_BYTES_FIELD: Any = optional(
+    ge=0,
+    le=TWO_46,
+    title="Allocator reserve",
+    description="What PyTorch's caching allocator reserves beyond the allocated peak (torch.cuda."
+    "max_memory_reserved − max_memory_allocated of a run: block rounding, cached and split blocks): a "
+    "reconciled run's (zero3-lab reconcile offers it) or a declared figure, never a multiplier. 0: the verdict "
+    "compares the allocated peak with the capacity; else the reserved estimate, allocated peak + this. At "
+    "most capacity_bytes.",
+    examples=[4_294_967_296],
+    json_schema_extra=form("measured", "bytes", 0),
+)
+RESERVE_SOURCE_FIELD: Any = optional(
+    title="Reserve from",
+    description="Where the allocator reserve comes from: declared, or measured (a reconciled run's reserved − "
+    "allocated at its step peak).",
+    examples=["measured"],
+    json_schema_extra=form("measured", "source", "declared"),
+)
+ACT_POLICY_FIELD: Any = optional(
+    title="Recomputation",
+    description="Activation checkpointing, per decoder layer: none; selective (Korthikanti et al. 2022: the "
+    "attention core recomputed; Megatron's 'selective'); op (torchtitan's per-op selective AC: the outputs of "
+    "matmuls and attention saved except every second matmul, the rest recomputed; a Llama-style dense "
+    "model); full (each layer keeps only its input and recomputes its forward in backward). Default: the "
+    "stack's.",
+    examples=["full"],
+    json_schema_extra=form("activation", "policy", None),
+)
+AC_EVERY_FIELD: Any = optional(
+    ge=AC_EVERY[0],
+    le=AC_EVERY[1],
+    title="Checkpoint every N-th layer",
+    description="With act_policy full: checkpoint layers 0, N, 2N, … and let the others keep their whole saved "
+    "set (transformers 5.23.0's activation_checkpointing_enable(every_n_layers=N), the HF Trainer's "
+    "activation_checkpointing_kwargs); 1 = every layer. At most the model's layer count.",
+    examples=[2],
+    json_schema_extra=form("activation", "layers", 1),
+)
+NORMS_FIELD: Any = optional(
+    title="RMSNorm kernel",
+    description="What an RMSNorm keeps for backward (Llama-style models): unfused (transformers' "
+    "LlamaRMSNorm in eager PyTorch keeps an FP32 upcast and the normalised input besides its input: what a "
+    "trace of a transformers-style model allocates), composite (torch.nn.RMSNorm without a fused kernel, as "
+    "torchtitan's runs on CPU: the FP32 upcast and the normalised input in FP32) or fused (a fused kernel "
+    "such as Liger's or Apex's keeps its input and the FP32 1/rms: 4·s·b·h B less per norm than unfused). "
+    "LayerNorm models: no effect. Default: the stack's.",
+    examples=["unfused"],
+    json_schema_extra=form("activation", "kernel", None),
+)
