@@ -32,7 +32,7 @@ def add_trace_parser(sub: argparse._SubParsersAction[Any]) -> None:
         "--foreach",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="the optimizer's multi-tensor (foreach) step, CUDA's default; off: one tensor at a time (default)",
+        help="the optimizer's multi-tensor (foreach) step whatever --optimizer-impl says (kept for old commands)",
     )
     p.add_argument("--format", choices=("table", "json"), default="table")
 

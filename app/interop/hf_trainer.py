@@ -42,6 +42,7 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
             else []
         ),
         f"    bf16={s.gather_bytes == 2},  # Accelerate's mixed_precision: BF16 all-gather and reduce-scatter",
+        f'    optim="{"adamw_torch_fused" if s.optimizer_impl == "fused" else "adamw_torch"}",',
         "    fsdp=True,",
         "    fsdp_config={",
         *(f'        "{key}": {_python(value)},' for key, value in config.items()),
@@ -70,6 +71,9 @@ def _checkpointing(s: Scenario, notes: list[str]) -> bool:
 
 
 def _precision(s: Scenario, notes: list[str]) -> None:
+    if s.optimizer_impl == "for-loop":
+        notes.append("optimizer_impl for-loop: adamw_torch runs torch's default, foreach on CUDA; one tensor at a "
+                     'time needs optim_args="foreach=False"')  # fmt: skip
     if (s.param_bytes, s.grad_bytes, s.master_bytes, s.opt_bytes) != (4, 4, 0, 4):
         notes.append(
             "param_bytes, grad_bytes, master_bytes, opt_bytes: Accelerate 1.15.0 upcasts trainable parameters "

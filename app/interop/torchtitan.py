@@ -24,6 +24,7 @@ def torchtitan_snippet(s: Scenario) -> Snippet:
     notes: list[str] = []
     flags = ["--module llama3", "--config llama3_8b", *_parallelism(s, notes), *_training(s, notes)]
     flags.append(f"--parallelism.fsdp-reshard-after-forward {'default' if s.reshard_after_forward else 'never'}")
+    flags.append(f"--optimizer.implementation {s.optimizer_impl}")
     flags.append(f"activation-checkpoint:{_checkpointing(s, notes)}")
     _choices(s, notes)
     notes.append(

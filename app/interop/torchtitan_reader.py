@@ -140,6 +140,11 @@ def _read(flag: str, value: str, fields: dict[str, object]) -> str | None:
             raise TorchtitanCommandError("--" + flag, f"{value!r}: one of default, always, never")
         fields["reshard_after_forward"] = _RESHARD[value]
         return f"reshard_after_forward {_RESHARD[value]}"
+    if flag == "optimizer.implementation":
+        if value not in ("for-loop", "foreach", "fused"):
+            raise TorchtitanCommandError("--" + flag, f"{value!r}: the lab models for-loop, foreach and fused")
+        fields["optimizer_impl"] = value
+        return f"optimizer_impl {value}"
     if flag in _DEGREES:
         fields[_DEGREES[flag]] = _integer(flag, value)
         return f"{_DEGREES[flag]} {value}"

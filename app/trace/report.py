@@ -182,10 +182,11 @@ def _run(result: TraceResult) -> dict[str, Any]:
         "dtypes": setup.dtypes(),
         "reduce_bytes": setup.reduce_bytes,
         "reshard_after_forward": setup.reshard_after_forward,
-        "norms": "unfused" if setup.architecture.norm == "rmsnorm" else "layernorm (no choice)",
+        "norms": _norms(setup) if setup.architecture.norm == "rmsnorm" else "layernorm (no choice)",
         "act_policy": setup.act_policy,
         "optimizer": setup.optimizer,
         "foreach": setup.foreach,
+        "optimizer_impl": setup.optimizer_impl,
         "tokens": {"micro_batch": setup.micro_batch, "seq_len": setup.seq_len},
         "iterations": 2,
         "reported_iteration": 2,
@@ -263,7 +264,7 @@ def _header(result: TraceResult) -> list[str]:
             if setup.architecture.norm == "rmsnorm"
             else ""
         )
-        + f"{setup.optimizer}{' (foreach)' if setup.foreach else ''}",
+        + f"{setup.optimizer} ({setup.optimizer_impl})",
         "",
         f"Peak of iteration 2: {_b(result.peak['total'])}",
         f"  at {result.peak_at.phase}, after “{result.peak_at.after}”, in {result.peak_at.module} "

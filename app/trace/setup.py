@@ -57,11 +57,15 @@ class TraceSetup:
     act_policy: str  # none | full (per decoder layer) | op (torchtitan's)
     ac_every: int  # full: checkpoint layers 0, N, 2N, … (1: every layer)
     reshard_after_forward: bool
-    foreach: bool  # the optimizer's multi-tensor path (CUDA's default) or one tensor at a time
+    optimizer_impl: str  # for-loop | foreach (torch's default on CUDA) | fused
     stack: str = "plain-fsdp2"  # plain-fsdp2: the lab's plain-torch decoders; hf-fsdp2: transformers' class;
     # torchtitan: torchtitan's Llama 3 model, checkpointing and wrapping
     loss: str = "outside"  # outside: the loop's cross_entropy on the logits; inside: the model's own (labels=)
     wrap: str = "root"  # root: the lab's recipe (layers, then the root); embed-tail: Accelerate's own code
+
+    @property
+    def foreach(self) -> bool:
+        return self.optimizer_impl == "foreach"
 
     @property
     def optimizer(self) -> str:
@@ -212,7 +216,7 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         act_policy=s.act_policy,
         ac_every=s.ac_every,
         reshard_after_forward=bool(s.reshard_after_forward),
-        foreach=foreach,
+        optimizer_impl="foreach" if foreach else s.optimizer_impl,
         stack=s.stack,
         loss=s.loss,
         wrap=s.wrap,

@@ -61,12 +61,13 @@ def _layer_index(unit: str) -> int:
 
 
 def _optimizer(setup: TraceSetup, params: Any) -> Any:
+    fused = setup.optimizer_impl == "fused"
     if setup.stack == "torchtitan" and setup.opt_states == 2:
-        # torchtitan 0.3.0 default_adamw (components/optimizer/optimizer.py): implementation "fused"
+        # torchtitan 0.3.0 default_adamw (components/optimizer/optimizer.py): betas, eps and weight decay its own
         return torch.optim.AdamW(params, lr=LEARNING_RATE, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                                 fused=True, foreach=False)  # fmt: skip
+                                 fused=fused, foreach=setup.foreach)  # fmt: skip
     if setup.opt_states == 2:
-        return torch.optim.AdamW(params, lr=LEARNING_RATE, foreach=setup.foreach)
+        return torch.optim.AdamW(params, lr=LEARNING_RATE, foreach=setup.foreach, fused=fused)
     momentum = 0.9 if setup.opt_states == 1 else 0.0
     return torch.optim.SGD(params, lr=LEARNING_RATE, momentum=momentum, foreach=setup.foreach)
 

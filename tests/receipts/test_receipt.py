@@ -37,6 +37,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "reserve_bytes": 0,
         "reserve_source": "declared",
         "ac_every": 1,
+        "optimizer_impl": "for-loop",
         "params": 7_000_000_000,
         "dp": 8,
         "param_bytes": 2,

@@ -98,3 +98,11 @@ NORMS_FIELD: Any = optional(
     examples=["unfused"],
     json_schema_extra=form("activation", "kernel", None),
 )
+OPTIMIZER_IMPL_FIELD: Any = optional(
+    title="Optimizer implementation",
+    description="How AdamW steps, as torch.optim.AdamW's foreach= and fused= choose: for-loop (one tensor at a "
+    "time: two temporaries of the largest tensor), foreach (multi-tensor: one temporary of every optimizer shard at "
+    "once, torch's default on CUDA) or fused (one kernel, in place: no temporaries). Default: the stack's.",
+    examples=["fused"],
+    json_schema_extra=form("precision", "kind", None),
+)

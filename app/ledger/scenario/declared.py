@@ -34,6 +34,7 @@ from app.ledger.scenario.choices import (
     BUFFERS_FIELD,
     LOSS_FIELD,
     NORMS_FIELD,
+    OPTIMIZER_IMPL_FIELD,
     RESERVE_BYTES_FIELD,
     RESERVE_SOURCE_FIELD,
     STACK_FIELD,
@@ -55,6 +56,7 @@ from app.ledger.scenario.readers import (
     Loss,
     Norms,
     Offload,
+    OptimizerKind,
     Plain,
     Policy,
     PpStage,
@@ -137,6 +139,7 @@ class ScenarioFields(BaseModel):
         examples=[4],
         json_schema_extra=form("precision", "bytes/element", None),
     )
+    optimizer_impl: OptimizerKind = OPTIMIZER_IMPL_FIELD
     gather_bytes: W124 = optional(
         title="All-gather width",
         description="Width in which parameters are all-gathered for compute (FSDP2 param_dtype). Default: "

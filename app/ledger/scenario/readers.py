@@ -22,6 +22,7 @@ from app.ledger.bounds import (
     LogitsWidth,
     LossPlace,
     NormsImpl,
+    OptimizerImpl,
     ReserveSource,
     TrainingStack,
     Wrapping,
@@ -127,5 +128,6 @@ Wrap = Annotated[Wrapping | None, BeforeValidator(_read_choice), _kind("choice")
 Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Buffers = Annotated[BuffersKind | None, BeforeValidator(_read_choice), _kind("choice")]
 Source = Annotated[ReserveSource | None, BeforeValidator(_read_choice), _kind("choice")]
+OptimizerKind = Annotated[OptimizerImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
 PpStage = Annotated[PipelineStage | None, BeforeValidator(_read_choice), _kind("choice")]

@@ -66,6 +66,12 @@ _PRESETS: dict[str, dict[str, Preset]] = {
         "opt_bytes": Preset(4, _SEED),
         "act_policy": Preset("none", "a plain loop checkpoints nothing unless it wraps its layers itself"),
         "norms": Preset("unfused", "the lab's plain decoders write RMSNorm as transformers does: " + _UNFUSED),
+        "optimizer_impl": Preset(
+            "for-loop",
+            "the lab's seed loop steps AdamW one tensor at a time (torch.optim.AdamW(foreach=False)); torch 2.13's "
+            "own default on CUDA is foreach (optimizer.py _default_to_fused_or_foreach, DTensor included): set "
+            "optimizer_impl foreach for a loop that leaves it",
+        ),
         "buffers": Preset("none", _NO_BUFFERS),
     },
     "hf-fsdp2": {
@@ -89,6 +95,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
         "reduce_bytes": Preset(2, _MIXED),
         "act_policy": Preset("none", "transformers 5.23.0 TrainingArguments.gradient_checkpointing defaults to False"),
         "norms": Preset("unfused", _UNFUSED),
+        "optimizer_impl": Preset(
+            "fused",
+            "transformers 5.23.0 TrainingArguments.optim defaults to adamw_torch_fused with torch ≥ 2.8 "
+            "(training_args.py): torch.optim.AdamW(fused=True)",
+        ),
         "buffers": Preset("none", _NO_BUFFERS),
     },
     "torchtitan": {
@@ -122,6 +133,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "as composite ops (traced); a CUDA build may dispatch to a fused kernel that keeps less (norms=fused; "
             "not verified on a GPU here)",
         ),
+        "optimizer_impl": Preset(
+            "fused",
+            "torchtitan 0.3.0 components/optimizer/optimizer.py: implementation = 'fused' → AdamW(fused=True, "
+            "foreach=False)",
+        ),
         "buffers": Preset(
             "rope-per-layer",
             "torchtitan 0.3.0 models/common/rope.py: each layer's attention builds its own ComplexRoPE with "
@@ -133,7 +149,7 @@ _PRESETS: dict[str, dict[str, Preset]] = {
 # The fields whose default is the stack's (the widths last: the all-gather and reduce-scatter widths follow the
 # parameter and gradient widths where a stack leaves them).
 STACK_CHOICES: tuple[str, ...] = (
-    "loss", "wrap", "buffers", "act_policy", "norms",
+    "loss", "wrap", "buffers", "act_policy", "norms", "optimizer_impl",
     "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
 )  # fmt: skip
 

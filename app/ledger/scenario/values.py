@@ -58,3 +58,4 @@ class ScenarioValues:
     reserve_bytes: int = 0  # Allocator reserve
     reserve_source: str = "declared"  # Reserve from
     ac_every: int = 1  # Checkpoint every N-th layer
+    optimizer_impl: str = "for-loop"  # Optimizer implementation

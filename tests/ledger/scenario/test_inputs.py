@@ -127,6 +127,7 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "buffers",
             "act_policy",
             "norms",
+            "optimizer_impl",
             "param_bytes",
             "grad_bytes",
             "master_bytes",

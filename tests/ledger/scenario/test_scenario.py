@@ -116,6 +116,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "reserve_bytes",
         "reserve_source",
         "ac_every",
+        "optimizer_impl",
         "params",
         "dp",
         "param_bytes",

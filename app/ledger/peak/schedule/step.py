@@ -336,21 +336,30 @@ class Step(Pieces):
         )
 
     def optimizer_step(self, out: Sink) -> None:
-        """Every gradient, and AdamW's temporaries for its largest tensor (it steps one tensor at a time)."""
+        """Every gradient, and AdamW's temporaries: for its largest tensor (for-loop: one tensor at a time), for
+        every tensor at once (foreach), none (fused: one kernel, in place)."""
         s, u = self.s, self.u
         total, formula = self.all_gradients()
         out.add("gradients", "every gradient", total, formula)
         opt = next(ln for ln in self.lines if ln.tensor_class == "optimizer_states")
-        if s.opt_states >= 2 and opt.copies:  # an offloaded optimizer steps on the host
-            if opt.sharded:
-                elements = u.largest_tensor_shard if self.fsdp2 else shard(u.largest_tensor, s.dp)
-            else:
-                elements = u.largest_tensor
-            value = 2 * elements * s.opt_bytes
-            out.add(
-                "temporaries",
-                f"the optimizer's temporaries for its largest tensor ({u.largest_tensor_name}): "
-                "sqrt of the second moment and the update's denominator",
-                value,
-                lambda: f"2 × {n(elements)} elements × {s.opt_bytes} B = {n(value)} B",
-            )
+        if s.opt_states < 2 or not opt.copies or s.optimizer_impl == "fused":  # offloaded: it steps on the host
+            return
+        if s.optimizer_impl == "foreach":
+            # torch/optim/adam.py _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), then
+            # divided and added to in place: one temporary of every second moment at once
+            every = opt.bytes // opt.copies
+            out.add("temporaries", "the optimizer's temporaries: the square root of every second moment at once "
+                    "(foreach)", every, lambda: f"{n(opt.bytes)} B ÷ {opt.copies} states = {n(every)} B")  # fmt: skip
+            return
+        if opt.sharded:
+            elements = u.largest_tensor_shard if self.fsdp2 else shard(u.largest_tensor, s.dp)
+        else:
+            elements = u.largest_tensor
+        value = 2 * elements * s.opt_bytes
+        out.add(
+            "temporaries",
+            f"the optimizer's temporaries for its largest tensor ({u.largest_tensor_name}): "
+            "sqrt of the second moment and the update's denominator",
+            value,
+            lambda: f"2 × {n(elements)} elements × {s.opt_bytes} B = {n(value)} B",
+        )
