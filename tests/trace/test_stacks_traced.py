@@ -84,12 +84,14 @@ def test_accelerates_units_on_llama_3_8b() -> None:
     import_torch()
     from app.trace.tracer import run_trace
 
-    s = parse_scenario({**RUN, "model": compact(LLAMA3_8B), "dp": 8, "seq_len": 4096, "reduce_bytes": 2,
-                        "stack": "hf-fsdp2"})  # fmt: skip
+    # Llama 3 8B's tensor shapes with 8 of its 32 layers (each layer alike: the walk's per-layer terms scale; CI
+    # time); docs/fidelity.md's battery traces all 32
+    model = compact({**LLAMA3_8B, "num_hidden_layers": 8})
+    s = parse_scenario({**RUN, "model": model, "dp": 8, "seq_len": 4096, "reduce_bytes": 2, "stack": "hf-fsdp2"})
     result = run_trace(trace_setup(s))
     assert set(result.units) - set(result.layers) == {"root", "embed", "tail"}
-    assert len(result.layers) == 32
-    peak = _lab_peak(model=s.model, dp=8, seq_len=4096, reduce_bytes=2, stack="hf-fsdp2")
+    assert len(result.layers) == 8
+    peak = _lab_peak(model=model, dp=8, seq_len=4096, reduce_bytes=2, stack="hf-fsdp2")
     measured = result.peak["total"]
     assert abs(peak.total - measured) * 1000 <= measured, (peak.total, measured)
     assert peak.schedule is not None and "Units as Accelerate carves them" in peak.schedule.note
