@@ -8,6 +8,8 @@ only when a trace runs (:func:`app.trace.tracer.run_trace` imports them).
 - :mod:`app.trace.models`: plain-torch decoders whose parameters equal the lab's inventory, one module
   per family (``swiglu``, ``gpt2``, ``gpt_neox``), their shared ``blocks`` and ``build_model``; and
   ``hf``: transformers' own model class, for the ``hf-fsdp2`` stack.
+- :mod:`app.trace.accelerate`, :mod:`app.trace.titan`: Accelerate's and torchtitan's own wrapping (and
+  :mod:`app.trace.units`, the units they make, by name); ``models.titan``: torchtitan's Llama 3 model.
 - :mod:`app.trace.tracer`: :func:`~app.trace.tracer.run_trace`, two iterations under the tracker.
 - :mod:`app.trace.step`: the fake process group, ``fully_shard``, the optimizer, one iteration.
 - :mod:`app.trace.timeline`: the tracker with a timeline of named instants and the peak's location.

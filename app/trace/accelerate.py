@@ -18,9 +18,10 @@ from typing import Any
 import torch
 from accelerate.utils import FullyShardedDataParallelPlugin
 from accelerate.utils.fsdp_utils import fsdp2_apply_ac, fsdp2_prepare_model
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy
+from torch.distributed.fsdp import MixedPrecisionPolicy
 
 from app.trace.setup import MESH_DIM, TraceSetup
+from app.trace.units import unit_names
 
 
 class _Accelerator(SimpleNamespace):
@@ -52,17 +53,5 @@ def prepare(model: Any, setup: TraceSetup, mesh: Any, mp: MixedPrecisionPolicy) 
         model.activation_checkpointing_enable(every_n_layers=setup.ac_every)
     model = fsdp2_prepare_model(accelerator, model)
     embedding = model.get_input_embeddings()
-    names = {}
-    for fqn, module in model.named_modules():
-        if not isinstance(module, FSDPModule):
-            continue
-        parts = [p for p in fqn.split(".") if p != "_checkpoint_wrapped_module"]
-        if not fqn:
-            names[fqn] = "root"
-        elif parts[-1].isdigit():
-            names[fqn] = ".".join(parts[-2:])
-        elif module is embedding and module.weight is not model.get_output_embeddings().weight:
-            names[fqn] = "embed"
-        else:
-            names[fqn] = "tail"  # the final norm and the head (tied: with the embedding), one unit
-    return model, names
+    untied = embedding.weight is not model.get_output_embeddings().weight
+    return model, unit_names(model, embedding if untied else None)

@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.distributed.fsdp import FSDPModule
 from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
 from torchtitan.distributed.fsdp import apply_fsdp_to_decoder
 
 from app.trace.setup import TraceSetup
+from app.trace.units import unit_names
 
 
 class _FlexOnCpu(SelectiveAC):
@@ -50,17 +50,4 @@ def prepare(model: Any, setup: TraceSetup, mesh: Any, param_dtype: Any, reduce_d
         pp_enabled=False,
         reshard_after_forward_policy="default" if setup.reshard_after_forward else "never",
     )
-    names = {}
-    for fqn, module in model.named_modules():
-        if not isinstance(module, FSDPModule):
-            continue
-        parts = [p for p in fqn.split(".") if p != "_checkpoint_wrapped_module"]
-        if not fqn:
-            names[fqn] = "root"
-        elif parts[-1].isdigit():
-            names[fqn] = ".".join(parts[-2:])
-        elif module is model.tok_embeddings and not model.enable_weight_tying:
-            names[fqn] = "embed"
-        else:
-            names[fqn] = "tail"  # the final norm and the head (tied: with the embedding), one unit
-    return names
+    return unit_names(model, None if model.enable_weight_tying else model.tok_embeddings)

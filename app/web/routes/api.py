@@ -81,6 +81,15 @@ def model_inventory(config: dict[str, Any] = ConfigBody) -> Any:
     return inventory_json(ref, ignored, ignored_count)
 
 
+def _scenario_beside(exc: ScenarioError) -> Any:
+    """The 422 for the scenario fields given beside an imported config or command: each under body.scenario."""
+    return unprocessable(
+        {"loc": ["body", "scenario", e.field], "field": e.field, "msg": str(e), "allowed": e.allowed,
+         "type": "value_error"}
+        for e in exc.errors
+    )  # fmt: skip
+
+
 class DeepSpeedIn(BaseModel):
     """A DeepSpeed config and the scenario inputs it is read beside (a model for its "auto" sizes, D …)."""
 
@@ -109,11 +118,7 @@ def deepspeed_import(body: DeepSpeedIn) -> Any:
     except DeepSpeedConfigError as exc:
         return body_error(f"{exc.key}: {exc.message}", "value_error", "config", *exc.key.split("."))
     except ScenarioError as exc:
-        return unprocessable(
-            {"loc": ["body", "scenario", e.field], "field": e.field, "msg": str(e), "allowed": e.allowed,
-             "type": "value_error"}
-            for e in exc.errors
-        )  # fmt: skip
+        return _scenario_beside(exc)
     s = result.scenario
     return {
         "link": link(s),
@@ -154,11 +159,7 @@ def torchtitan_import(body: TorchtitanIn) -> Any:
     except TorchtitanCommandError as exc:
         return body_error(f"{exc.flag}: {exc.message}", "value_error", "command", exc.flag)
     except ScenarioError as exc:
-        return unprocessable(
-            {"loc": ["body", "scenario", e.field], "field": e.field, "msg": str(e), "allowed": e.allowed,
-             "type": "value_error"}
-            for e in exc.errors
-        )  # fmt: skip
+        return _scenario_beside(exc)
     return {
         "link": link(s),
         "scenario": s.as_dict(),
