@@ -22,11 +22,12 @@ from starlette.concurrency import run_in_threadpool
 
 from app.interop.deepspeed.reader import import_deepspeed
 from app.interop.deepspeed.report import DeepSpeedConfigError
+from app.interop.torchtitan_reader import TorchtitanCommandError, read_torchtitan_command
 from app.ledger.ledger import compute_ledger
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import compact
 from app.ledger.peak.fit import find_fit
-from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario, ScenarioError
+from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.links import canonical_query, link
 from app.ledger.scenario.presets import PRESET_BY_ID
 from app.web.http.htmx import (
@@ -50,6 +51,7 @@ from app.web.views.lower import lower_context
 from app.web.views.page import address_of, page_context, presenting, results_context, title_of, view, with_present
 from app.web.views.results import DEFERRABLE
 from app.web.views.snippets import snippets_context
+from app.web.views.torchtitan import torchtitan_import
 
 router = APIRouter(include_in_schema=False)
 
@@ -165,6 +167,30 @@ async def use_deepspeed_config(request: Request) -> Response:
     context = page_context(view(keep, scenario, error), ds_error=message, ds_pasted=text, ds_import=imported)
     if is_htmx(request):  # 200 either way: htmx 2 does not swap a 4xx
         return templates.TemplateResponse(request, "partials/_deepspeed.html", context, headers=VARY)
+    return templates.TemplateResponse(request, "index.html", context, status_code=422 if message else 200)
+
+
+@router.post("/torchtitan")
+async def use_torchtitan_command(request: Request) -> Response:
+    """The page's "use a torchtitan command line" form: the command's flags replace the fields of the scenario the
+    form was on, answered with every flag and a link to the scenario it describes; a flag torchtitan would refuse
+    is shown inline."""
+    form, keep = await _posted(request)
+    text = form.get("command", "")
+    message: str | None = None
+    imported: dict[str, Any] | None = None
+    try:
+        fields, lines = read_torchtitan_command(text)
+        described = parse_scenario({**{k: v for k, v in keep.items() if k != "name"}, **fields})
+        imported = torchtitan_import(described, lines)
+    except TorchtitanCommandError as exc:
+        message = f"{exc.flag}: {exc.message}" if exc.flag != "command" else exc.message
+    except ScenarioError as exc:
+        message = str(exc)
+    scenario, error = read_scenario(keep, strict=False)
+    context = page_context(view(keep, scenario, error), tt_error=message, tt_pasted=text, tt_import=imported)
+    if is_htmx(request):  # 200 either way: htmx 2 does not swap a 4xx
+        return templates.TemplateResponse(request, "partials/_torchtitan.html", context, headers=VARY)
     return templates.TemplateResponse(request, "index.html", context, status_code=422 if message else 200)
 
 

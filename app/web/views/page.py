@@ -20,6 +20,7 @@ from app.ledger.scenario.presets import DEVICES, PRESETS, Preset
 from app.web.views.deepspeed import deepspeed_context
 from app.web.views.form import DERIVED_ORDER, NOTED, count_text, derived_hint, field_groups, field_notes, form_fields
 from app.web.views.results import Results, results
+from app.web.views.torchtitan import torchtitan_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,9 +155,12 @@ def page_context(
     ds_error: str | None = None,
     ds_pasted: str = "",
     ds_import: Mapping[str, Any] | None = None,
+    tt_error: str | None = None,
+    tt_pasted: str = "",
+    tt_import: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``index.html``: the form with what was typed, the two paste forms (a model's config.json, a
-    DeepSpeed config, with what the last paste gave), the devices, the results."""
+    """``index.html``: the form with what was typed, the paste forms (a model's config.json, a DeepSpeed config, a
+    torchtitan command line, with what the last paste gave), the devices, the results."""
     return {
         **results_context(v, oob=False),
         "alternate": linked("/api/estimate", v.query),
@@ -167,4 +171,5 @@ def page_context(
         "paste_error": paste_error,
         "pasted_config": pasted_config,
         **deepspeed_context(ds_error, ds_pasted, ds_import),
+        **torchtitan_context(tt_error, tt_pasted, tt_import),
     }

@@ -83,10 +83,10 @@ def test_fragment_is_results_plus_out_of_band_error_slots(client: TestClient) ->
         '<title>zero3-lab &mdash; 7B parameters on 16 ranks</title>\n<section id="results"'
     )
     # one error slot per field (cleared or filled), one hint per derived field, the form's preset
-    # and the two paste forms' scenario; the warning slots and the live region keep their element
+    # and the three paste forms' scenario; the warning slots and the live region keep their element
     assert r.text.count('class="field-error" id="e-') == len(FIELDS)
     assert r.text.count('class="derived" id="d-') == len(DERIVED)
-    assert r.text.count('hx-swap-oob="true"') == len(FIELDS) + len(DERIVED) + 3
+    assert r.text.count('hx-swap-oob="true"') == len(FIELDS) + len(DERIVED) + 4
     assert r.text.count('hx-swap-oob="innerHTML"') == len(NOTED) + 1
     assert varies_on_hx_request(r.headers["vary"])
     assert r.headers["hx-push-url"] == "/?dp=16"

@@ -20,3 +20,20 @@ def test_the_run_it_section_shows_all_four_with_their_downloads(client: TestClie
     for filename in ("ds_config.json", "fsdp2.py", "torchtitan.sh", "hf_trainer.py"):
         assert f'href="/{filename}?' in html, filename
     assert 'id="snippet-torchtitan"' in html and 'data-copy="#snippet-hf-trainer"' in html
+
+
+def test_the_page_reads_a_torchtitan_command_beside_its_scenario(client: TestClient) -> None:
+    """The "use a torchtitan command line" form: the flags replace the kept scenario's fields (its model stays), every
+    flag is listed, a link opens the scenario; a refused flag comes back inline, the paste kept (422 without htmx)."""
+    command = ("python -m torchtitan.train --module llama3 --config llama3_8b --training.local-batch-size 2 "
+               "activation-checkpoint:full")  # fmt: skip
+    ok = client.post("/torchtitan", data={"command": command, "keep": "model=llama-2-7b&dp=16"},
+                     headers={"HX-Request": "true"})  # fmt: skip
+    assert ok.status_code == 200
+    assert 'href="/?act_policy=full&amp;dp=16&amp;micro_batch=2&amp;model=llama-2-7b&amp;stack=torchtitan"' in ok.text
+    assert ok.text.count('<li data-status="sets">') == 3 and ok.text.count('<li data-status="ignored">') == 1
+    bad = client.post("/torchtitan", data={"command": "--training.dtype float16 --job.note <b>",
+                                           "keep": "model=llama-2-7b"})  # fmt: skip
+    assert bad.status_code == 422
+    assert "command: --training.dtype: &#39;float16&#39;: torchtitan takes bfloat16 or float32" in bad.text
+    assert "&lt;b&gt;" in bad.text and "<b>" not in bad.text.split('id="tt-command"', 1)[1].split("</textarea>")[0]
