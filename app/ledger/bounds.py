@@ -30,6 +30,8 @@ LossPlace = Literal["outside", "inside"]
 Wrapping = Literal["root", "embed-tail"]
 ActPolicy = Literal["none", "selective", "op", "full"]
 NormsImpl = Literal["fused", "unfused", "composite"]
+# How attention reads grouped K/V heads: natively (SDPA enable_gqa, flash kernels) or expanded (repeat_kv).
+GqaKind = Literal["native", "expand"]
 # How AdamW steps (torch.optim.AdamW's implementations): one tensor at a time, multi-tensor, or one fused kernel.
 OptimizerImpl = Literal["for-loop", "foreach", "fused"]
 # Where the allocator reserve beyond the allocated peak comes from: a reconciled run, or a declared figure.

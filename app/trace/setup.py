@@ -56,6 +56,7 @@ class TraceSetup:
     opt_states: int  # 0 SGD, 1 SGD with momentum, 2 AdamW
     act_policy: str  # none | full (per decoder layer) | op (torchtitan's)
     ac_every: int  # full: checkpoint layers 0, N, 2N, … (1: every layer)
+    gqa: str  # native | expand (transformers' class given a mask it cannot drop)
     reshard_after_forward: bool
     optimizer_impl: str  # for-loop | foreach (torch's default on CUDA) | fused
     stack: str = "plain-fsdp2"  # plain-fsdp2: the lab's plain-torch decoders; hf-fsdp2: transformers' class;
@@ -146,6 +147,9 @@ def _run_problems(s: Scenario) -> list[str]:
 
 def _stack_problems(s: Scenario, family: str) -> list[str]:
     """Why the scenario's stack and its loss cannot be traced (the model class each stack runs)."""
+    if s.gqa == "expand" and s.stack != "hf-fsdp2":
+        return [f"--gqa expand: traced on transformers' class only (--stack hf-fsdp2); {s.stack}'s attention "
+                "reads grouped K/V natively"]  # fmt: skip
     if s.stack == "plain-fsdp2":
         problems = []
         if s.loss == "inside":
@@ -215,6 +219,7 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         opt_states=s.opt_states,
         act_policy=s.act_policy,
         ac_every=s.ac_every,
+        gqa=s.gqa,
         reshard_after_forward=bool(s.reshard_after_forward),
         optimizer_impl="foreach" if foreach else s.optimizer_impl,
         stack=s.stack,

@@ -84,8 +84,10 @@ def step_counter_bytes(optimizer: Any) -> int:
 
 def stack_context(setup: TraceSetup) -> AbstractContextManager[None]:
     """What the stack's model needs around a trace: transformers' class takes fake tensors as real ones
-    (:func:`app.trace.models.hf.as_real_tensors`); the plain decoders need nothing."""
-    return as_real_tensors() if setup.stack == "hf-fsdp2" else nullcontext()
+    (:func:`app.trace.models.hf.as_real_tensors`: one sequence per row, no mask); with ``gqa = expand`` it is left
+    to take the batch as packed, as it takes a padded or packed batch: a mask, and K and V expanded. The other
+    stacks need nothing."""
+    return as_real_tensors() if setup.stack == "hf-fsdp2" and setup.gqa == "native" else nullcontext()
 
 
 def build(setup: TraceSetup, report: Progress) -> Any:

@@ -147,3 +147,27 @@ def test_the_optimizer_step_of_each_adamw_implementation(impl: str) -> None:
     (row,) = [i for i in instants(run_trace(trace_setup(s))) if i["key"] == "optimizer-step"]
     assert row["traced"] is not None
     assert abs(row["modelled"] - row["traced"]) * 1000 <= row["traced"], row
+
+
+@pytest.mark.parametrize("policy", ["none", "full"])
+def test_k_and_v_expanded_as_transformers_does_with_a_mask(policy: str) -> None:
+    """``gqa = expand``: transformers' class on a batch it takes as packed (a mask it cannot drop: here the fake
+    position ids, as a padded or packed batch on a GPU): repeat_kv's K and V for every head and SDPA's per-layer
+    copy of the mask in the activation width, the boolean mask kept by checkpointed layers; within 0.2 %, never high,
+    and by exactly the rule's bytes above the native run."""
+    from app.trace import import_torch
+
+    import_torch()
+    from app.trace.tracer import run_trace
+
+    raw = {**RUN, "stack": "hf-fsdp2", "act_policy": policy, "gqa": "expand"}
+    measured = run_trace(trace_setup(parse_scenario(raw))).peak["total"]
+    peak, native = _lab_peak(**raw), _lab_peak(**{**raw, "gqa": "native"})
+    assert measured - measured // 500 <= peak.total <= measured, (peak.total, measured)
+    s, b, a, kv, d, w, layers = 256, 1, 4, 2, 64, 2, 3
+    per_layer = 2 * s * b * (a - kv) * d * w + b * s * s * w  # expanded K and V, SDPA's copy of the mask
+    # full: the worst instant is at the loss, where no layer is being recomputed: only the boolean mask the
+    # checkpoints keep differs
+    expected = layers * per_layer if policy == "none" else b * s * s
+    assert peak.total - native.total == expected
+    assert peak.instant is not None and peak.instant.key.startswith("loss-")

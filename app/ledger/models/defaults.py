@@ -52,6 +52,7 @@ class ModelQuery:
     pp_stage: str = "first"
     ep: int = 1
     ac_every: int = 1
+    gqa: str = "native"
 
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
@@ -88,6 +89,7 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         pp_stage=q.pp_stage,
         ep=q.ep,
         every=q.ac_every,
+        gqa=q.gqa,
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)

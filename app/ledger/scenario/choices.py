@@ -106,3 +106,12 @@ OPTIMIZER_IMPL_FIELD: Any = optional(
     examples=["fused"],
     json_schema_extra=form("precision", "kind", None),
 )
+GQA_FIELD: Any = optional(
+    title="Grouped K/V heads",
+    description="How attention reads a GQA model's K and V: native (SDPA's enable_gqa or a flash kernel reads the "
+    "kv heads as they are) or expand (transformers' SDPA path when the batch carries a mask it cannot drop, "
+    "padding or packed sequences: repeat_kv materialises K and V for every head, and SDPA keeps the mask in the "
+    "activation width, b·s² per layer, both saved for backward). A GQA model only. Default: the stack's.",
+    examples=["native"],
+    json_schema_extra=form("activation", "kind", None),
+)

@@ -32,6 +32,7 @@ from app.ledger.scenario.choices import (
     AC_EVERY_FIELD,
     ACT_POLICY_FIELD,
     BUFFERS_FIELD,
+    GQA_FIELD,
     LOSS_FIELD,
     NORMS_FIELD,
     OPTIMIZER_IMPL_FIELD,
@@ -52,6 +53,7 @@ from app.ledger.scenario.readers import (
     Bytes,
     Count,
     Flag,
+    Gqa,
     LogitsW,
     Loss,
     Norms,
@@ -314,6 +316,7 @@ class ScenarioFields(BaseModel):
         json_schema_extra=form("activation", "bytes/element", 4),
     )
     norms: Norms = NORMS_FIELD
+    gqa: Gqa = GQA_FIELD
     capacity_bytes: Bytes = optional(
         ge=1,
         le=TWO_46,

@@ -19,6 +19,7 @@ from app.ledger.bounds import (
     ActPolicy,
     ActWidth,
     BuffersKind,
+    GqaKind,
     LogitsWidth,
     LossPlace,
     NormsImpl,
@@ -128,6 +129,7 @@ Wrap = Annotated[Wrapping | None, BeforeValidator(_read_choice), _kind("choice")
 Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Buffers = Annotated[BuffersKind | None, BeforeValidator(_read_choice), _kind("choice")]
 Source = Annotated[ReserveSource | None, BeforeValidator(_read_choice), _kind("choice")]
+Gqa = Annotated[GqaKind | None, BeforeValidator(_read_choice), _kind("choice")]
 OptimizerKind = Annotated[OptimizerImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
 PpStage = Annotated[PipelineStage | None, BeforeValidator(_read_choice), _kind("choice")]

@@ -66,6 +66,7 @@ _PRESETS: dict[str, dict[str, Preset]] = {
         "opt_bytes": Preset(4, _SEED),
         "act_policy": Preset("none", "a plain loop checkpoints nothing unless it wraps its layers itself"),
         "norms": Preset("unfused", "the lab's plain decoders write RMSNorm as transformers does: " + _UNFUSED),
+        "gqa": Preset("native", "the lab's plain decoders call SDPA with is_causal and enable_gqa (no mask)"),
         "optimizer_impl": Preset(
             "for-loop",
             "the lab's seed loop steps AdamW one tensor at a time (torch.optim.AdamW(foreach=False)); torch 2.13's "
@@ -95,6 +96,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
         "reduce_bytes": Preset(2, _MIXED),
         "act_policy": Preset("none", "transformers 5.23.0 TrainingArguments.gradient_checkpointing defaults to False"),
         "norms": Preset("unfused", _UNFUSED),
+        "gqa": Preset(
+            "native",
+            "transformers 5.23.0 integrations/sdpa_attention.py use_gqa_in_sdpa: enable_gqa when no mask is "
+            "passed, as for an unpadded causal batch (the mask is skipped); a padded or packed batch expands",
+        ),
         "optimizer_impl": Preset(
             "fused",
             "transformers 5.23.0 TrainingArguments.optim defaults to adamw_torch_fused with torch ≥ 2.8 "
@@ -133,6 +139,10 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "as composite ops (traced); a CUDA build may dispatch to a fused kernel that keeps less (norms=fused; "
             "not verified on a GPU here)",
         ),
+        "gqa": Preset(
+            "native",
+            "torchtitan 0.3.0 models/common/attention.py: enable_gqa passed to flex, SDPA and varlen; no repeat_kv",
+        ),
         "optimizer_impl": Preset(
             "fused",
             "torchtitan 0.3.0 components/optimizer/optimizer.py: implementation = 'fused' → AdamW(fused=True, "
@@ -149,7 +159,7 @@ _PRESETS: dict[str, dict[str, Preset]] = {
 # The fields whose default is the stack's (the widths last: the all-gather and reduce-scatter widths follow the
 # parameter and gradient widths where a stack leaves them).
 STACK_CHOICES: tuple[str, ...] = (
-    "loss", "wrap", "buffers", "act_policy", "norms", "optimizer_impl",
+    "loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl",
     "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
 )  # fmt: skip
 

@@ -59,3 +59,4 @@ class ScenarioValues:
     reserve_source: str = "declared"  # Reserve from
     ac_every: int = 1  # Checkpoint every N-th layer
     optimizer_impl: str = "for-loop"  # Optimizer implementation
+    gqa: str = "native"  # Grouped K/V heads

@@ -128,6 +128,7 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "act_policy",
             "norms",
             "optimizer_impl",
+            "gqa",
             "param_bytes",
             "grad_bytes",
             "master_bytes",

@@ -117,6 +117,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "reserve_source",
         "ac_every",
         "optimizer_impl",
+        "gqa",
         "params",
         "dp",
         "param_bytes",

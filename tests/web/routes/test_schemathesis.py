@@ -132,6 +132,17 @@ def _every_refused(data: dict[str, Any]) -> bool:
     return (every > 1 and data.get("act_policy", "none") != "full") or every > layers // int(data.get("pp", 1))
 
 
+def _expand_without_grouped_heads(data: dict[str, Any]) -> bool:
+    """gqa expand: a model with grouped K/V heads (the field's description)."""
+    if data.get("gqa") != "expand":
+        return False
+    try:
+        arch = resolve(str(data.get("model", ""))).architecture
+    except ModelConfigError:
+        return False
+    return arch.kv_heads == arch.heads or arch.family in ("gpt2", "gpt_neox")
+
+
 DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "unit_params": _unit_exceeds_params,
     "name": _breaks_name_pattern,
@@ -146,6 +157,7 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "reserve_bytes": _reserve_above_capacity,
     "act_policy": _op_without_a_dense_swiglu_model,
     "ac_every": _every_refused,
+    "gqa": _expand_without_grouped_heads,
 }
 
 

@@ -56,6 +56,13 @@ def _check_choices(act_bytes: int, logits_bytes: int, norms: str, policy: str, s
         raise ActivationInputError("sequence_parallel", "must be true or false")
 
 
+def _check_gqa(arch: Architecture, gqa: str) -> None:
+    if gqa not in ("native", "expand"):
+        raise ActivationInputError("gqa", "must be one of native, expand")
+    if gqa == "expand" and (arch.kv_heads == arch.heads or arch.family in GPT_FAMILIES):
+        raise ActivationInputError("gqa", f"expand needs grouped K/V heads; {arch.family} has as many as query heads")
+
+
 def _check_every(policy: str, every: int, layers: int) -> None:
     if type(every) is not int or every < 1:
         raise ActivationInputError("ac_every", "must be an integer ≥ 1")
@@ -104,6 +111,7 @@ def activation_ledger(
     pp_stage: str = "first",
     ep: int = 1,
     every: int = 1,
+    gqa: str = "native",
 ) -> ActivationLedger:
     """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
 
@@ -137,7 +145,8 @@ def activation_ledger(
     w = act_bytes
 
     kernel = norms if arch.norm == "rmsnorm" else "fused"  # LayerNorm models: one kind
-    full_set = layer_saved(arch, s, b, w, kernel)
+    _check_gqa(arch, gqa)
+    full_set = layer_saved(arch, s, b, w, kernel, gqa)
     if policy == "op":
         kept, working = op_saved(arch, s, b, w), op_recomputed(full_set, arch, s, b, w)
     else:
@@ -145,7 +154,8 @@ def activation_ledger(
     per_layer = per_rank(kept, t, sp)
     working_set = per_rank(working, t, sp) if policy in ("full", "op") else 0
 
-    embedding = per_rank(embedding_saved(arch, s, b, w), t, sp)
+    mask_kept = gqa == "expand" and policy in ("full", "op")
+    embedding = per_rank(embedding_saved(arch, s, b, w, mask_kept), t, sp)
     head = per_rank(head_saved(arch, s, b, w, kernel), t, sp)
     logits = s * b * ceil_div(arch.vocab, t) * logits_bytes
     stage, in_flight = _stage(arch, pp, pp_stage)

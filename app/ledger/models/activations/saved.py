@@ -113,17 +113,27 @@ def _norm_inputs(sbh2: int, w: int, norms: str) -> list[Saved]:
                           "2·s·b·h", sbh2, w, False)]  # fmt: skip
 
 
-def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str) -> list[Saved]:
-    """The norms and the attention of a SwiGLU / GQA layer (a FlashAttention-style kernel)."""
+def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gqa: str) -> list[Saved]:
+    """The norms and the attention of a SwiGLU / GQA layer (a FlashAttention-style kernel). ``gqa = expand``:
+    transformers' SDPA path with a mask it cannot drop: repeat_kv's K and V for every head, and the mask SDPA
+    keeps in the activation width (b·s², one per layer: each call converts it)."""
     h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
     norm_inputs = _norm_inputs(2 * sb * h, w, norms)
+    if gqa == "expand":
+        kv_saved = Saved("K and V expanded to every head (repeat_kv)", "2·s·b·a·d", 2 * sb * a * d, w, True)
+        mask = [Saved("attention mask, additive, in the activation width (SDPA's per call)", "b·s²", b * s * s, w,
+                      False)]  # fmt: skip
+    else:
+        kv_saved = Saved("K and V (kv_heads × head_dim each)", "2·s·b·kv·d", 2 * sb * kv * d, w, True)
+        mask = []
     return [
         *norm_inputs,
         Saved("RMSNorm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, False),
         Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
-        Saved("K and V (kv_heads × head_dim each)", "2·s·b·kv·d", 2 * sb * kv * d, w, True),
+        kv_saved,
+        *mask,
         Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True),
         Saved("attention log-sum-exp (FP32, per head per token)", "s·b·a", sb * a, FP32, True, core=True),
     ]
@@ -152,24 +162,26 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
     ]
 
 
-def _swiglu_layer(arch: Architecture, s: int, b: int, w: int, norms: str = "fused") -> tuple[Saved, ...]:
+def _swiglu_layer(
+    arch: Architecture, s: int, b: int, w: int, norms: str = "fused", gqa: str = "native"
+) -> tuple[Saved, ...]:
     """SwiGLU + GQA with a FlashAttention-style kernel; see the module docstring and the assumptions text.
 
     ``norms`` = ``unfused``: RMSNorm as transformers' ``LlamaRMSNorm`` (Python ops): each norm keeps an FP32
     upcast of its input (for ``pow`` and the scaling ``mul``) and the normalised input (for the weight's ``mul``)
     instead of the input itself: 4·s·b·h bytes more per norm at any activation width; ``composite``: the
     normalised input in FP32 too, (4 − w)·s·b·h bytes more per norm again."""
-    return (*_swiglu_attention(arch, s, b, w, norms), *_swiglu_mlp(arch, s, b, w))
+    return (*_swiglu_attention(arch, s, b, w, norms, gqa), *_swiglu_mlp(arch, s, b, w))
 
 
 def layer_saved(
-    arch: Architecture, seq_len: int, micro_batch: int, act_bytes: int = 2, norms: str = "fused"
+    arch: Architecture, seq_len: int, micro_batch: int, act_bytes: int = 2, norms: str = "fused", gqa: str = "native"
 ) -> tuple[Saved, ...]:
     """Every tensor one decoder layer of ``arch`` keeps for backward with no recomputation (``norms``:
     what an RMSNorm keeps, fused or unfused; LayerNorm models are the same either way)."""
     if arch.family in GPT_FAMILIES:
         return _gpt_layer(arch, seq_len, micro_batch, act_bytes)
-    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms)
+    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms, gqa)
 
 
 def op_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
@@ -224,11 +236,15 @@ def kept_saved(full_set: tuple[Saved, ...], policy: str, s: int, b: int, h: int,
 # ---------------------------------------------------------------------------------------------
 
 
-def embedding_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
-    """The embedding output (and its dropout mask where the family trains with dropout)."""
+def embedding_saved(arch: Architecture, s: int, b: int, w: int, mask_kept: bool = False) -> tuple[Saved, ...]:
+    """The embedding output (and its dropout mask where the family trains with dropout); ``mask_kept``: the model's
+    boolean attention mask (b·s², one byte each), which checkpointed layers keep as an input to their recompute."""
     out = [Saved("embedding output", "s·b·h", s * b * arch.hidden, w, False)]
     if has_dropout(arch):
         out.append(Saved("embedding dropout mask", "s·b·h", s * b * arch.hidden, MASK, False))
+    if mask_kept:
+        out.append(Saved("the model's attention mask (bool), kept by the checkpoints", "b·s²", b * s * s, MASK,
+                         False))  # fmt: skip
     return tuple(out)
 
 

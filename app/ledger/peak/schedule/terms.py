@@ -60,16 +60,16 @@ class ActivationTerms:
 
 def activation_terms(s: Scenario) -> ActivationTerms:
     return _activation_terms(
-        s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms, s.ac_every
+        s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms, s.ac_every, s.gqa
     )
 
 
 @lru_cache(maxsize=1024)
 def _activation_terms(
-    model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str, every: int
+    model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str, every: int, gqa: str
 ) -> ActivationTerms:
     # tp = pp = ep = 1: not_schedulable(s) is None
-    md = model_defaults(ModelQuery(model, seq, b, w, policy, logits_bytes=lw, norms=norms, ac_every=every))
+    md = model_defaults(ModelQuery(model, seq, b, w, policy, logits_bytes=lw, norms=norms, ac_every=every, gqa=gqa))
     a = md.activations
     arch = md.model.architecture
     full = sum(x.bytes for x in a.saved)  # tp = 1: one layer's complete saved set

@@ -204,6 +204,7 @@ def test_there_is_no_dp_input() -> None:
         "pp_stage",
         "ep",
         "every",
+        "gqa",
     }
     assert not any("dp" in name or "data" in name or "world" in name for name in names)
 
