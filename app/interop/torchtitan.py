@@ -12,11 +12,11 @@ from __future__ import annotations
 from app.interop.snippet import Snippet
 from app.ledger.scenario import Scenario
 
-__all__ = ["torchtitan_snippet"]
+__all__ = ["AC_SUBCOMMANDS", "DTYPES", "torchtitan_snippet"]
 
-_DTYPES = {2: "bfloat16", 4: "float32"}
+DTYPES = {2: "bfloat16", 4: "float32"}
 # act_policy → torchtitan 0.3.0's activation-checkpoint subcommand (distributed/activation_checkpoint.py)
-_AC = {"none": "none", "op": "selective", "full": "full"}
+AC_SUBCOMMANDS = {"none": "none", "op": "selective", "full": "full"}
 
 
 def torchtitan_snippet(s: Scenario) -> Snippet:
@@ -52,12 +52,12 @@ def _parallelism(s: Scenario, notes: list[str]) -> list[str]:
 
 def _training(s: Scenario, notes: list[str]) -> list[str]:
     out = [f"--training.local-batch-size {s.micro_batch}", f"--training.seq-len {s.seq_len}"]
-    if s.param_bytes in _DTYPES:
-        out.append(f"--training.dtype {_DTYPES[s.param_bytes]}")
+    if s.param_bytes in DTYPES:
+        out.append(f"--training.dtype {DTYPES[s.param_bytes]}")
     else:
         notes.append(f"param_bytes {s.param_bytes}: torchtitan trains in float32 or bfloat16 (--training.dtype)")
-    if s.gather_bytes in _DTYPES:
-        out.append(f"--training.mixed-precision-param {_DTYPES[s.gather_bytes]}")
+    if s.gather_bytes in DTYPES:
+        out.append(f"--training.mixed-precision-param {DTYPES[s.gather_bytes]}")
     else:
         notes.append(f"gather_bytes {s.gather_bytes}: torchtitan's mixed_precision_param is bfloat16 or float32")
     out.append("--training.mixed-precision-reduce float32")
@@ -81,7 +81,7 @@ def _checkpointing(s: Scenario, notes: list[str]) -> str:
             "per-op selective AC (act_policy op), which keeps more"
         )
         return "selective"
-    return _AC[s.act_policy]
+    return AC_SUBCOMMANDS[s.act_policy]
 
 
 def _choices(s: Scenario, notes: list[str]) -> None:

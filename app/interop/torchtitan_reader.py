@@ -12,21 +12,30 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
+
+from app.interop.torchtitan import AC_SUBCOMMANDS, DTYPES
+from app.ledger.bounds import OptimizerImpl
 
 __all__ = ["MAX_COMMAND_CHARS", "TitanFlag", "TorchtitanCommandError", "read_torchtitan_command"]
 
 MAX_COMMAND_CHARS = 16 * 1024
 MAX_TOKENS = 256
 Status = Literal["sets", "ignored"]
-_DTYPES = {"bfloat16": 2, "float32": 4}
-# activation-checkpoint:<subcommand> → act_policy (distributed/activation_checkpoint.py's subcommand names)
-_AC = {"selective": "op", "full": "full", "none": "none"}
-_DEGREES = {
+# act_policy ← torchtitan 0.3.0's activation-checkpoint subcommand: the writer's table, read backwards
+_AC = {subcommand: policy for policy, subcommand in AC_SUBCOMMANDS.items()}
+# Flags that set one positive-integer field (its range is the field's, checked when the scenario is read);
+# the replicate degree only multiplies D, with the shard degree.
+_INTEGERS = {
+    "training.local-batch-size": "micro_batch",
+    "training.seq-len": "seq_len",
+    "parallelism.data-parallel-shard-degree": "shard_group",
+    "parallelism.data-parallel-replicate-degree": "_replicate",
     "parallelism.tensor-parallel-degree": "tp",
     "parallelism.pipeline-parallel-degree": "pp",
     "parallelism.expert-parallel-degree": "ep",
 }
+_IMPLEMENTATIONS: tuple[str, ...] = get_args(OptimizerImpl)
 _RESHARD = {"default": 1, "always": 1, "never": 0}  # "default" is not pp_enabled: pp = 1 here resharding
 
 
@@ -99,9 +108,9 @@ def _integer(flag: str, value: str) -> int:
 
 
 def _dtype(flag: str, value: str) -> int:
-    if value not in _DTYPES:
+    if value not in DTYPES.values():
         raise TorchtitanCommandError("--" + flag, f"{value!r}: torchtitan takes bfloat16 or float32")
-    return _DTYPES[value]
+    return next(width for width, name in DTYPES.items() if name == value)
 
 
 def _read(flag: str, value: str, fields: dict[str, object]) -> str | None:
@@ -111,12 +120,9 @@ def _read(flag: str, value: str, fields: dict[str, object]) -> str | None:
             raise TorchtitanCommandError("--module", f"{value!r}: the lab models torchtitan's llama3 only")
         fields["stack"] = "torchtitan"
         return "stack torchtitan (its Llama 3 model, checkpointing and wrapping)"
-    if flag == "training.local-batch-size":
-        fields["micro_batch"] = _integer(flag, value)
-        return f"micro_batch {value}"
-    if flag == "training.seq-len":
-        fields["seq_len"] = _integer(flag, value)
-        return f"seq_len {value}"
+    if flag in _INTEGERS:
+        fields[_INTEGERS[flag]] = _integer(flag, value)
+        return f"{_INTEGERS[flag].lstrip('_').replace('_', ' ')} {value}"
     if flag == "training.dtype":
         width = _dtype(flag, value)
         fields.update(param_bytes=width, grad_bytes=width, opt_bytes=width, master_bytes=0)
@@ -129,25 +135,16 @@ def _read(flag: str, value: str, fields: dict[str, object]) -> str | None:
             raise TorchtitanCommandError("--" + flag, f"{value!r}: torchtitan 0.3.0 allows only float32")
         fields["reduce_bytes"] = 4
         return "reduce_bytes 4"
-    if flag == "parallelism.data-parallel-shard-degree":
-        fields["shard_group"] = _integer(flag, value)
-        return f"shard group {value} (dp = shard × replicate degree)"
-    if flag == "parallelism.data-parallel-replicate-degree":
-        fields["_replicate"] = _integer(flag, value)
-        return f"replicate degree {value} (dp = shard × replicate degree)"
     if flag == "parallelism.fsdp-reshard-after-forward":
         if value not in _RESHARD:
             raise TorchtitanCommandError("--" + flag, f"{value!r}: one of default, always, never")
         fields["reshard_after_forward"] = _RESHARD[value]
         return f"reshard_after_forward {_RESHARD[value]}"
     if flag == "optimizer.implementation":
-        if value not in ("for-loop", "foreach", "fused"):
-            raise TorchtitanCommandError("--" + flag, f"{value!r}: the lab models for-loop, foreach and fused")
+        if value not in _IMPLEMENTATIONS:
+            raise TorchtitanCommandError("--" + flag, f"{value!r}: the lab models {', '.join(_IMPLEMENTATIONS)}")
         fields["optimizer_impl"] = value
         return f"optimizer_impl {value}"
-    if flag in _DEGREES:
-        fields[_DEGREES[flag]] = _integer(flag, value)
-        return f"{_DEGREES[flag]} {value}"
     if flag == "activation-checkpoint":
         if value not in _AC:
             raise TorchtitanCommandError("activation-checkpoint:" + value, "not modelled (memory-budget needs the "

@@ -183,7 +183,7 @@ def compare(a: Scenario, b: Scenario) -> Comparison:
 
 def _choice_sources(s: Scenario) -> dict[str, str]:
     """Each choice the scenario's stack decides: "stack" where the run has the stack's value, else "set"."""
-    return {c.name: "stack" if c.from_stack else "set" for c in stack_choices(s.stack, s.as_dict())}
+    return {c.name: c.source for c in stack_choices(s.stack, s.as_dict())}
 
 
 # --------------------------------------------------------------------------- JSON

@@ -184,6 +184,11 @@ class StackChoice:
         a typed value equal to the stack's is the stack's)."""
         return self.value == self.stack_value
 
+    @property
+    def source(self) -> str:
+        """``stack`` (the run has the stack's value) or ``set`` (another was set over it)."""
+        return "stack" if self.from_stack else "set"
+
 
 def stack_choices(stack: str, values: dict[str, str | int]) -> tuple[StackChoice, ...]:
     """Each choice ``stack`` decides, in :data:`STACK_CHOICES` order, with the run's value from ``values``."""

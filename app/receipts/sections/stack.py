@@ -3,7 +3,7 @@ stack's value or sets its own, with the stack's evidence (issue 26 item 1)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import Field
 
@@ -38,7 +38,7 @@ def stack_out(s: Scenario) -> StackSection:
             StackChoiceOut(
                 name=c.name,
                 value=c.value,
-                source="stack" if c.from_stack else "set",
+                source=cast(ChoiceSource, c.source),
                 stack_value=c.stack_value,
                 evidence=c.evidence,
             )
