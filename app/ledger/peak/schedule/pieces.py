@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.ledger.arithmetic import ceil_div, n
-from app.ledger.models.reference import resolve
 from app.ledger.peak.schedule.layout import layout
 from app.ledger.peak.schedule.sinks import Sink
 from app.ledger.peak.schedule.terms import activation_terms
@@ -60,7 +59,9 @@ class Pieces:
         one complex64 (8 B) tensor of seq_len × head_dim ÷ 2 per layer; (bytes, formula)."""
         if self.s.buffers != "rope-per-layer":
             return 0, ""
-        layers, d = self.u.layers, resolve(self.s.model).architecture.head_dim
+        md = self.s.model_defaults()  # cached per query, as the activation terms are
+        assert md is not None  # the schedule is walked with a model only
+        layers, d = self.u.layers, md.model.architecture.head_dim
         value = layers * self.s.seq_len * (d // 2) * COMPLEX64
         return value, f"{layers} layers × {n(self.s.seq_len)} × ({d} ÷ 2) × {COMPLEX64} B = {n(value)} B"
 
