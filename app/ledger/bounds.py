@@ -23,10 +23,11 @@ SEQ_LEN = (1, 1_048_576)
 MICRO_BATCH = (1, 4_096)
 TP = (1, 1_024)
 AC_EVERY = (1, 1_024)  # checkpoint every N-th decoder layer
+LOSS_CHUNKS = (1, 1_024)  # loss = chunked: the sequence split into N chunks for the head and the loss
 
 # The training stacks a scenario names (its presets: app/ledger/scenario/stacks.py) and where its loss runs.
 TrainingStack = Literal["plain-fsdp2", "hf-fsdp2", "torchtitan"]
-LossPlace = Literal["outside", "inside"]
+LossPlace = Literal["outside", "inside", "chunked"]
 Wrapping = Literal["root", "embed-tail"]
 ActPolicy = Literal["none", "selective", "op", "full"]
 NormsImpl = Literal["fused", "unfused", "composite"]

@@ -65,6 +65,20 @@ _CARVED: dict[str, tuple[str, str]] = {  # Accelerate's units (wrap = embed-tail
 }
 
 
+def _chunked_stretch(key: str, chunks: int) -> tuple[str, str] | None:
+    """The stretches of torchtitan's chunked loss (:func:`app.trace.titan.chunked_loss`'s instants)."""
+    second, last = f"loss chunk {min(2, chunks)}/{chunks}", f"loss chunk {chunks}/{chunks}"
+    return {
+        "end-of-forward": ("forward tail: done" + LAST, "end of forward (hidden states)"),
+        "loss-chunk-gather": ("end of forward (hidden states)", f"loss chunk 1/{chunks}: forward tail: unsharded"),
+        # the slice's cross-entropy backward runs between its loss and the head's pre-backward
+        "loss-chunk-backward": (f"{second}: loss computed", f"{second}: backward tail: unsharded"),
+        # the head's reduce-scatter: in the head's post-backward, after its gradient is computed
+        "loss-chunk-reduce": (f"{last}: backward tail: gradients computed", "loss computed"),
+        "tail-regather": ("loss computed", "backward tail: unsharded"),
+    }.get(key)
+
+
 def _traced_stretch(key: str, layers: list[str], carved: bool) -> tuple[str, str] | None:
     """(the trace's instant that opens the stretch, the one that closes it) for a modelled instant's key;
     ``layers`` are the trace's decoder units in order (``layers.0`` …, GPT-2's ``h.0`` …); ``carved``: the
@@ -121,9 +135,10 @@ def instants(result: TraceResult) -> list[dict[str, Any]]:
     labels = [i.label for i in result.timeline]
     layers = result.layers
     carved = "embed" in result.units
+    chunks = result.setup.loss_chunks if result.setup.loss == "chunked" else 0
     out = []
     for i in walk.instants:
-        stretch = _traced_stretch(i.key, layers, carved)
+        stretch = (chunks and _chunked_stretch(i.key, chunks)) or _traced_stretch(i.key, layers, carved)
         traced = None
         if stretch is not None:
             start, end = _at(labels, stretch[0]), _at(labels, stretch[1])

@@ -61,7 +61,9 @@ class TraceSetup:
     optimizer_impl: str  # for-loop | foreach (torch's default on CUDA) | fused
     stack: str = "plain-fsdp2"  # plain-fsdp2: the lab's plain-torch decoders; hf-fsdp2: transformers' class;
     # torchtitan: torchtitan's Llama 3 model, checkpointing and wrapping
-    loss: str = "outside"  # outside: the loop's cross_entropy on the logits; inside: the model's own (labels=)
+    loss: str = "outside"  # outside: the loop's cross_entropy on the logits; inside: the model's own (labels=);
+    # chunked: torchtitan's ChunkedLossWrapper
+    loss_chunks: int = 1  # chunked: the wrapper's num_chunks
     wrap: str = "root"  # root: the lab's recipe (layers, then the root); embed-tail: Accelerate's own code
 
     @property
@@ -150,6 +152,8 @@ def _stack_problems(s: Scenario, family: str) -> list[str]:
     if s.gqa == "expand" and s.stack != "hf-fsdp2":
         return [f"--gqa expand: traced on transformers' class only (--stack hf-fsdp2); {s.stack}'s attention "
                 "reads grouped K/V natively"]  # fmt: skip
+    if s.loss == "chunked" and s.stack != "torchtitan":
+        return ["--loss chunked: traced with torchtitan's own ChunkedLossWrapper (--stack torchtitan)"]
     if s.stack == "plain-fsdp2":
         problems = []
         if s.loss == "inside":
@@ -176,8 +180,11 @@ def _titan_problems(s: Scenario, family: str) -> list[str]:
     if family and family not in TITAN_TRACEABLE:
         problems.append(f"--stack torchtitan: family {family!r} is not traceable with torchtitan's Llama 3 model "
                         f"(traceable: {', '.join(TITAN_TRACEABLE)})")  # fmt: skip
-    if s.loss != "outside":
+    if s.loss == "inside":
         problems.append("--loss inside: torchtitan's train step computes the loss outside the model")
+    if s.loss == "chunked" and s.logits_bytes != 4:
+        problems.append(f"--logits-bytes {s.logits_bytes}: torchtitan's cross_entropy_loss reads the logits in "
+                        "float32 (4)")  # fmt: skip
     if s.wrap != "embed-tail":
         problems.append("--wrap root: torchtitan's apply_fsdp_to_decoder carves the embedding and the tail "
                         "into units of their own (embed-tail)")  # fmt: skip
@@ -224,5 +231,6 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         optimizer_impl="foreach" if foreach else s.optimizer_impl,
         stack=s.stack,
         loss=s.loss,
+        loss_chunks=s.loss_chunks,
         wrap=s.wrap,
     )

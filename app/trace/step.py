@@ -202,6 +202,10 @@ def iteration(
     tracker.phase = "forward"
     if setup.loss == "inside":  # transformers' forward computes its loss from labels= (the HF Trainer's call)
         loss = model(input_ids=tokens, labels=labels).loss
+    elif setup.loss == "chunked":
+        from app.trace.titan import chunked_loss
+
+        loss = chunked_loss(tracker, model, setup, tokens, labels)
     else:
         loss = _loss_outside(tracker, model, setup, tokens, labels, logits_dtype)
     tracker.instant("loss computed", "loss")

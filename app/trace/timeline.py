@@ -33,6 +33,10 @@ class TimelineTracker(FSDPMemTracker):  # type: ignore[no-untyped-call]
         self.total_before_op = 0
         self.in_hook = ""
         self.progress: Callable[[str, str], None] = lambda phase, unit: None
+        # torchtitan's chunked loss (app.trace.titan.chunked_loss): the chunk being computed, whose hook instants
+        # are labelled with it; the other units' hooks that FSDP2's final callback runs after each chunk's
+        # backward are no-ops then and are not recorded
+        self.chunk = ""
 
     # ---------------------------------------------------------------------- bookkeeping
     def _total(self) -> int:
@@ -61,6 +65,10 @@ class TimelineTracker(FSDPMemTracker):  # type: ignore[no-untyped-call]
         self.instants.clear()
 
     def instant(self, label: str, phase: str, unit: str = "") -> None:
+        if self.chunk and unit:
+            if unit != "tail":
+                return
+            label = f"{self.chunk}: {label}"
         if self.recording:
             total = self._total()
             seg = max(self.segment_max, total)
@@ -75,6 +83,14 @@ class TimelineTracker(FSDPMemTracker):  # type: ignore[no-untyped-call]
             yield
         finally:
             self.in_hook = outer
+
+    def _forget_module_stats(self, fsdp_mod: Any) -> None:
+        """Forget ``fsdp_mod``'s per-module statistics before a repeated top-level forward call. torchtitan's
+        chunked loss calls the head once per chunk outside the model, which ``FSDPMemTracker`` takes for the next
+        iteration and refuses (its message says to reset the module statistics). The trace reads only the
+        tracker's totals, not its per-module statistics, so forgetting one module's loses nothing it reports."""
+        if not self._mod_tracker.is_bw:
+            self.memory_tracking.pop(fsdp_mod, None)  # type: ignore[no-untyped-call]
 
     def _unit(self, fsdp_mod: Any) -> str:
         return self.units.get(id(fsdp_mod), "?")
@@ -116,6 +132,8 @@ class TimelineTracker(FSDPMemTracker):  # type: ignore[no-untyped-call]
         @wraps(inner)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             unit = self._unit(fsdp_mod)
+            if self.chunk:
+                self._forget_module_stats(fsdp_mod)
             with self.hook(f"pre-forward of {unit} (unshard)"):
                 out = inner(*args, **kwargs)
             if self._mod_tracker.is_bw:

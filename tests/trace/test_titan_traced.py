@@ -30,7 +30,20 @@ pytestmark = [
 # Llama-style GQA, a vocabulary small enough that a layer's backward can be the peak under full AC.
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 2048}  # fmt: skip
-RUN = {"model": compact(LLAMA), "stack": "torchtitan", "dp": 4, "seq_len": 512, "micro_batch": 2}
+# The loss on whole logits (loss outside) and the stack's own, torchtitan's ChunkedLossWrapper (4 slices here).
+RUN = {"model": compact(LLAMA), "stack": "torchtitan", "dp": 4, "seq_len": 512, "micro_batch": 2, "loss": "outside"}
+CHUNKED = {**RUN, "loss": "chunked", "loss_chunks": 4}
+# A vocabulary large enough that the head's reduce-scatter after the last slice is the peak.
+WIDE = {**CHUNKED, "model": compact({**LLAMA, "vocab_size": 32_768}), "micro_batch": 1, "loss_chunks": 8}
+CASES = {"none": RUN, "op": RUN, "full": RUN, "chunked": {**CHUNKED, "act_policy": "none"},
+         "wide": {**WIDE, "act_policy": "op"}}  # fmt: skip
+# The s·b·h tensor the trace holds through the step with the chunked loss, which the lab leaves out
+# (app/ledger/peak/schedule/chunked.py): s 512 × b × h 256 × 2 B
+UNFOUND = {"none": 0, "op": 0, "full": 0, "chunked": 512 * 2 * 256 * 2, "wide": 512 * 256 * 2}
+
+
+def _raw(case: str) -> dict[str, Any]:
+    return {"act_policy": case, **CASES[case]} if case in ("none", "op", "full") else CASES[case]
 
 
 @pytest.fixture(scope="module")
@@ -40,24 +53,63 @@ def traced() -> dict[str, Any]:
     import_torch()
     from app.trace.tracer import run_trace
 
-    return {p: run_trace(trace_setup(parse_scenario({**RUN, "act_policy": p}))) for p in ("none", "op", "full")}
+    return {case: run_trace(trace_setup(parse_scenario(_raw(case)))) for case in CASES}
 
 
-def _lab(policy: str) -> Any:
+def _lab(case: str) -> Any:
     from app.ledger.estimate import estimate
 
-    return estimate(parse_scenario({**RUN, "act_policy": policy}), with_kill_lists=False)
+    return estimate(parse_scenario(_raw(case)), with_kill_lists=False)
 
 
-@pytest.mark.parametrize("policy", ["none", "op", "full"])
+@pytest.mark.parametrize("case", list(CASES))
 def test_the_torchtitan_stack_is_within_a_tenth_of_a_percent_of_torchtitans_own_code(
-    traced: dict[str, Any], policy: str
+    traced: dict[str, Any], case: str
 ) -> None:
-    """Never more than 0.1 % low, never high: what the lab leaves out is the trace's token and label tensors and
-    the optimizer's 0-d step counters (tens of kilobytes)."""
-    measured = traced[policy].peak["total"]
-    peak = _lab(policy).ledger.stages[3].peak.total
-    assert measured - measured // 1000 <= peak <= measured, (policy, peak, measured)
+    """Never more than 0.1 % low, never high, once the one tensor the lab leaves out with the chunked loss is added
+    back: what else it leaves out is the trace's token and label tensors and the optimizer's 0-d step counters
+    (tens of kilobytes)."""
+    measured = traced[case].peak["total"]
+    peak = _lab(case).ledger.stages[3].peak.total + UNFOUND[case]
+    assert measured - measured // 1000 <= peak <= measured, (case, peak, measured)
+
+
+def test_the_chunked_loss_peaks_where_the_trace_does(traced: dict[str, Any]) -> None:
+    """With a wide vocabulary the head's reduce-scatter after the last slice is the step's peak, in the lab's walk
+    and in the trace (its post-backward, after the last slice's head gradient); no s·b·V tensor exists."""
+    lab = _lab("wide").ledger.stages[3].peak
+    assert lab.instant is not None and lab.instant.key == "loss-chunk-reduce"
+    at = traced["wide"].peak_at
+    assert (at.after, at.during) == ("loss chunk 8/8: backward tail: gradients computed",
+                                     "post-backward of tail (reshard, reduce-scatter)")  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["chunked", "wide"])
+def test_each_instant_of_the_chunked_loss_meets_its_stretch_of_the_trace(traced: dict[str, Any], case: str) -> None:
+    """The slices' all-gather, the second slice's backward, the head's reduce-scatter and the tail's regather, each
+    against the highest total of its own stretch of the trace (within the left-out tensor and 0.1 %)."""
+    from app.trace.report import instants
+
+    rows = {row["key"]: row for row in instants(traced[case])}
+    for key in ("loss-chunk-gather", "loss-chunk-backward", "loss-chunk-reduce", "tail-regather"):
+        modelled, measured = rows[key]["modelled"], rows[key]["traced"]
+        assert measured is not None, key
+        gap = measured - modelled - UNFOUND[case]
+        assert 0 <= gap <= measured // 1000, (key, modelled, measured)
+
+
+@pytest.mark.xfail(strict=True, reason="open: under op and full the lab's layer backward on torchtitan's model is "
+                   "1–5 % above the trace (its recomputed set is transformers'); held at the peak once the chunked "
+                   "loss moves the peak there")  # fmt: skip
+@pytest.mark.parametrize("policy", ["op", "full"])
+def test_a_checkpointed_layers_backward_meets_the_trace_with_the_chunked_loss(policy: str) -> None:
+    from app.trace.report import instants
+    from app.trace.tracer import run_trace
+
+    traced = run_trace(trace_setup(parse_scenario({**CHUNKED, "act_policy": policy})))
+    rows = {row["key"]: row for row in instants(traced)}
+    modelled, measured = rows["backward-layer-2"]["modelled"], rows["backward-layer-2"]["traced"]
+    assert 0 <= measured - modelled - UNFOUND["chunked"] <= measured // 1000, (modelled, measured)
 
 
 def test_the_op_policy_keeps_what_torchtitans_per_op_checkpointing_keeps(traced: dict[str, Any]) -> None:

@@ -171,7 +171,28 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
                                     f"0 … capacity_bytes ({capacity:,})"))  # fmt: skip
     blamed = {p.field for p in problems}
     problems.extend(p for p in _sharding_problems(inp, unchecked) if p.field not in blamed)
+    blamed = {p.field for p in problems}
+    problems.extend(p for p in _loss_problems(inp, unchecked, fill) if p.field not in blamed)
     return Across(fill, tuple(problems))
+
+
+def _loss_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelFill | None) -> list[Problem]:
+    """The chunked loss (torchtitan's ChunkedLossWrapper) against the sequence and the units it is walked with."""
+    if unchecked.intersection(("loss", "loss_chunks", "stack", "wrap", "seq_len")) or _value(inp, "loss") != "chunked":
+        return []
+    chunks = _int(inp, "loss_chunks")
+    seq_len = inp.seq_len if inp.seq_len is not None else fill.seq_len if fill else _int(inp, "seq_len")
+    if seq_len % chunks:
+        return [Problem("loss_chunks", "loss_chunks_divide", f"{chunks:,} does not divide seq_len ({seq_len:,}): "
+                        "torchtitan's ChunkedLossWrapper splits the sequence into equal slices",
+                        f"a divisor of seq_len ({seq_len:,})")]  # fmt: skip
+    why = ""
+    if _value(inp, "wrap") != "embed-tail":
+        why = "the chunked loss is walked with torchtitan's units (wrap embed-tail: the head in a unit of its own)"
+    elif fill is not None and resolve(str(inp.model)).architecture.tied_embeddings:
+        why = ("a model with tied embeddings (torchtitan shards the embedding, norm and head as one unit) is not "
+               "walked with the chunked loss yet")  # fmt: skip
+    return [Problem("loss", "chunked_loss", why, "outside or inside")] if why else []
 
 
 def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Problem]:

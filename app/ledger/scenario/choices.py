@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.ledger.bounds import AC_EVERY, TWO_46
+from app.ledger.bounds import AC_EVERY, LOSS_CHUNKS, TWO_46
 from app.ledger.scenario.form import form, optional
 
 STACK_FIELD: Any = optional(
@@ -21,10 +21,12 @@ STACK_FIELD: Any = optional(
 )
 LOSS_FIELD: Any = optional(
     title="Where the loss runs",
-    description="outside the model (a training loop calls the loss on the logits: torchtitan, plain loops) or "
-    "inside (the model computes it from labels=, as transformers' ForCausalLM does: the loss then runs "
-    "inside the root FSDP unit, whose pre-backward prefetches the last layer(s) before the loss's "
-    "backward). Default: the stack's.",
+    description="outside the model (a training loop calls the loss on the whole logits: plain loops), inside "
+    "(the model computes it from labels=, as transformers' ForCausalLM does: the loss then runs inside the root "
+    "FSDP unit, whose pre-backward prefetches the last layer(s) before the loss's backward) or chunked "
+    "(torchtitan 0.3.0's ChunkedLossWrapper, outside the model: the head and the loss run on loss_chunks slices "
+    "of the sequence, each slice's backward at once, so the logits are never whole; the head's gradient "
+    "accumulates across the slices in the reduce width). Default: the stack's.",
     examples=["inside"],
     json_schema_extra=form("stack", "place", None),
 )
@@ -86,6 +88,16 @@ AC_EVERY_FIELD: Any = optional(
     "activation_checkpointing_kwargs); 1 = every layer. At most the model's layer count.",
     examples=[2],
     json_schema_extra=form("activation", "layers", 1),
+)
+LOSS_CHUNKS_FIELD: Any = optional(
+    ge=LOSS_CHUNKS[0],
+    le=LOSS_CHUNKS[1],
+    title="Loss chunks",
+    description="With loss chunked: how many slices of the sequence the head and the loss run on "
+    "(ChunkedLossWrapper.Config.num_chunks, torchtitan 0.3.0's --loss.num-chunks; its llama3 configs use 8). "
+    "Must divide seq_len, as torchtitan checks.",
+    examples=[8],
+    json_schema_extra=form("stack", "slices", 8),
 )
 NORMS_FIELD: Any = optional(
     title="RMSNorm kernel",

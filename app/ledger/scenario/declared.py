@@ -33,6 +33,7 @@ from app.ledger.scenario.choices import (
     ACT_POLICY_FIELD,
     BUFFERS_FIELD,
     GQA_FIELD,
+    LOSS_CHUNKS_FIELD,
     LOSS_FIELD,
     NORMS_FIELD,
     OPTIMIZER_IMPL_FIELD,
@@ -107,6 +108,7 @@ class ScenarioFields(BaseModel):
     )
     stack: Stack = STACK_FIELD
     loss: Loss = LOSS_FIELD
+    loss_chunks: Plain = LOSS_CHUNKS_FIELD
     wrap: Wrap = WRAP_FIELD
     buffers: Buffers = BUFFERS_FIELD
     param_bytes: W124 = optional(

@@ -110,10 +110,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
     },
     "torchtitan": {
         "loss": Preset(
-            "outside",
+            "chunked",
             "torchtitan 0.3.0 trainer.py forward_backward_step: pred = model(inputs), then loss_fn(pred, labels) "
-            "outside the model; its llama3 configs chunk that loss (ChunkedLossWrapper, 8 chunks: the logits never "
-            "whole), which the lab does not model yet: its loss instants count whole logits, high for such a run",
+            "outside the model; its llama3 configs (models/llama3/config_registry.py) set loss = "
+            "ChunkedLossWrapper.Config (components/loss.py, num_chunks 8): the head and the cross-entropy per slice "
+            "of the sequence, the logits never whole",
         ),
         "wrap": Preset(
             "embed-tail",

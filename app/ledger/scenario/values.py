@@ -60,3 +60,4 @@ class ScenarioValues:
     ac_every: int = 1  # Checkpoint every N-th layer
     optimizer_impl: str = "for-loop"  # Optimizer implementation
     gqa: str = "native"  # Grouped K/V heads
+    loss_chunks: int = 8  # Loss chunks

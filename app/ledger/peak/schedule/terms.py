@@ -32,6 +32,7 @@ class ActivationTerms:
     op_pair_formula: str
     modelled_total: int  # the activation ledger's total (the declared peak's modelled activations)
     vocab: int
+    hidden: int = 0  # h: the chunked loss's slices are s ÷ N · b · h
     every: int = 1  # full: every N-th layer checkpointed (per_layer), the others keep full_layer
     full_layer: int = 0
 
@@ -90,6 +91,7 @@ def _activation_terms(
         op_pair_formula=_op_pair_formula(arch, seq, b, w),
         modelled_total=a.total_bytes,
         vocab=arch.vocab,
+        hidden=arch.hidden,
         every=a.every,
         full_layer=a.full_layer_bytes,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from app.ledger.peak.schedule.carved import CarvedStep
+from app.ledger.peak.schedule.chunked import ChunkedStep
 from app.ledger.peak.schedule.instants import CARVED_NOTE, EMBED_TAIL_NOTE, NOTES, Entry, Instant, Schedule
 from app.ledger.peak.schedule.layout import layout
 from app.ledger.peak.schedule.sinks import EntrySink, SumSink
@@ -47,9 +48,10 @@ def _walked(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules
 
 
 def _step(s: Scenario, stage: int) -> type[Step]:
-    """The stage-3 walk of Accelerate's carved units (untied models), else the root recipe's."""
+    """The stage-3 walk of Accelerate's carved units (untied models; with torchtitan's chunked loss on them), else
+    the root recipe's."""
     if stage == 3 and s.wrap == "embed-tail" and not layout(s.model, s.dp).tied:
-        return CarvedStep
+        return ChunkedStep if s.loss == "chunked" else CarvedStep
     return Step
 
 

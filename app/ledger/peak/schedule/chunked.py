@@ -1,0 +1,164 @@
+"""Stage 3 with ``loss = chunked``: torchtitan 0.3.0's ``ChunkedLossWrapper`` (``components/loss.py``) on its carved
+units (untied models), each rule read off that code and held to a trace of it (``docs/fidelity.md``, "The chunked
+loss").
+
+The model's forward stops at the final norm (``_skip_lm_head``). FSDP2 (torch 2.13
+``_force_complete_incomplete_states``) then completes the forward of the tail unit whose head did not run, and
+reshards it. The wrapper:
+
+- splits the final norm's output and the labels into N slices along the sequence (``.contiguous()`` copies them
+  when b > 1 and N > 1; otherwise a slice is already contiguous, a view), allocates a float32 buffer for the hidden
+  state's gradient (``GradAccumulator``), and all-gathers the tail again (``lm_head.unshard()``) with resharding and the
+  head's gradient sync turned off;
+- per slice: the head's logits (activation width), the cross-entropy in float32 (its log-probabilities saved), and
+  at once that slice's backward: the gradients of the log-probabilities and of the logits in the loss width, the
+  head's whole gradient (gather width) which FSDP2 accumulates across slices in the reduce width (the unsharded
+  accumulated gradient of ``set_requires_gradient_sync(False)``), the slice's input gradient copied into the buffer;
+- on the last slice the sync is back on: the head's accumulated gradient is reduce-scattered (its input a new
+  buffer of the whole padded head in the reduce width, beside the accumulation and the last slice's gradient);
+- after the loop the buffer is cast to the activation width and handed to the decoder's backward, which all-gathers
+  the tail a third time for the final norm.
+
+No whole s·b·V tensor ever exists. The worst instant of the loop is the second slice's backward or the last
+slice's reduce-scatter; which one depends on V·h against s·b·V ÷ N.
+
+Left out, and measured: the trace of torchtitan's code holds one more s·b·h tensor in the activation width through
+the whole step with this loss (from one step's start to the next), which no Python object references after the step
+(``gc.collect`` finds none) and which the lab has not found in the code; the lab is that much low (0.1–0.3 % on
+the traced configurations, ``docs/fidelity.md``).
+"""
+
+from __future__ import annotations
+
+from app.ledger.arithmetic import n
+from app.ledger.peak.schedule.carved import CarvedStep
+from app.ledger.peak.schedule.sinks import Sink
+from app.ledger.peak.schedule.step import Moment
+
+LABEL_BYTES = 8  # the labels are int64
+BUFFER_BYTES = 4  # GradAccumulator(..., dtype=torch.float32)
+
+
+class ChunkedStep(CarvedStep):
+    def plan(self) -> list[Moment]:
+        carved = super().plan()
+        head = [m for m in carved if m.key in ("forward-embedding", "forward-tail") or m.key.startswith("forward-l")]
+        tail = [m for m in carved if m.key.startswith(("backward-layer-", "embedding-", "optimizer-"))]
+        return [
+            *head,
+            Moment("end-of-forward", "end of forward (the final norm's output)", "forward", self.end_of_forward),
+            Moment("loss-chunk-gather", "chunked loss: the tail all-gathered for the slices", "loss",
+                   self.chunk_gather),
+            Moment("loss-chunk-backward", f"chunked loss: backward of slice {min(2, self.chunks)} of {self.chunks}",
+                   "loss", self.chunk_backward),
+            Moment("loss-chunk-reduce", f"chunked loss: the head's reduce-scatter after slice {self.chunks}", "loss",
+                   self.chunk_reduce),
+            Moment("tail-regather", "the tail all-gathered again for the final norm", "backward", self.tail_regather),
+            *tail,
+        ]  # fmt: skip
+
+    @property
+    def chunks(self) -> int:
+        return self.s.loss_chunks
+
+    def _slice_tokens(self) -> int:
+        return self.s.seq_len // self.chunks * self.s.micro_batch
+
+    # ------------------------------------------------------------------ forward
+    def end_of_forward(self, out: Sink) -> None:
+        """The tail resharded (its head never ran in the model's forward); no logits."""
+        self.forward_done(out)
+
+    # ------------------------------------------------------------------ the loop
+    def _loop(self, out: Sink) -> None:
+        """What every instant of the loop holds: the forward's state and activations, the slices, the buffer of
+        the hidden state's gradient and the tail unsharded."""
+        s, a = self.s, self.a
+        self.forward_done(out)
+        if s.micro_batch > 1 and self.chunks > 1:  # one slice, or b = 1: each slice is contiguous already, a view
+            copies = a.activation_grad
+            out.add("temporaries", "the hidden state's slices, copied (.contiguous(): b > 1)", copies,
+                    self.activation_grad_formula)  # fmt: skip
+            labels = s.seq_len * s.micro_batch * LABEL_BYTES
+            out.add("temporaries", "the labels' slices, copied (int64)", labels,
+                    lambda: f"s·b × {LABEL_BYTES} B = {n(labels)} B")  # fmt: skip
+        buffer = s.seq_len * s.micro_batch * a.hidden * BUFFER_BYTES
+        out.add("temporaries", "the buffer of the hidden state's gradient (GradAccumulator, float32)", buffer,
+                lambda: f"s·b·h × {BUFFER_BYTES} B = {n(buffer)} B")  # fmt: skip
+        self.unsharded(out, "tail unit unsharded (lm_head.unshard(); not resharded during the slices)", 1,
+                       self.u.tail_unsharded)  # fmt: skip
+
+    def _accumulated(self, out: Sink) -> None:
+        """From the second slice: the head's unsharded gradient accumulated in the reduce width."""
+        if self.chunks < 2:
+            return
+        u, r = self.u, self.reduce
+        value = u.head_params * r
+        out.add("unsharded_grads", "the head's gradient accumulated across slices (unsharded, reduce width)", value,
+                lambda: f"{n(u.head_params)} elements × {r} B = {n(value)} B")  # fmt: skip
+
+    def _slice_logits(self, out: Sink) -> None:
+        s, a = self.s, self.a
+        tokens = self._slice_tokens()
+        value = tokens * a.vocab * s.act_bytes
+        out.add("activations", "the slice's logits (the head's output, activation width)", value,
+                lambda: f"s ÷ {self.chunks}·b·V × {s.act_bytes} B = {n(tokens)}·{n(a.vocab)} × {s.act_bytes} B "
+                f"= {n(value)} B")  # fmt: skip
+
+    def chunk_gather(self, out: Sink) -> None:
+        self._loop(out)
+        if self._gathered():
+            self.unsharded(out, "the tail's all-gather output", 1, self.u.tail_unsharded, "all_gather")
+
+    def chunk_backward(self, out: Sink) -> None:
+        """A slice's cross-entropy backward (the second: the first has nothing accumulated yet)."""
+        s, a = self.s, self.a
+        self._loop(out)
+        self._accumulated(out)
+        self._slice_logits(out)
+        tokens = self._slice_tokens()
+        value = 3 * tokens * a.vocab * s.logits_bytes
+        out.add("temporaries", "the slice's log-probabilities, their gradient and the logits' gradient (loss width)",
+                value, lambda: f"3 × {n(tokens)}·{n(a.vocab)} × {s.logits_bytes} B = {n(value)} B")  # fmt: skip
+
+    def chunk_reduce(self, out: Sink) -> None:
+        """The last slice's post-backward: the head's reduce-scatter input and output beside the accumulated
+        gradient and the slice's own, whole."""
+        s, u, a = self.s, self.u, self.a
+        self._loop(out)
+        self._accumulated(out)
+        self._slice_logits(out)
+        self.whole_gradients(out, "the last slice's head gradient (whole)", u.head_params)
+        grad_in = self._slice_tokens() * a.hidden * s.act_bytes
+        out.add("temporaries", "the last slice's input gradient", grad_in,
+                lambda: f"s ÷ {self.chunks}·b·h × {s.act_bytes} B = {n(grad_in)} B")  # fmt: skip
+        self.reduce_scatter_input(out, "the head's reduce-scatter input", u.head_params, u.head_unsharded)
+        self._reduced_head(out)
+
+    def _reduced_head(self, out: Sink) -> None:
+        """The head's gradient shard (the reduce-scatter's output), and its copy in the reduce width before the
+        cast where that differs."""
+        u, w, r = self.u, self.grads_width * self.grad_line.copies, self.reduce
+        elements = u.head_unsharded // self.s.dp
+        out.add("gradients", "the head's gradient shard (the reduce-scatter's output)", elements * w,
+                lambda: f"{n(elements)} elements × {w} B = {n(elements * w)} B")  # fmt: skip
+        if r != self.grads_width:
+            cast = elements * r
+            out.add("reduce_scatter", "the reduce-scatter's output in the reduce width, before its cast", cast,
+                    lambda: f"{n(elements)} elements × {r} B = {n(cast)} B")  # fmt: skip
+
+    # ------------------------------------------------------------------ the decoder's backward
+    def tail_regather(self, out: Sink) -> None:
+        """The final norm's backward: the tail all-gathered once more, the head's gradient shard, every activation
+        saved through forward (the final norm's own backward has not run), and the buffer cast to the activation
+        width as the hidden state's gradient."""
+        a = self.a
+        self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
+        self.root_and_kept_layers(out, self.kept_after_forward())
+        self.tail_gradients(out, head_only=True)
+        self.tail(out, gathering=True)
+        value, formula = self.saved_through_forward()
+        self.activations(out, "activations saved by every layer, the final norm and the residual stream", value,
+                         formula)  # fmt: skip
+        out.add("temporaries", "the hidden state's gradient (the buffer cast to the activation width)",
+                a.activation_grad, self.activation_grad_formula)  # fmt: skip
