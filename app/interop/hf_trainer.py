@@ -89,7 +89,7 @@ def _precision(s: Scenario, notes: list[str]) -> None:
 def _choices(s: Scenario, notes: list[str]) -> None:
     """The choices the Trainer's and Accelerate's code fix."""
     if s.loss != "inside":
-        notes.append("loss outside: the Trainer calls model(**inputs) with labels (the loss inside the model); "
+        notes.append(f"loss {s.loss}: the Trainer calls model(**inputs) with labels (the loss inside the model); "
                      "computing it outside needs a compute_loss override")  # fmt: skip
     if s.wrap != "embed-tail":
         notes.append("wrap root: Accelerate carves the input embedding and [final norm, head] into units of their "

@@ -25,6 +25,8 @@ def torchtitan_snippet(s: Scenario) -> Snippet:
     flags = ["--module llama3", "--config llama3_8b", *_parallelism(s, notes), *_training(s, notes)]
     flags.append(f"--parallelism.fsdp-reshard-after-forward {'default' if s.reshard_after_forward else 'never'}")
     flags.append(f"--optimizer.implementation {s.optimizer_impl}")
+    if s.loss == "chunked":  # the llama3 configs' ChunkedLossWrapper
+        flags.append(f"--loss.num-chunks {s.loss_chunks}")
     flags.append(f"activation-checkpoint:{_checkpointing(s, notes)}")
     _choices(s, notes)
     notes.append(
@@ -86,8 +88,13 @@ def _checkpointing(s: Scenario, notes: list[str]) -> str:
 
 def _choices(s: Scenario, notes: list[str]) -> None:
     """The stack choices torchtitan's code fixes: where the loss runs, its units, its norms and buffers."""
-    if s.loss != "outside":
+    if s.loss == "inside":
         notes.append("loss inside: torchtitan's train step computes the loss outside the model")
+    elif s.loss == "outside":
+        notes.append(
+            "loss outside (whole logits): torchtitan's llama3 configs chunk the loss (ChunkedLossWrapper); "
+            "a whole-logits loss is a registered config of your own with loss = CrossEntropyLoss.Config()"
+        )
     if s.wrap != "embed-tail":
         notes.append("wrap root: torchtitan carves the embedding and [norm, lm_head] into units of their own")
     if s.buffers != "rope-per-layer":

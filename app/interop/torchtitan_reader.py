@@ -34,6 +34,7 @@ _INTEGERS = {
     "parallelism.tensor-parallel-degree": "tp",
     "parallelism.pipeline-parallel-degree": "pp",
     "parallelism.expert-parallel-degree": "ep",
+    "loss.num-chunks": "loss_chunks",  # the llama3 configs' ChunkedLossWrapper.Config.num_chunks
 }
 _IMPLEMENTATIONS: tuple[str, ...] = get_args(OptimizerImpl)
 _RESHARD = {"default": 1, "always": 1, "never": 0}  # "default" is not pp_enabled: pp = 1 here resharding

@@ -22,6 +22,7 @@ RUN = {"model": "llama-2-7b", "dp": "16", "shard_group": "8", "micro_batch": "2"
 
 def _titan_config(argv: list[str]) -> Any:
     import tyro
+    from torchtitan.components.loss import BaseLoss, ChunkedLossWrapper
     from torchtitan.components.optimizer import OptimizersContainer
     from torchtitan.config import ParallelismConfig, TrainingConfig
     from torchtitan.distributed.activation_checkpoint import ActivationCheckpointingConfig, SelectiveAC
@@ -33,6 +34,7 @@ def _titan_config(argv: list[str]) -> Any:
         ("parallelism", ParallelismConfig, dataclasses.field(default_factory=ParallelismConfig)),
         ("optimizer", OptimizersContainer.Config, dataclasses.field(default_factory=OptimizersContainer.Config)),
         ("activation_checkpoint", ActivationCheckpointingConfig, dataclasses.field(default_factory=SelectiveAC.Config)),
+        ("loss", BaseLoss.Config, dataclasses.field(default_factory=ChunkedLossWrapper.Config)),  # llama3's
     ])  # fmt: skip
     return tyro.cli(job, args=argv)
 
@@ -52,6 +54,7 @@ def test_torchtitan_reads_the_command_line_back(policy: str, reshard: str, ac_cl
     assert (job.parallelism.data_parallel_shard_degree, job.parallelism.data_parallel_replicate_degree) == (8, 2)
     assert (job.training.local_batch_size, job.training.seq_len) == (2, 8192)
     assert job.optimizer.implementation == "fused"  # the stack's
+    assert job.loss.num_chunks == 8  # the stack's chunked loss
     assert (job.training.dtype, job.training.mixed_precision_param, job.training.mixed_precision_reduce) == (
         "float32", "bfloat16", "float32")  # fmt: skip
 

@@ -16,13 +16,15 @@ from app.ledger.scenario import parse_scenario
 from app.web.app import create_app
 
 READ = ("stack", "dp", "shard_group", "micro_batch", "seq_len", "act_policy", "reshard_after_forward", "param_bytes",
-        "grad_bytes", "opt_bytes", "master_bytes", "gather_bytes", "reduce_bytes", "tp")  # fmt: skip
+        "grad_bytes", "opt_bytes", "master_bytes", "gather_bytes", "reduce_bytes", "tp", "loss",
+        "loss_chunks")  # fmt: skip
 
 
 @pytest.mark.parametrize("raw", [
     {"dp": "16", "shard_group": "8", "act_policy": "full", "micro_batch": "2", "reshard_after_forward": "0"},
     {"dp": "64", "seq_len": "8192", "act_policy": "none", "tp": "2"},
     {"dp": "8"},
+    {"dp": "8", "seq_len": "2048", "loss_chunks": "16"},
 ])  # fmt: skip
 def test_what_the_writer_writes_the_reader_reads_back(raw: dict[str, str]) -> None:
     s = parse_scenario({"model": "llama-2-7b", "stack": "torchtitan", **raw})

@@ -39,6 +39,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "ac_every": 1,
         "optimizer_impl": "for-loop",
         "gqa": "native",
+        "loss_chunks": 8,
         "params": 7_000_000_000,
         "dp": 8,
         "param_bytes": 2,

@@ -130,8 +130,8 @@ KERNELS = ("buffers", "act_policy", "norms", "gqa", "optimizer_impl")
     ({"stack": "hf-fsdp2"}, "inside", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS)),
     ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", "embed-tail", ("wrap", *KERNELS, *HF_WIDTHS)),  # typed
     ({"loss": "inside", "wrap": "embed-tail"}, "inside", "embed-tail", (*KERNELS, *PLAIN_WIDTHS)),
-    ({"stack": "torchtitan"}, "outside", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS)),
-    ({"stack": "torchtitan", "act_policy": "full"}, "outside", "embed-tail", ("loss", "wrap", "buffers", "norms",
+    ({"stack": "torchtitan"}, "chunked", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS)),
+    ({"stack": "torchtitan", "act_policy": "full"}, "chunked", "embed-tail", ("loss", "wrap", "buffers", "norms",
                                                                                "gqa", "optimizer_impl", *HF_WIDTHS)),
 ])  # fmt: skip
 def test_a_choice_left_empty_takes_the_stacks_value(
@@ -155,10 +155,44 @@ def test_the_link_spells_only_what_differs_from_the_stack(raw: dict[str, str], q
 
 
 @pytest.mark.parametrize(
-    ("raw", "field"), [({"stack": "deepspeed"}, "stack"), ({"loss": "chunked"}, "loss"), ({"wrap": "auto"}, "wrap")]
+    ("raw", "field"), [({"stack": "deepspeed"}, "stack"), ({"loss": "fused"}, "loss"), ({"wrap": "auto"}, "wrap")]
 )
 def test_a_stack_or_loss_it_does_not_know_names_the_field(raw: dict[str, str], field: str) -> None:
     with pytest.raises(ScenarioError) as caught:
         parse_scenario(raw)
     (error,) = caught.value.errors
     assert error.field == field and error.allowed.startswith("one of ")
+
+
+@pytest.mark.parametrize(("raw", "field", "says"), [
+    ({"stack": "torchtitan", "seq_len": "1001"}, "loss_chunks", "8 does not divide seq_len (1,001)"),
+    ({"loss": "chunked"}, "loss", "walked with torchtitan's units (wrap embed-tail"),
+    ({"stack": "torchtitan", "model": "qwen2-0.5b"}, "loss", "tied embeddings"),
+])  # fmt: skip
+def test_a_chunked_loss_the_lab_cannot_walk_names_the_field(raw: dict[str, str], field: str, says: str) -> None:
+    """torchtitan's ChunkedLossWrapper needs equal slices; the lab walks it on torchtitan's carved units of an
+    untied model only, and says so rather than count whole logits."""
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario({"model": "llama-2-7b", **raw})
+    errors = {e.field: e for e in caught.value.errors}
+    assert says in errors[field].message, errors
+
+
+def test_the_stack_s_chunked_loss_is_one_slice_of_logits_at_a_time() -> None:
+    """Llama 2 7B under torchtitan, s 4,096: no instant of the walk holds s·b·V logits; each of the loss's holds one
+    slice's, s ÷ 8 · V × 2 B; and its loss holds less than the same run's with whole logits."""
+    from app.ledger.ledger import compute_ledger
+
+    s = parse_scenario({"model": "llama-2-7b", "stack": "torchtitan", "dp": "8"})
+    walk = compute_ledger(s).stages[3].peak
+    slice_logits = 4096 // 8 * 32_000 * 2
+    assert walk.schedule is not None
+    by_key = {i.key: i for i in walk.schedule.instants}
+    for key in ("loss-chunk-backward", "loss-chunk-reduce"):
+        (logits,) = [e for e in by_key[key].entries if e.what.startswith("the slice's logits")]
+        assert logits.bytes == slice_logits
+    whole = compute_ledger(parse_scenario({"model": "llama-2-7b", "stack": "torchtitan", "dp": "8", "loss": "outside"}))
+    whole_walk = whole.stages[3].peak.schedule
+    assert whole_walk is not None
+    chunked_loss = max(i.total for i in walk.schedule.instants if i.phase == "loss")
+    assert chunked_loss < max(i.total for i in whole_walk.instants if i.phase == "loss")
