@@ -26,7 +26,8 @@ LOSS_FIELD: Any = optional(
     "FSDP unit, whose pre-backward prefetches the last layer(s) before the loss's backward) or chunked "
     "(torchtitan 0.3.0's ChunkedLossWrapper, outside the model: the head and the loss run on loss_chunks slices "
     "of the sequence, each slice's backward at once, so the logits are never whole; the head's gradient "
-    "accumulates across the slices in the reduce width). Default: the stack's.",
+    "accumulates across the slices in the reduce width; walked on torchtitan's units, wrap embed-tail, of a model "
+    "without tied embeddings). Default: the stack's.",
     examples=["inside"],
     json_schema_extra=form("stack", "place", None),
 )

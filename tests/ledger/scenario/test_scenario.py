@@ -118,6 +118,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "ac_every",
         "optimizer_impl",
         "gqa",
+        "loss_chunks",
         "params",
         "dp",
         "param_bytes",

@@ -143,6 +143,39 @@ def _expand_without_grouped_heads(data: dict[str, Any]) -> bool:
     return arch.kv_heads == arch.heads or arch.family in ("gpt2", "gpt_neox")
 
 
+def _chunked(data: dict[str, Any]) -> bool:
+    """loss chunked, typed or torchtitan's preset."""
+    return data.get("loss", "chunked" if data.get("stack") == "torchtitan" else "outside") == "chunked"
+
+
+def _chunked_loss_refused(data: dict[str, Any]) -> bool:
+    """loss chunked: walked on torchtitan's units (wrap embed-tail, the hf-fsdp2 and torchtitan stacks' preset) of a
+    model without tied embeddings (the field's description)."""
+    if not _chunked(data):
+        return False
+    wrap = data.get("wrap", "root" if data.get("stack", "plain-fsdp2") == "plain-fsdp2" else "embed-tail")
+    if wrap != "embed-tail":
+        return True
+    try:
+        return resolve(str(data.get("model", ""))).architecture.tied_embeddings
+    except ModelConfigError:
+        return False
+
+
+def _chunks_not_dividing(data: dict[str, Any]) -> bool:
+    """loss_chunks must divide seq_len when the loss is chunked (the field's description)."""
+    if not _chunked(data):
+        return False
+    default_seq = DEFAULT_SCENARIO.seq_len
+    try:
+        arch = resolve(str(data.get("model", ""))).architecture
+        if arch.learned_positions:
+            default_seq = min(default_seq, arch.max_positions)
+    except ModelConfigError:
+        pass
+    return _int_of(data, "seq_len", default_seq) % _int_of(data, "loss_chunks", 8) != 0
+
+
 DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "unit_params": _unit_exceeds_params,
     "name": _breaks_name_pattern,
@@ -158,6 +191,8 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "act_policy": _op_without_a_dense_swiglu_model,
     "ac_every": _every_refused,
     "gqa": _expand_without_grouped_heads,
+    "loss": _chunked_loss_refused,
+    "loss_chunks": _chunks_not_dividing,
 }
 
 
