@@ -145,7 +145,8 @@ def _expand_without_grouped_heads(data: dict[str, Any]) -> bool:
 
 def _chunked(data: dict[str, Any]) -> bool:
     """loss chunked, typed or torchtitan's preset."""
-    return data.get("loss", "chunked" if data.get("stack") == "torchtitan" else "outside") == "chunked"
+    loss = data.get("loss", "chunked" if data.get("stack") == "torchtitan" else "outside")
+    return loss == "chunked"
 
 
 def _chunked_loss_refused(data: dict[str, Any]) -> bool:
