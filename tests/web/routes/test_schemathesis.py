@@ -146,7 +146,7 @@ def _expand_without_grouped_heads(data: dict[str, Any]) -> bool:
 def _chunked(data: dict[str, Any]) -> bool:
     """loss chunked, typed or torchtitan's preset."""
     loss = data.get("loss", "chunked" if data.get("stack") == "torchtitan" else "outside")
-    return loss == "chunked"
+    return bool(loss == "chunked")
 
 
 def _chunked_loss_refused(data: dict[str, Any]) -> bool:
