@@ -22,10 +22,12 @@ reshards it. The wrapper:
 No whole s·b·V tensor ever exists. The worst instant of the loop is the second slice's backward or the last
 slice's reduce-scatter; which one depends on V·h against s·b·V ÷ N.
 
-Left out, and measured: the trace of torchtitan's code holds one more s·b·h tensor in the activation width through
-the whole step with this loss (from one step's start to the next), which no Python object references after the step
-(``gc.collect`` finds none) and which the lab has not found in the code; the lab is that much low (0.1–0.3 % on
-the traced configurations, ``docs/fidelity.md``).
+A trace of this loss counts one s·b·h tensor (activation width) more per traced step, which is the tracker's own:
+torch 2.13's ``ModTracker`` (inside ``FSDPMemTracker``) registers a multi-grad hook on each module call's inputs, and
+for the slices, which are leaves, the hook's closure holds their ``AccumulateGrad`` nodes, which hold the slices (with
+b = 1 views of the final norm's output): a cycle through C++ that Python's garbage collector cannot break. It grows by
+one s·b·h per step, which no real run does; a run without the tracker frees the slices when the wrapper returns. The
+lab does not count it (``docs/fidelity.md``, "The chunked loss").
 """
 
 from __future__ import annotations
