@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.formula import Formula, Part, Remark
 from app.ledger.models.activations.figures import ActivationLedger
-from app.ledger.models.activations.saved import Saved, has_dropout, op_recomputed
+from app.ledger.models.activations.saved import Saved, has_dropout, op_recomputed, op_released
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 POLICY_DESCRIPTIONS: dict[str, str] = {
@@ -204,12 +204,16 @@ def formula(
     ]
     if led.policy in ("full", "op"):
         rebuilt = led.saved if led.policy == "full" else op_recomputed(led.saved, arch, s, b, w)
-        what = "one layer recomputed" if led.policy == "full" else "one layer recomputed, less its cached outputs"
+        what = "one layer recomputed"
+        freed = ""
+        if led.policy == "op":
+            what = "one layer recomputed, less its cached outputs and the cache entries the recompute frees"
+            freed = f" − ({layer_formula(op_released(arch, s, b, w), t, sp, True)})"
         lines.append(
             Formula.of(
                 "working set",
                 Remark(what, subject="working set"),
-                f" = {layer_formula(rebuilt, t, sp, True)} = {n(led.working_set_bytes)} B",
+                f" = {layer_formula(rebuilt, t, sp, True)}{freed} = {n(led.working_set_bytes)} B",
             )
         )
     lines.append(

@@ -25,6 +25,7 @@ from app.ledger.models.activations.saved import (
     kept_saved,
     layer_saved,
     op_recomputed,
+    op_released,
     op_saved,
     per_rank,
 )
@@ -153,6 +154,8 @@ def activation_ledger(
         kept, working = kept_saved(full_set, policy, s, b, arch.hidden, w), full_set
     per_layer = per_rank(kept, t, sp)
     working_set = per_rank(working, t, sp) if policy in ("full", "op") else 0
+    if policy == "op":  # what the recompute rebuilds, less the cache entries it frees
+        working_set -= per_rank(op_released(arch, s, b, w), t, sp)
 
     mask_kept = gqa == "expand" and policy in ("full", "op")
     embedding = per_rank(embedding_saved(arch, s, b, w, mask_kept), t, sp)

@@ -221,6 +221,20 @@ def op_recomputed(full_set: tuple[Saved, ...], arch: Architecture, s: int, b: in
     )
 
 
+def op_released(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
+    """The cache entries a layer's recomputation consumes and its backward does not need, freed as the layer's
+    backward begins: torch 2.13's SAC hands each cached output to the recompute once and marks its entry consumed
+    (utils/checkpoint.py ``_CachedTorchDispatchMode``), so only what the recomputed graph keeps stays. wqkv's output
+    (q, k and v are copied out of it and rotated) and w2's (the MLP's output, added to the residual) are kept by
+    nothing; attention's output and log-sum-exp and w1's output are (they stay counted once, in the cache)."""
+    h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
+    sb = s * b
+    return (
+        Saved("wqkv output, consumed by the recompute", "s·b·(a + 2·kv)·d", sb * (a + 2 * kv) * d, w, True),
+        Saved("w2 output, consumed by the recompute", "s·b·h", sb * h, w, False),
+    )
+
+
 def kept_saved(full_set: tuple[Saved, ...], policy: str, s: int, b: int, h: int, w: int) -> tuple[Saved, ...]:
     """What a layer keeps under ``policy``: everything (``none``), all but the attention core
     (``selective``), or only its input (``full``: the checkpoint); ``op`` is :func:`op_saved`'s."""

@@ -17,7 +17,11 @@ reshards it. The wrapper:
 - on the last slice the sync is back on: the head's accumulated gradient is reduce-scattered (its input a new
   buffer of the whole padded head in the reduce width, beside the accumulation and the last slice's gradient);
 - after the loop the buffer is cast to the activation width and handed to the decoder's backward, which all-gathers
-  the tail a third time for the final norm.
+  the tail a third time for the final norm;
+- each slice's backward ends in FSDP2's root callback, which (``is_last_backward``) finalizes every group and clears
+  the forward order its implicit backward prefetch reads (torch 2.13 ``_fsdp_state.py``
+  ``_root_post_backward_final_callback``): the decoder's backward then prefetches nothing, each unit all-gathers
+  itself in its own pre-backward (an explicit prefetch, ``prefetch`` ≥ 1, is kept).
 
 No whole s·b·V tensor ever exists. The worst instant of the loop is the second slice's backward or the last
 slice's reduce-scatter; which one depends on V·h against s·b·V ÷ N.
@@ -150,17 +154,28 @@ class ChunkedStep(CarvedStep):
                     lambda: f"{n(elements)} elements × {r} B = {n(cast)} B")  # fmt: skip
 
     # ------------------------------------------------------------------ the decoder's backward
+    def backward_prefetched(self, out: Sink, k: int, moment: str) -> None:
+        """No implicit prefetch after the slices (the module docstring): at its copy-out a layer's own all-gather
+        output only; with an explicit prefetch (P ≥ 1) the carved walk's."""
+        if self.s.prefetch:
+            super().backward_prefetched(out, k, moment)
+        elif moment == "unshard":
+            self.unsharded(out, f"layer {k}'s all-gather output (during its copy-out; nothing prefetched)", 1,
+                           self.u.layer_unsharded, "all_gather")  # fmt: skip
+
     def tail_regather(self, out: Sink) -> None:
-        """The final norm's backward: the tail all-gathered once more, the head's gradient shard, every activation
-        saved through forward (the final norm's own backward has not run), and the buffer cast to the activation
-        width as the hidden state's gradient."""
+        """The final norm's backward: the tail all-gathered once more, the head's gradient shard, what every layer
+        and the final norm saved (its output is gone: the train step dropped it and nothing saved it), and the
+        buffer cast to the activation width as the hidden state's gradient."""
         a = self.a
         self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
         self.root_and_kept_layers(out, self.kept_after_forward())
         self.tail_gradients(out, head_only=True)
         self.tail(out, gathering=True)
-        value, formula = self.saved_through_forward()
-        self.activations(out, "activations saved by every layer, the final norm and the residual stream", value,
-                         formula)  # fmt: skip
+        layers, norm = self.u.layers, a.head - a.activation_grad  # the final norm's saved set less its output
+        value = a.saved_before(layers) + a.extra_residual + norm
+        self.activations(out, "activations saved by every layer and the final norm (its output dropped)", value,
+                         lambda: f"{a.saved_formula(layers)} + residual {n(a.extra_residual)} B + final norm "
+                         f"{n(norm)} B (its saved set less its output) = {n(value)} B")  # fmt: skip
         out.add("temporaries", "the hidden state's gradient (the buffer cast to the activation width)",
                 a.activation_grad, self.activation_grad_formula)  # fmt: skip
