@@ -37,6 +37,7 @@ LEDGER_RANKS: dict[str, int] = {
     "app.ledger.bounds": 0,
     "app.ledger.arithmetic": 0,
     "app.ledger.formula": 0,
+    "app.ledger.json_text": 0,
     "app.ledger.models": 1,
     "app.ledger.scenario": 2,
     "app.ledger.state": 3,

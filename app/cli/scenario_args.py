@@ -8,11 +8,11 @@ them into a :class:`Scenario` or writes one line per bad field to standard error
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import NoReturn
 
+from app.ledger.json_text import loads_strict
 from app.ledger.scenario import FIELD_NAMES, Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.fields import FIELDS, allowed_text
 
@@ -72,7 +72,7 @@ def read_json_object(path: Path, flag: str) -> dict[str, object]:
     if len(data) > MAX_SCENARIO_FILE:
         fail(f"{flag}: {str(path)!r} is larger than {MAX_SCENARIO_FILE:,} bytes")
     try:
-        loaded = json.loads(data.removeprefix(b"\xef\xbb\xbf"))  # a UTF-8 BOM (Notepad writes one) is no error
+        loaded = loads_strict(data.removeprefix(b"\xef\xbb\xbf"))  # a UTF-8 BOM (Notepad writes one) is no error
     except (ValueError, RecursionError) as exc:
         fail(f"{flag}: {str(path)!r} is not valid JSON ({exc})")
     if not isinstance(loaded, dict):

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.ledger.json_text import loads_strict
 from app.observed.probe import FORMAT, MARKS, START
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # what the CLI reads in all; the page has the request's own, smaller cap
@@ -136,7 +137,7 @@ def _parse(line: bytes, where: Where) -> tuple[list[Problem] | None, Record | No
     if len(line) > MAX_LINE_BYTES:
         return [Problem(where, "", f"longer than {MAX_LINE_BYTES:,} bytes (a probe record is about 200)")], None
     try:
-        loaded = json.loads(line)
+        loaded = loads_strict(line)
     except json.JSONDecodeError as exc:  # its own "line 1" would read as the file's: the column alone
         return [Problem(where, "", f"not valid JSON: {exc.msg} at column {exc.colno:,}")], None
     except (ValueError, RecursionError) as exc:  # bad UTF-8, an integer of thousands of digits, deep nesting

@@ -84,7 +84,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(allowed_methods(request))
-        if request.url.path.startswith("/api/"):
+        if request.url.path.startswith("/api/") or isinstance(exc.detail, list):  # a list: the lab's 422 detail
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
         return PlainTextResponse(f"{exc.status_code}: {exc.detail}", status_code=exc.status_code, headers=headers)
 

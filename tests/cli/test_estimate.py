@@ -471,3 +471,16 @@ def test_format_fsdp2_is_python_with_notes_on_stderr() -> None:
     compile(proc.stdout, "fsdp2.py", "exec")
     assert "fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=True)" in proc.stdout
     assert "zero3-lab: note: fsdp2: master_bytes 4" in proc.stderr
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('{"dp": 8, "dp": 16}', "dp: given more than once"),
+    ('{"name": "a\\ud800"}', "name: holds a lone UTF-16 surrogate"),
+])  # fmt: skip
+def test_a_scenario_file_a_reader_would_misread_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, says: str
+) -> None:
+    """A repeated key (json keeps the last silently) or a lone surrogate (no answer could print it)."""
+    path = tmp_path / "scenario.json"
+    path.write_text(text)
+    assert says in usage_error(capsys, "--scenario", str(path))

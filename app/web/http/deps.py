@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Body, Depends, Query
+from fastapi import Body, Depends, HTTPException, Query, Request
 
 from app.ledger.scenario import Scenario, to_scenario
 from app.ledger.scenario.inputs import StrictScenarioIn
+from app.web.http.errors import field_detail
+from app.web.http.query import repeated_fields
 
 
-def scenario_from_query(inputs: Annotated[StrictScenarioIn, Query()]) -> Scenario:
+def scenario_from_query(inputs: Annotated[StrictScenarioIn, Query()], request: Request) -> Scenario:
+    """The query's scenario; a field given twice is refused (FastAPI's query model keeps the last value)."""
+    repeated = repeated_fields(request)
+    if repeated:
+        raise HTTPException(status_code=422, detail=[field_detail(e, "query") for e in repeated])
     return to_scenario(inputs)
 
 

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from starlette.requests import Request
 
-from app.ledger.scenario import FIELD_NAMES, MODEL_FILLED, Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario import FIELD_NAMES, MODEL_FILLED, FieldError, Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.stacks import STACK_CHOICES
 
 
 def query_dict(request: Request) -> dict[str, str]:
-    """The query string as a dict, the last value of a repeated key winning."""
+    """The query string as a dict, the last value of a repeated key winning (:func:`repeated_fields` refuses a
+    repeated scenario field first)."""
     return dict(request.query_params)
+
+
+def repeated_fields(request: Request) -> list[FieldError]:
+    """A scenario field the query string gives more than once (``dp=16&dp=32``): an error on that field, not the
+    last value silently winning."""
+    counts = Counter(k for k, _ in request.query_params.multi_items() if k in FIELD_NAMES)
+    return [FieldError(name, f"given {times} times in the query string", "one value")
+            for name, times in counts.items() if times > 1]  # fmt: skip
 
 
 # Fields whose default follows other inputs (the model, params, the parameter and gradient widths, D).
@@ -25,8 +35,13 @@ def form_fields(query: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in query.items() if k in FIELD_NAMES and (v.strip() or k not in DERIVED)}
 
 
-def read_scenario(raw: Mapping[str, object], *, strict: bool) -> tuple[Scenario | None, ScenarioError | None]:
+def read_scenario(
+    raw: Mapping[str, object], *, strict: bool, repeated: Sequence[FieldError] = ()
+) -> tuple[Scenario | None, ScenarioError | None]:
+    """The scenario ``raw`` describes, or every error: ``repeated`` (:func:`repeated_fields`) first."""
     try:
-        return parse_scenario(raw, allow_unknown=not strict), None
+        scenario = parse_scenario(raw, allow_unknown=not strict)
     except ScenarioError as exc:
-        return None, exc
+        named = {e.field for e in repeated}
+        return None, ScenarioError([*repeated, *(e for e in exc.errors if e.field not in named)])
+    return (None, ScenarioError(repeated)) if repeated else (scenario, None)

@@ -37,8 +37,9 @@ from app.web.http.deps import BodyScenario, QueryScenario
 from app.web.http.errors import body_error, unprocessable
 from app.web.http.responses import BODY_ERRORS, ERRORS, LIMITS
 from app.web.http.settings import public_base_url
+from app.web.http.strict_json import StrictJSONRoute
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 @router.get("/api/estimate", response_model=Receipt, responses=ERRORS,

@@ -10,19 +10,20 @@ The routes are plain ``def`` functions (FastAPI runs them in its thread pool); t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
-from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario import FieldError, Scenario, ScenarioError, parse_scenario
 from app.receipts.compare import PATH, Comparison, compare, comparison_json, csv_lines, filename
 from app.receipts.compare_out import ComparisonOut
 from app.web.http.errors import unprocessable
 from app.web.http.htmx import PAGE_METHODS, VARY, is_history_restore, wants_fragment
-from app.web.http.query import form_fields, query_dict
+from app.web.http.query import form_fields, query_dict, repeated_fields
 from app.web.http.responses import ErrorBody
 from app.web.http.settings import Settings, public_base_url
 from app.web.http.templating import templates
@@ -58,7 +59,11 @@ def read_side(side: str, text: str) -> Side:
     """One side's canonical query string, bounded, read as a scenario."""
     if len(text) > MAX_SIDE_CHARS:
         return None, (SideError(side, "", f"is {len(text):,} characters long", SIDE_ALLOWED),)
-    return read_fields(side, dict(parse_qsl(text)))
+    pairs = parse_qsl(text)
+    counts = Counter(name for name, _ in pairs)
+    repeated = tuple(SideError(side, name, f"given {times} times in the side's query string", "one value")
+                     for name, times in counts.items() if times > 1)  # fmt: skip
+    return (None, repeated) if repeated else read_fields(side, dict(pairs))
 
 
 # --------------------------------------------------------------------------- the twins
@@ -115,12 +120,16 @@ def compare_csv(a: Annotated[str, SideQuery] = "", b: Annotated[str | None, BQue
 # --------------------------------------------------------------------------- the page
 
 
-def read_request(query: Mapping[str, str]) -> Sides:
+def read_request(query: Mapping[str, str], repeated: Sequence[FieldError] = ()) -> Sides:
+    """Both sides: ``a`` and ``b`` as query strings, or B's fields typed in the form beside ``a`` (``repeated``: the
+    form's fields given twice, :func:`app.web.http.query.repeated_fields`)."""
     a_text = query.get("a", "")
     a, a_errors = read_side("a", a_text)
     typed = form_fields(query)
     if typed:  # the form: B's fields beside a
         b, b_errors = read_fields("b", typed)
+        if repeated:
+            b, b_errors = None, tuple(SideError("b", e.field, e.message, e.allowed) for e in repeated)
         return Sides(a, b, (*a_errors, *b_errors), a_text, typed, True)
     b_text = query.get("b", a_text)
     b, b_errors = read_side("b", b_text)
@@ -135,7 +144,7 @@ def _compared(sides: Sides) -> Comparison | None:
 
 @router.api_route(PATH, methods=PAGE_METHODS, include_in_schema=False)
 def compare_page(request: Request) -> Response:
-    sides = read_request(query_dict(request))
+    sides = read_request(query_dict(request), repeated_fields(request))
     valid = not sides.errors
     if wants_fragment(request):
         # 200 even with errors: htmx 2 does not swap 4xx answers. The address follows B as edited.

@@ -10,7 +10,6 @@ whole page goes to the pool.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -23,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from app.interop.deepspeed.reader import import_deepspeed
 from app.interop.deepspeed.report import DeepSpeedConfigError
 from app.interop.torchtitan_reader import TorchtitanCommandError, read_torchtitan_command
+from app.ledger.json_text import loads_strict
 from app.ledger.ledger import compute_ledger
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import compact
@@ -40,7 +40,7 @@ from app.web.http.htmx import (
     is_htmx,
     wants_fragment,
 )
-from app.web.http.query import DERIVED, form_fields, query_dict, read_scenario
+from app.web.http.query import DERIVED, form_fields, query_dict, read_scenario, repeated_fields
 from app.web.http.templating import templates
 from app.web.views.deepspeed import deepspeed_import
 from app.web.views.detail import detail_page_context
@@ -92,7 +92,7 @@ def _page(request: Request) -> Response:
         if is_htmx(request):  # the whole page moves: the form's every field changes
             return Response(status_code=204, headers={"HX-Redirect": target})
         return RedirectResponse(target, status_code=303)
-    scenario, error = read_scenario(raw, strict=False)
+    scenario, error = read_scenario(raw, strict=False, repeated=repeated_fields(request))
     fragment, present = wants_fragment(request), presenting(query)
     deferred = deferred_parts(request, present) if fragment else frozenset()
     v = replace(view(raw, scenario, error, preset, deferred=deferred), present=present)
@@ -123,7 +123,7 @@ async def use_model_config(request: Request) -> Response:
     form, keep = await _posted(request)
     text = form.get("config", "")
     try:
-        config = json.loads(text)
+        config = loads_strict(text)
         if not isinstance(config, dict):
             raise ModelConfigError("must be a JSON object, like a config.json file")
         reference = compact(config)
@@ -151,7 +151,7 @@ async def use_deepspeed_config(request: Request) -> Response:
     message: str | None = None
     imported: dict[str, Any] | None = None
     try:
-        config = json.loads(text)
+        config = loads_strict(text)
         if not isinstance(config, dict):
             raise DeepSpeedConfigError("config", "must be a JSON object, like a ds_config.json file")
         # A new run: the config's keys replace the kept fields (typed=∅), and the old scenario's name goes
@@ -210,7 +210,7 @@ def _detail_table(
 ) -> Response:
     """A table that a closed <details> fetches when opened (htmx), or, followed as a link without
     JavaScript, the same table as a page of its own; for the scenario in the query."""
-    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
+    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False, repeated=repeated_fields(request))
     if scenario is None:
         assert error is not None
         return templates.TemplateResponse(request, "partials/_invalid.html", {"error": str(error)}, status_code=422)

@@ -21,7 +21,7 @@ from app.observed.probe import MARKS
 from app.observed.reconcile import ENTRY_LABELS, Reconciliation, reconcile
 from app.observed.records import MAX_STEP, ObservedError, read_observed
 from app.web.http.htmx import PAGE_METHODS
-from app.web.http.query import form_fields, query_dict, read_scenario
+from app.web.http.query import form_fields, query_dict, read_scenario, repeated_fields
 from app.web.http.settings import Settings
 from app.web.http.templating import templates
 from app.web.views.page import title_of
@@ -36,7 +36,7 @@ MAX_BODY_BYTES = Settings().max_body_bytes
 
 
 def _scenario(request: Request) -> tuple[Scenario | None, str]:
-    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
+    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False, repeated=repeated_fields(request))
     return scenario, "" if error is None else str(error)
 
 

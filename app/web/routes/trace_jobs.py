@@ -29,7 +29,7 @@ from app.ledger.scenario.links import canonical_query
 from app.trace.jobs import QueueFull, TraceQueue, cache_version
 from app.trace.store import StoreError, TraceStore
 from app.web.http.htmx import PAGE_METHODS, is_htmx
-from app.web.http.query import form_fields, query_dict, read_scenario
+from app.web.http.query import form_fields, query_dict, read_scenario, repeated_fields
 from app.web.http.settings import Settings
 from app.web.http.templating import templates
 from app.web.views.detail import detail_page_context
@@ -89,7 +89,7 @@ templates.env.globals["trace_panel"] = _panel_global
 
 def _read(request: Request) -> tuple[Scenario, str] | Response:
     """The request's scenario and its canonical query, or the answer naming its bad fields (422)."""
-    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False)
+    scenario, error = read_scenario(form_fields(query_dict(request)), strict=False, repeated=repeated_fields(request))
     if scenario is None:
         assert error is not None
         context = {"error": str(error)}
