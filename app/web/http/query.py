@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from difflib import get_close_matches
 
 from starlette.requests import Request
 
@@ -33,6 +34,24 @@ DERIVED = MODEL_FILLED | {"gather_bytes", "reduce_bytes", "shard_group", *STACK_
 def form_fields(query: Mapping[str, str]) -> dict[str, str]:
     """The scenario fields the page's form sent: an empty derived field means its default."""
     return {k: v for k, v in query.items() if k in FIELD_NAMES and (v.strip() or k not in DERIVED)}
+
+
+# The page's own parameters, beside the scenario's fields: the preset menu's and presenter mode's.
+PAGE_PARAMETERS = frozenset({"preset", "present"})
+
+
+def unknown_names(query: Mapping[str, str]) -> tuple[str, ...]:
+    """The page's notice for the query's names that are no scenario field (the API refuses them: a 422): each
+    with the field it most likely meant (``DP`` → ``dp``), bounded to the first few."""
+    unknown = [k for k in query if k not in FIELD_NAMES and k not in PAGE_PARAMETERS]
+    out = []
+    for name in unknown[:5]:
+        shown = name if len(name) <= 40 else name[:40] + "…"
+        near = get_close_matches(name.lower(), FIELD_NAMES, n=1, cutoff=0.8)
+        out.append(f"{shown} (did you mean {near[0]}?)" if near else shown)
+    if len(unknown) > 5:
+        out.append(f"and {len(unknown) - 5:,} more")
+    return tuple(out)
 
 
 def read_scenario(

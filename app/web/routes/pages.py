@@ -40,7 +40,7 @@ from app.web.http.htmx import (
     is_htmx,
     wants_fragment,
 )
-from app.web.http.query import DERIVED, form_fields, query_dict, read_scenario, repeated_fields
+from app.web.http.query import DERIVED, form_fields, query_dict, read_scenario, repeated_fields, unknown_names
 from app.web.http.templating import templates
 from app.web.views.deepspeed import deepspeed_import
 from app.web.views.detail import detail_page_context
@@ -95,7 +95,7 @@ def _page(request: Request) -> Response:
     scenario, error = read_scenario(raw, strict=False, repeated=repeated_fields(request))
     fragment, present = wants_fragment(request), presenting(query)
     deferred = deferred_parts(request, present) if fragment else frozenset()
-    v = replace(view(raw, scenario, error, preset, deferred=deferred), present=present)
+    v = replace(view(raw, scenario, error, preset, deferred=deferred), present=present, ignored=unknown_names(query))
     if fragment:
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
         headers = {**FRAGMENT_VARY, history_header(request, v.page_address): v.page_address}

@@ -35,6 +35,7 @@ class View:
     results: Results | None
     preset: Preset | None = None  # the preset this scenario still is, if any: its id stays in the address
     present: bool = False  # presenter mode (``present=1``): how the page shows, not a scenario field
+    ignored: tuple[str, ...] = ()  # the query's names that are no scenario field (app.web.http.query.unknown_names)
 
     @property
     def address(self) -> str:
@@ -142,6 +143,7 @@ def results_context(v: View, *, oob: bool) -> dict[str, Any]:
         "error_slots": [(f.name, v.errors.get(f.name)) for f in FIELDS],
         "derived_hints": [(name, derived_hint(v.scenario, name)) for name in DERIVED_ORDER],
         "note_slots": [(name, *notes[name]) for name in NOTED],
+        "ignored": v.ignored,
         "present": v.present,  # presenter mode: the form carries it, the kill list steps
         "present_toggle": with_present(v.address, not v.present),  # the same scenario, the other mode
     }

@@ -138,11 +138,19 @@ def stalled_upload() -> bytes:
 # 1. SIGTERM ends the process even when a client holds a request open.
 
 
+def _one_line_not_a_traceback(server: Lab, request_line: str) -> None:
+    """The request the graceful-shutdown deadline cut off is named once; nothing logs a traceback."""
+    log = server.log_text()
+    assert "Traceback" not in log, log[-2000:]
+    assert log.count(f"{request_line}: cut off at shutdown") == 1, log[-2000:]
+
+
 def test_sigterm_exits_with_a_client_stalled_mid_body(tmp_path: Path) -> None:
     with lab(tmp_path) as server, server.connect() as sock:
         sock.sendall(stalled_upload())
         time.sleep(0.5)  # the request has reached the app, which now waits for the rest of the body
         server.exits_after_sigterm()
+        _one_line_not_a_traceback(server, "POST /api/estimate")
 
 
 def test_sigterm_exits_with_a_client_that_does_not_read_its_reply(tmp_path: Path) -> None:
@@ -157,6 +165,7 @@ def test_sigterm_exits_with_a_client_that_does_not_read_its_reply(tmp_path: Path
             sock.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: lab\r\n\r\n" * 300)
             time.sleep(0.5)
             server.exits_after_sigterm()
+            _one_line_not_a_traceback(server, "GET /openapi.json")
 
 
 def test_a_connection_that_never_finishes_its_request_is_closed(shared: Lab) -> None:
@@ -213,6 +222,18 @@ def test_slash_redirects_are_relative_under_a_hostile_host(shared: Lab, target: 
     status, headers = head(response)
     assert status == 307
     assert headers["location"] == location
+
+
+@pytest.mark.parametrize(("target", "status"), [
+    ("http://lab/healthz", 200),
+    ("HTTPS://lab:443/api/estimate?dp=8", 200),
+    ("http://lab/api/estimate?dp=0", 422),
+    ("http://lab", 200),
+])  # fmt: skip
+def test_an_absolute_form_target_is_served_as_its_path(shared: Lab, target: str, status: int) -> None:
+    """RFC 9112 §3.2.2: a server must accept the absolute form; uvicorn passes it on as the path."""
+    response = shared.exchange(f"GET {target} HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n".encode())
+    assert head(response)[0] == status, response[:200]
 
 
 # 3. A client that leaves mid-body costs one log line at most, no traceback.

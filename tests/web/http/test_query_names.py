@@ -1,5 +1,7 @@
-"""A scenario field given twice in a query string (``dp=16&dp=32&dp=64``) is refused naming it: the API, the
-downloads, the page (inline, in view) and each side of a comparison; never the last value silently."""
+"""Names in a query string, alike for the page and the API: a scenario field given twice (``dp=16&dp=32&dp=64``) is
+refused naming it (the API, the downloads, the page inline, each side of a comparison), never the last value
+silently; a name that is no field (``DP``) is a 422 from the API and a notice in view on the page, which says what
+it most likely meant."""
 
 from __future__ import annotations
 
@@ -43,3 +45,14 @@ def test_the_compare_forms_field_given_twice_names_it(client: TestClient) -> Non
     r = client.get("/compare?a=dp%3D8&dp=16&dp=32")
     assert r.status_code == 422
     assert "given 2 times in the query string" in r.text
+
+
+def test_a_mixed_case_name_is_refused_by_the_api_and_noticed_by_the_page(client: TestClient) -> None:
+    r = client.get("/api/estimate?DP=8")
+    assert r.status_code == 422
+    assert [d["field"] for d in r.json()["detail"]] == ["DP"]
+    for headers in ({}, {"HX-Request": "true"}):
+        text = client.get("/?model=llama-2-7b&DP=8", headers=headers).text
+        (notice,) = re.findall(r'<p class="notice" role="alert" id="ignored-names">([^<]*)</p>', text)
+        assert "DP (did you mean dp?)" in notice
+        assert 'id="ignored-names"' in text.split('id="results"')[1][:400]  # first thing in the results section
