@@ -10,15 +10,21 @@ all, and the next request for that query takes it over.
 
 Reading never creates anything: without the file there is no trace yet, and a page that only looks
 does one primary-key ``SELECT``. Standard library only (no web stack, no torch).
+
+The file heals. Every write opens it afresh and makes its folder and table if they are gone (deleted, truncated);
+a file SQLite cannot read as a database (garbage, a malformed image) is moved aside with one log line and a
+fresh one started. A finished or failed trace whose row went with the old file is written again, so a result is
+not lost to a file replaced while its trace ran.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -51,6 +57,13 @@ CREATE TABLE IF NOT EXISTS traces (
 ) WITHOUT ROWID
 """
 _STATUS_COLUMNS = "state, place, done, total, step, error, summary, updated"
+logger = logging.getLogger("zero3_lab.trace.store")
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the file is no database SQLite can read (garbage, a malformed image), as opposed to a
+    passing condition (a lock, a full disk: ``OperationalError``)."""
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
 
 
 class StoreError(Exception):
@@ -110,7 +123,6 @@ class TraceStore:
         self.path = path
         self.version = version
         self.clock = clock
-        self._ready = False
 
     # ------------------------------------------------------------------ connections
 
@@ -121,31 +133,57 @@ class TraceStore:
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; ``BEGIN IMMEDIATE`` takes the write lock first, so that two workers
-        claiming the same query cannot both find it free. A failure is a :class:`StoreError`."""
+        claiming the same query cannot both find it free. A failure is a :class:`StoreError`; a file that
+        failed as no database is moved aside first, so that the next write starts a fresh one."""
         try:
             with self._transaction() as db:
                 yield db
         except (sqlite3.Error, OSError) as exc:
+            if _unreadable(exc):
+                self._move_aside(exc)
             # said to users: the reason, never the server's path (an OSError's str() names it)
             reason = exc.strerror if isinstance(exc, OSError) else str(exc)
             raise StoreError(f"the lab's trace cache cannot be written ({reason})") from exc
 
+    def _open(self) -> sqlite3.Connection:
+        """The file, its folder and its table, made where they are gone, in a write transaction."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = self._connect()
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
+            db.execute(_SCHEMA)
+            db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        if not self._ready:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(self._connect()) as db:
-                db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
-                db.execute(_SCHEMA)
-            self._ready = True
-        with closing(self._connect()) as db:
-            db.execute("BEGIN IMMEDIATE")
+        try:
+            db = self._open()
+        except sqlite3.DatabaseError as exc:
+            if not _unreadable(exc):
+                raise
+            self._move_aside(exc)  # garbage or a malformed image: start a fresh file, once
+            db = self._open()
+        with closing(db):
             try:
                 yield db
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+    def _move_aside(self, exc: BaseException) -> None:
+        """Keep the unreadable file beside the fresh one (for whoever wants to look), with its WAL files."""
+        aside = self.path.with_name(f"{self.path.name}.unreadable-{int(self.clock())}")
+        logger.warning("the trace cache %s cannot be read as a database (%s): moved to %s, a fresh one started",
+                       self.path, exc, aside.name)  # fmt: skip
+        for suffix in ("", "-wal", "-shm"):
+            source = self.path.with_name(self.path.name + suffix)
+            with suppress(FileNotFoundError):
+                source.replace(aside.with_name(aside.name + suffix))
 
     # ------------------------------------------------------------------ reading
 
@@ -241,21 +279,39 @@ class TraceStore:
             )
 
     def finish(self, query: str, owner: str, report: str, summary: dict[str, Any]) -> None:
-        self._update(query, owner, state="finished", report=report, summary=json.dumps(summary), error=None)
+        self._settle(query, owner, state="finished", report=report, summary=json.dumps(summary), error=None)
         self._prune()
 
     def fail(self, query: str, owner: str, error: str) -> None:
-        self._update(query, owner, state="failed", error=error[:ERROR_CHARS], report=None, summary=None)
+        self._settle(query, owner, state="failed", error=error[:ERROR_CHARS], report=None, summary=None)
         self._prune()
 
-    def _update(self, query: str, owner: str, **values: object) -> None:
-        """Set ``values`` on ``owner``'s row of ``query`` (a row another worker took over is left alone)."""
+    def _settle(self, query: str, owner: str, **values: object) -> None:
+        """A job's end, written whatever became of the file meanwhile: the row is written again where it went
+        with a deleted, truncated or replaced file (a row another worker took over is still left alone), and a
+        file that turns out unreadable is moved aside and the end written to a fresh one."""
+        try:
+            self._update(query, owner, insert=True, **values)
+        except StoreError:
+            self._update(query, owner, insert=True, **values)  # the unreadable file is aside by now
+
+    def _update(self, query: str, owner: str, *, insert: bool = False, **values: object) -> None:
+        """Set ``values`` on ``owner``'s row of ``query`` (a row another worker took over is left alone); with
+        ``insert``, make the row where there is none."""
         columns = ", ".join(f"{name} = ?" for name in values)  # names from this module, never from input
         with self._writing() as db:
-            db.execute(
+            changed = db.execute(
                 f"UPDATE traces SET {columns}, updated = ? WHERE version = ? AND query = ? AND owner = ?",  # noqa: S608
                 (*values.values(), self.clock(), self.version, query, owner),
-            )
+            ).rowcount
+            if insert and not changed:
+                names = ", ".join(values)
+                marks = ", ".join("?" for _ in values)
+                db.execute(
+                    f"INSERT OR IGNORE INTO traces (version, query, owner, updated, {names}) "  # noqa: S608
+                    f"VALUES (?, ?, ?, ?, {marks})",
+                    (self.version, query, owner, self.clock(), *values.values()),
+                )
 
     def _prune(self) -> None:
         """Keep the newest :data:`KEEP_ROWS` finished or failed traces (of any version), and of those only

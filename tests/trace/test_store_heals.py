@@ -1,0 +1,117 @@
+"""The trace cache heals: its file deleted, truncated, replaced by garbage or a malformed image, or its folder
+removed, a later trace still runs and keeps its result; an unreadable file is moved aside with one log line; a
+trace that was running when its file went still writes its result. The traces are fake child processes
+(tests/support/trace_fakes.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from app.trace.jobs import TraceQueue
+from app.trace.store import TraceStore, summarise
+from tests.support.trace_fakes import REPORT, fake_command, open_gate, runs, wait_for
+
+A, B = "dp=2", "dp=4"
+
+
+def _delete(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+
+
+def _truncate(path: Path) -> None:
+    _delete(path)
+    path.write_bytes(b"")
+
+
+def _garbage(path: Path) -> None:
+    _delete(path)
+    path.write_bytes(b"not a database, " * 512)
+
+
+def _malformed(path: Path) -> None:
+    """A real SQLite file whose pages after the header are zeroed: the header reads, the table does not."""
+    data = bytearray(path.read_bytes())
+    data[100:] = bytes(len(data) - 100)
+    _delete(path)
+    path.write_bytes(bytes(data))
+
+
+def _remove_folder(path: Path) -> None:
+    shutil.rmtree(path.parent)
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "deleted": _delete, "truncated": _truncate, "garbage": _garbage, "malformed": _malformed,
+    "folder removed": _remove_folder,
+}  # fmt: skip
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> TraceStore:
+    return TraceStore(tmp_path / "cache" / "traces.sqlite3", "v")
+
+
+@pytest.fixture
+def queues() -> Iterator[list[TraceQueue]]:
+    made: list[TraceQueue] = []
+    yield made
+    for queue in made:
+        queue.close()
+
+
+def _state(store: TraceStore, query: str) -> str | None:
+    status = store.get(query)
+    return None if status is None else status.state
+
+
+def _finished(store: TraceStore, query: str) -> None:
+    store.claim(query, "w", 1)
+    store.finish(query, "w", json.dumps(REPORT), summarise(REPORT))
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_file_never_stops_a_later_trace(
+    store: TraceStore, damage: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _finished(store, A)
+    _flush(store)
+    DAMAGE[damage](store.path)
+    store.get(A)  # a page reading the damaged file never fails (it may not find A: that went with the file)
+    with caplog.at_level(logging.WARNING, logger="zero3_lab.trace.store"):
+        _finished(store, B)
+    assert _state(store, B) == "finished"
+    aside = sorted(p.name for p in store.path.parent.glob("traces.sqlite3.unreadable-*"))
+    moved = [r for r in caplog.records if "cannot be read as a database" in r.getMessage()]
+    if damage in ("garbage", "malformed"):
+        assert len(moved) == 1 and aside, (moved, aside)  # one line, the file kept beside the fresh one
+    else:
+        assert moved == [] and aside == []
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage", "folder removed"])
+def test_a_trace_running_when_its_file_went_still_writes_its_result(
+    store: TraceStore, damage: str, tmp_path: Path, queues: list[TraceQueue]
+) -> None:
+    queues.append(queue := TraceQueue(store, fake_command(tmp_path, {A: "block"}), heartbeat_s=0.05, cwd=None))
+    queue.submit(A)
+    wait_for(lambda: runs(tmp_path) == [A])
+    _flush(store)
+    DAMAGE[damage](store.path)
+    open_gate(tmp_path)
+    wait_for(lambda: _state(store, A) == "finished")
+    assert json.loads(store.report(A) or "") == REPORT
+
+
+def _flush(store: TraceStore) -> None:
+    """Fold the WAL into the file, so that damaging the file damages what was written."""
+    with closing(sqlite3.connect(store.path)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
