@@ -96,13 +96,21 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Range:
-    """The smallest and largest value of one figure across ranks, with the ranks that hold them."""
+    """The smallest and largest value of one figure across ranks, with the ranks that hold them, and its sum over
+    the ranks (the mean, rounded down, is ``total // ranks``)."""
 
     name: str
     min: int
     min_rank: int
     max: int
     max_rank: int
+    total: int = 0
+    ranks: int = 1
+
+    @property
+    def mean(self) -> int:
+        """The mean across ranks, rounded down to a whole byte."""
+        return self.total // self.ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +134,16 @@ class Comparison:
     def range_of(self, name: str) -> Range:
         return next(r for r in self.ranges if r.name == name)
 
+    def worst(self, n: int) -> tuple[Row, ...]:
+        """The ``n`` ranks with the highest observed figure (the lowest rank among equals): the page shows these,
+        the download every rank."""
+        return tuple(sorted(self.rows, key=lambda r: (-r.observed, r.rank))[:n])
+
 
 def _range(name: str, values: Sequence[tuple[int, int]]) -> Range:
     low = min(values)  # (value, rank): the lowest rank among equals
     high = max(values, key=lambda v: (v[0], -v[1]))
-    return Range(name, low[0], low[1], high[0], high[1])
+    return Range(name, low[0], low[1], high[0], high[1], sum(v for v, _ in values), len(values))
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,3 +129,16 @@ def render_table(rec: Reconciliation) -> str:
                      f"compare the reserved estimate with the capacity, use it: /?{rec.reserve_query}")  # fmt: skip
     lines += [f"Note: {note}" for note in rec.notes]
     return "\n".join(lines) + "\n"
+
+
+CSV_HEADER = ("comparison", "rank", "line", "lab_instant", "estimate", "allocated", "reserved", "cuda_context",
+              "context_measured", "observed", *ENTRY_LABELS)  # fmt: skip
+
+
+def csv_rows(rec: Reconciliation) -> Iterator[tuple[object, ...]]:
+    """Every comparison's every rank, one row each (the page shows the worst few): exact integers in bytes."""
+    yield CSV_HEADER
+    for c in rec.comparisons:
+        for r in c.rows:
+            yield (c.key, r.rank, str(r.where), r.lab, r.estimate, r.allocated, r.reserved, r.context,
+                   int(r.context_measured), r.observed, *(r.entry(name) for name in ENTRY_LABELS))  # fmt: skip

@@ -8,11 +8,14 @@ arrive the same way. Errors are shown inline (``role="alert"``), each naming its
 
 from __future__ import annotations
 
+import csv
+import io
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.ledger.scenario import Scenario
@@ -20,6 +23,7 @@ from app.ledger.scenario.links import canonical_query, link
 from app.observed.probe import MARKS
 from app.observed.reconcile import ENTRY_LABELS, Reconciliation, reconcile
 from app.observed.records import MAX_STEP, ObservedError, read_observed
+from app.observed.render import csv_rows
 from app.web.http.htmx import PAGE_METHODS
 from app.web.http.query import form_fields, query_dict, read_scenario, repeated_fields
 from app.web.http.settings import Settings
@@ -29,6 +33,10 @@ from app.web.views.page import title_of
 router = APIRouter(include_in_schema=False)
 
 PATH = "/reconcile"
+CSV_PATH = "/reconcile.csv"
+# The page shows each comparison's ranks with the highest observed figure, and every figure's min, mean and max
+# across all ranks: its size does not follow the number of ranks. Every rank is in the CSV download.
+WORST_RANKS = 8
 # The request body is capped at 64 KiB (app/web/http/limits.py); URL-encoding inflates JSON (each quote is
 # three characters), so the text itself is held to less. The CLI reads files of up to 4 MiB.
 MAX_PASTE_BYTES = 40 * 1024
@@ -59,6 +67,8 @@ def _context(
         "marks": MARKS,
         "max_paste_bytes": MAX_PASTE_BYTES,
         "max_body_bytes": MAX_BODY_BYTES,
+        "worst_ranks": WORST_RANKS,
+        "csv_path": CSV_PATH,
     }
 
 
@@ -90,13 +100,44 @@ def _reconciled(scenario: Scenario, observed: str, step_text: str) -> tuple[Reco
         return None, [str(p) for p in exc.problems]
 
 
+async def _form(request: Request) -> tuple[str, str]:
+    body = await request.body()  # the request limits have already capped it
+    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
+    return form.get("observed", ""), form.get("step", "")
+
+
+@router.post(CSV_PATH)
+async def reconcile_csv(request: Request) -> Response:
+    """Every rank of every comparison as CSV (the form's "Download every rank"), streamed row by row; the form's
+    errors as the page shows them."""
+    scenario, scenario_error = _scenario(request)
+    observed, step = await _form(request)
+    if scenario is None:
+        context = _context(request, None, scenario_error, observed=observed, step=step)
+        return templates.TemplateResponse(request, "reconcile.html", context, status_code=422)
+    result, errors = await run_in_threadpool(_reconciled, scenario, observed, step)
+    if result is None:
+        context = _context(request, scenario, "", observed=observed, step=step, errors=errors)
+        return templates.TemplateResponse(request, "reconcile.html", context, status_code=422)
+    headers = {"Content-Disposition": f'attachment; filename="reconcile-step-{result.step}.csv"'}
+    return StreamingResponse(_csv_lines(result), media_type="text/csv; charset=utf-8", headers=headers)
+
+
+def _csv_lines(result: Reconciliation) -> Iterator[str]:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    for row in csv_rows(result):
+        writer.writerow(row)
+        yield out.getvalue()
+        out.seek(0)
+        out.truncate()
+
+
 @router.post(PATH)
 async def reconcile_post(request: Request) -> Response:
     """The probe's records (``observed``) and an optional ``step``, against the query's scenario."""
     scenario, scenario_error = _scenario(request)
-    body = await request.body()  # the request limits have already capped it
-    form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
-    observed, step = form.get("observed", ""), form.get("step", "")
+    observed, step = await _form(request)
     if scenario is None:
         context = _context(request, None, scenario_error, observed=observed, step=step)
         return templates.TemplateResponse(request, "reconcile.html", context, status_code=422)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import re
 from urllib.parse import urlencode
 
@@ -138,3 +140,63 @@ def test_the_script_is_served(client: TestClient) -> None:
     response = client.get("/static/reconcile.js")
     assert response.status_code == 200
     assert "data-max-bytes" in response.text
+
+
+def _records(ranks: int) -> str:
+    """One step of ``ranks`` ranks, each its three marks, written as tightly as the probe's format allows."""
+    lines = []
+    for rank in range(ranks):
+        for i, mark in enumerate(("end-of-forward", "end-of-backward", "after-step")):
+            base = 10_000_000_000 + rank * 1_000_003 + i * 7
+            lines.append(f'{{"v":1,"rank":{rank},"world":{ranks},"step":0,"instant":"{mark}","allocated":{base},'
+                         f'"max_allocated":{base + 5},"reserved":{base + 9},"max_reserved":{base + 9}}}')  # fmt: skip
+    return "\n".join(lines)
+
+
+def _most_ranks() -> tuple[int, str]:
+    """As many ranks as the page's paste takes."""
+    ranks = 1
+    while len(_records(ranks + 1).encode()) <= MAX_PASTE_BYTES:
+        ranks += 1
+    return ranks, _records(ranks)
+
+
+def test_the_answer_is_bounded_whatever_the_number_of_ranks(client: TestClient) -> None:
+    """The largest paste the page takes: each comparison shows its 8 ranks with the highest observed figure and
+    every figure's min, mean and max over all ranks; the page stays under 256 KB."""
+    ranks, text = _most_ranks()
+    assert ranks > 50
+    status, page = post(client, Q, observed=text, step="")
+    assert status == 200
+    assert len(page.encode()) <= 256 * 1024, len(page.encode())
+    expected = reconcile(SCENARIO, read_observed(text.encode()))
+    for c in expected.comparisons:
+        section = page.split(f'data-comparison="{c.key}"', 1)[1].split("</section>", 1)[0]
+        shown = [int(r) for r in re.findall(r'<tr data-rank="(\d+)">', section)]
+        assert shown == [r.rank for r in sorted(c.rows, key=lambda r: (-r.observed, r.rank))[:8]]
+        observed = c.range_of("observed")
+        assert f"of {ranks}" in section
+        row = section.split('data-entry="observed">', 1)[1].split("</tr>", 1)[0]
+        numbers = [int(x.replace(",", "")) for x in re.findall(r'class="num">([\d,]+)<', row)]
+        assert numbers == [observed.min, observed.min_rank, sum(r.observed for r in c.rows) // ranks, observed.max,
+                           observed.max_rank]  # fmt: skip
+
+
+def test_every_rank_downloads_as_csv(client: TestClient) -> None:
+    ranks, text = _most_ranks()
+    response = client.post(f"/reconcile.csv?{Q}", content=urlencode({"observed": text, "step": ""}), headers=FORM)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/csv")
+    assert 'filename="reconcile-step-0.csv"' in response.headers["content-disposition"]
+    rows = list(csv.reader(io.StringIO(response.text)))
+    expected = reconcile(SCENARIO, read_observed(text.encode()))
+    assert len(rows) == 1 + len(expected.comparisons) * ranks
+    first = expected.comparisons[0].rows[0]
+    assert rows[1][:2] == [expected.comparisons[0].key, str(first.rank)]
+    assert int(rows[1][rows[0].index("observed")]) == first.observed
+
+
+def test_a_bad_paste_for_the_download_is_named_on_the_page(client: TestClient) -> None:
+    response = client.post(f"/reconcile.csv?{Q}", content=urlencode({"observed": "{", "step": ""}), headers=FORM)
+    assert response.status_code == 422
+    assert "not valid JSON" in response.text and 'role="alert"' in response.text
