@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from app.trace.bounded import bounded_report
+
 State = Literal["queued", "running", "finished", "failed"]
 ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 # A worker refreshes its rows every HEARTBEAT_S while it runs a job; a row unrefreshed for STALE_S
@@ -279,6 +281,8 @@ class TraceStore:
             )
 
     def finish(self, query: str, owner: str, report: str, summary: dict[str, Any]) -> None:
+        """The job's report (held to :data:`~app.trace.bounded.MAX_REPORT_BYTES`) and the page's summary of it."""
+        report = bounded_report(report)
         self._settle(query, owner, state="finished", report=report, summary=json.dumps(summary), error=None)
         self._prune()
 

@@ -26,6 +26,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import canonical_query
+from app.trace.bounded import bounded_report
 from app.trace.jobs import QueueFull, TraceQueue, cache_version
 from app.trace.store import StoreError, TraceStore
 from app.web.http.htmx import PAGE_METHODS, is_htmx
@@ -161,4 +162,4 @@ def trace_report(request: Request) -> Response:
     report = queue_for(request.app).store.report(read[1])
     if report is None:
         return Response("404: no finished trace of this scenario\n", status_code=404, media_type="text/plain")
-    return Response(report, media_type="application/json")
+    return Response(bounded_report(report), media_type="application/json")  # a row older than its bound, too

@@ -8,9 +8,12 @@ without the trace extra).
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -22,6 +25,7 @@ from app.ledger.models.reference import compact
 from app.ledger.scenario import parse_scenario
 from app.ledger.scenario.links import canonical_query
 from app.trace import torch_installed
+from app.trace.bounded import MAX_REPORT_BYTES
 from app.trace.jobs import TraceQueue, cache_version
 from app.trace.store import TraceStore
 from app.web.app import create_app
@@ -328,3 +332,18 @@ def test_a_real_trace_through_the_page_then_from_the_cache(tmp_path: Path) -> No
         again = client.post(f"/trace?{QUERY}", headers=HX)  # the same scenario: the cached result, no new job
         assert '<table class="trace-instants">' in again.text and 'id="trace-live"' not in again.text
         assert '<table class="trace-instants">' in client.get(f"/?{QUERY}").text
+
+
+def test_a_cached_report_of_any_size_is_served_within_the_bound(lab: Lab) -> None:
+    """A row put in the cache by other means (tens of MB here) is summarised when shown, not served as it is."""
+    client = lab()
+    store = store_of(client)
+    store.claim(QUERY, "w", 1)
+    huge = {"schema": "zero3-lab.trace/1", "peak": {"total": 1}, "timeline": [{"total": i} for i in range(2_000_000)]}
+    with closing(sqlite3.connect(store.path)) as db, db:  # written past finish()'s bound, as by another program
+        db.execute("UPDATE traces SET state = 'finished', report = ?, summary = '{}' WHERE query = ?",
+                   (json.dumps(huge), QUERY))  # fmt: skip
+    response = client.get(f"/trace.json?{QUERY}")
+    assert response.status_code == 200
+    assert len(response.content) <= MAX_REPORT_BYTES
+    assert response.json()["peak"] == {"total": 1}
