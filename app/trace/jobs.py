@@ -39,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # own report): a change to any of it makes every cached trace out of date.
 MODELLED_BY = ("app/ledger", "app/receipts", "app/trace")
 MAX_QUEUED = 8
+PER_CLIENT = 2  # traces one client (address) may have waiting or running at once; the others keep their place
+RETRY_AFTER_S = 120.0  # a failed trace is not run again sooner: a scenario that fails does not hold the queue
 TIMEOUT_S = 300.0
 STARTING = "starting Python and importing torch"
 
@@ -54,6 +56,25 @@ class QueueFull(Exception):
             f"{max_queued} traces are already waiting for this server; try again in a few minutes "
             "(or run the command below in a terminal)"
         )
+
+
+class ClientBusy(Exception):
+    """This client already has :attr:`TraceQueue.per_client` traces waiting or running here."""
+
+    def __init__(self, per_client: int) -> None:
+        self.per_client = per_client
+        super().__init__(
+            f"you already have {per_client} traces waiting or running on this server; ask again once one has "
+            "finished (or run the command below in a terminal)"
+        )
+
+
+class RetryLater(Exception):
+    """The scenario's trace failed moments ago: it is not run again before :data:`RETRY_AFTER_S`."""
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+        super().__init__(f"this trace failed moments ago; it can be tried again in {seconds} s")
 
 
 def scenario_of(query: str) -> Scenario:
@@ -93,6 +114,8 @@ class TraceQueue:
         command: Command = trace_argv,
         *,
         max_queued: int = MAX_QUEUED,
+        per_client: int = PER_CLIENT,
+        retry_after_s: float = RETRY_AFTER_S,
         timeout_s: float = TIMEOUT_S,
         heartbeat_s: float = HEARTBEAT_S,
         cwd: Path | None = ROOT,
@@ -100,12 +123,15 @@ class TraceQueue:
         self.store = store
         self.command = command
         self.max_queued = max_queued
+        self.per_client = per_client
+        self.retry_after_s = retry_after_s
         self.timeout_s = timeout_s
         self.heartbeat_s = heartbeat_s
         self.cwd = cwd
         self.owner = f"{uuid.uuid4().hex[:12]}"  # this queue, in the store's rows (workers share the file)
         self._lock = threading.Condition()
         self._pending: deque[str] = deque()
+        self._clients: dict[str, str] = {}  # a waiting or running query → the client that asked for it
         self._thread: threading.Thread | None = None
         self._closed = False
         self._stop = threading.Event()  # kills the running trace when the queue closes
@@ -114,20 +140,27 @@ class TraceQueue:
         """The job of ``query`` as the store has it: one lookup, no work started."""
         return self.store.get(query)
 
-    def submit(self, query: str) -> JobStatus:
-        """Queue the trace of ``query``, or join the one that is finished, queued or running."""
+    def submit(self, query: str, client: str = "") -> JobStatus:
+        """Queue the trace of ``query`` for ``client`` (its address), or join the one that is finished, queued or
+        running. Refused: a trace that failed less than :attr:`retry_after_s` ago (:class:`RetryLater`), a client
+        with :attr:`per_client` traces already waiting or running here (:class:`ClientBusy`), a full queue."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the trace queue is closed")
             existing = self.store.get(query)
             if existing is not None and existing.state != "failed":
                 return existing
+            if existing is not None and (wait := self.retry_after_s - self.store.age(existing)) > 0:
+                raise RetryLater(int(wait) + 1)
+            if sum(1 for asker in self._clients.values() if asker == client) >= self.per_client:
+                raise ClientBusy(self.per_client)
             if len(self._pending) >= self.max_queued:
                 raise QueueFull(self.max_queued)
             joined = self.store.claim(query, self.owner, place=len(self._pending) + 1)
             if joined is not None:  # another worker took it between the two looks
                 return joined
             self._pending.append(query)
+            self._clients[query] = client
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="zero3-lab trace jobs", daemon=True)
                 self._thread.start()
@@ -141,6 +174,7 @@ class TraceQueue:
             self._stop.set()
             dropped = list(self._pending)
             self._pending.clear()
+            self._clients.clear()
             self._lock.notify_all()
             thread = self._thread
         for query in dropped:  # said at once, rather than left to go stale
@@ -172,6 +206,9 @@ class TraceQueue:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
                 with suppress(Exception):  # the store itself may be what failed
                     self.store.fail(query, self.owner, f"the trace could not be run ({why})")
+            finally:
+                with self._lock:
+                    self._clients.pop(query, None)  # its client may ask for another
 
     def _run(self, query: str) -> None:
         done = 0

@@ -85,6 +85,7 @@ class JobStatus:
     step: str = ""
     error: str | None = None
     summary: dict[str, Any] | None = None
+    updated: float = 0.0  # when the row was last written (a failure: when it failed)
 
     @property
     def active(self) -> bool:
@@ -231,7 +232,12 @@ class TraceStore:
             step=str(step),
             error=error,
             summary=None if summary is None else json.loads(summary),
+            updated=float(updated),
         )
+
+    def age(self, status: JobStatus) -> float:
+        """Seconds since ``status`` was written, by this store's clock."""
+        return self.clock() - status.updated
 
     # ------------------------------------------------------------------ writing
 

@@ -19,7 +19,16 @@ from app.cli.main import build_parser
 from app.cli.scenario_args import scenario_from_args
 from app.ledger.scenario import parse_scenario
 from app.ledger.scenario.links import canonical_query
-from app.trace.jobs import QueueFull, TraceQueue, cache_version, scenario_flags, scenario_of, trace_argv
+from app.trace.jobs import (
+    ClientBusy,
+    QueueFull,
+    RetryLater,
+    TraceQueue,
+    cache_version,
+    scenario_flags,
+    scenario_of,
+    trace_argv,
+)
 from app.trace.process import STEPS, Outcome, error_message, progress_step, run_process
 from app.trace.store import STALE_S, JobStatus, StoreError, TraceStore, summarise
 from tests.support.trace_fakes import REPORT, fake_command, open_gate, runs, wait_for
@@ -43,6 +52,9 @@ def store(tmp_path: Path) -> TraceStore:
 
 
 def make_queue(store: TraceStore, folder: Path, modes: dict[str, str] | None = None, **options: float) -> TraceQueue:
+    """A queue of fake traces; one client may queue many and a failure may be retried at once, unless ``options``
+    say otherwise (the tests of those limits)."""
+    options = {"per_client": 100, "retry_after_s": 0.0, **options}
     return TraceQueue(store, fake_command(folder, modes), heartbeat_s=0.05, cwd=None, **options)  # type: ignore[arg-type]
 
 
@@ -353,3 +365,37 @@ def test_the_cache_keeps_the_newest_traces_within_a_count_and_a_size(
     assert store.claim("dp=128", "w", 1) is None
     store.fail("dp=128", "w", "a failure keeps no report")
     assert [q for q in [*queries, "dp=128"] if store.get(q) is not None] == ["dp=16", "dp=32", "dp=128"]
+
+
+# --------------------------------------------------------------------------- fair and bounded
+
+
+def test_one_client_may_have_only_so_many_traces_and_the_others_keep_their_place(
+    store: TraceStore, tmp_path: Path, queues: list[TraceQueue]
+) -> None:
+    queues.append(queue := make_queue(store, tmp_path, {A: "block"}, per_client=2))
+    queue.submit(A, client="10.0.0.1")
+    wait_for(lambda: runs(tmp_path) == [A])
+    queue.submit(B, client="10.0.0.1")
+    with pytest.raises(ClientBusy, match="already have 2 traces"):
+        queue.submit(C, client="10.0.0.1")
+    assert queue.submit(C, client="10.0.0.2").place == 2  # another client is not held up by the first
+    assert queue.submit(B, client="10.0.0.1").state == "queued"  # joining a job of one's own is no new one
+    open_gate(tmp_path)
+    wait_for(lambda: state(store, C) == "finished")
+    assert queue.submit(D, client="10.0.0.1").state == "queued"  # once its traces ran, the client may ask again
+
+
+def test_a_failed_trace_is_not_run_again_for_a_while(tmp_path: Path, queues: list[TraceQueue]) -> None:
+    clock = Clock()
+    store = TraceStore(tmp_path / "t.sqlite3", "v", clock=clock)
+    queues.append(queue := make_queue(store, tmp_path, {A: "fail"}, retry_after_s=120.0))
+    queue.submit(A)
+    wait_for(lambda: state(store, A) == "failed")
+    clock.now += 30
+    with pytest.raises(RetryLater) as caught:
+        queue.submit(A)
+    assert caught.value.seconds == 91 and "tried again in 91 s" in str(caught.value)
+    clock.now += 91
+    assert queue.submit(A).state == "queued"
+    assert runs(tmp_path) in ([A], [A, A])  # the second run may have started already

@@ -72,6 +72,7 @@ class TracePanel:
     status: JobStatus | None  # None: not traced yet (or its worker is gone)
     notice: str | None = None  # a refusal that is not the job's (the queue is full)
     focus: bool = False  # the answer to the button: the job's status takes the focus
+    retry_in: int = 0  # a failed trace: seconds before it may be run again (0: now)
 
     install_command: str = INSTALL_COMMAND
     install_hint: str = INSTALL_HINT
@@ -130,4 +131,8 @@ def trace_panel(
     except ScenarioError as exc:  # a canonical query always parses; kept for direct callers
         problems, command = (str(exc),), ""
     status = None if problems or queue is None else queue.status(query)
-    return TracePanel(query, True, problems, command, status, notice, focus)
+    retry_in = 0
+    if status is not None and queue is not None and status.state == "failed":
+        wait = queue.retry_after_s - queue.store.age(status)
+        retry_in = int(wait) + 1 if wait > 0 else 0
+    return TracePanel(query, True, problems, command, status, notice, focus, retry_in)

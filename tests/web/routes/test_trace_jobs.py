@@ -53,6 +53,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     def make(modes: dict[str, str] | None = None, **options: Any) -> TestClient:
         app = create_app(Settings(trace_cache=tmp_path / "cache" / "traces.sqlite3"))
         store = TraceStore(tmp_path / "cache" / "traces.sqlite3", cache_version())
+        options = {"per_client": 100, "retry_after_s": 0.0, **options}  # the test client is one address
         app.state.trace_queue = TraceQueue(store, fake_command(tmp_path, modes), heartbeat_s=0.05, **options)
         client = TestClient(app, raise_server_exceptions=False)
         client.__enter__()
@@ -347,3 +348,13 @@ def test_a_cached_report_of_any_size_is_served_within_the_bound(lab: Lab) -> Non
     assert response.status_code == 200
     assert len(response.content) <= MAX_REPORT_BYTES
     assert response.json()["peak"] == {"total": 1}
+
+
+def test_a_failed_trace_says_when_it_may_run_again_and_refuses_until_then(lab: Lab) -> None:
+    client = lab({QUERY: "fail"}, retry_after_s=120.0)
+    client.post(f"/trace?{QUERY}", headers=HX)
+    done = poll_until_done(client)
+    assert re.search(r"It can be tried again in 1[12]\d s", done.text)
+    again = client.post(f"/trace?{QUERY}")  # without JavaScript: a page of its own, 429
+    assert again.status_code == 429
+    assert "this trace failed moments ago; it can be tried again in" in again.text
