@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from app import __version__
+from app.ledger.models.reference import resolve
 from app.ledger.scenario import Scenario, parse_scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
 from app.trace.process import STEPS, error_message, progress_step, run_process
@@ -41,6 +42,11 @@ MODELLED_BY = ("app/ledger", "app/receipts", "app/trace")
 MAX_QUEUED = 8
 PER_CLIENT = 2  # traces one client (address) may have waiting or running at once; the others keep their place
 RETRY_AFTER_S = 120.0  # a failed trace is not run again sooner: a scenario that fails does not hold the queue
+# The page's trace budget, in parameter tensors. On fake tensors a trace's time follows the modules and tensors it
+# runs, not their sizes or the tokens (measured on this 2-core machine, tiny Llama layers of 9 tensors: 16 layers
+# 9.2 s, 32 21.9 s, 48 37.9 s; 2 layers at s 512 to 262,144 all 1.2-3 s): about 200 s of the 300 s limit. The CLI
+# has no budget.
+BUDGET_TENSORS = 1_300
 TIMEOUT_S = 300.0
 STARTING = "starting Python and importing torch"
 
@@ -67,6 +73,23 @@ class ClientBusy(Exception):
             f"you already have {per_client} traces waiting or running on this server; ask again once one has "
             "finished (or run the command below in a terminal)"
         )
+
+
+class TooLarge(Exception):
+    """The scenario's model has more parameter tensors than the page's trace budget (:data:`BUDGET_TENSORS`)."""
+
+    def __init__(self, tensors: int, budget: int) -> None:
+        self.tensors, self.budget = tensors, budget
+        super().__init__(
+            f"this model has {tensors:,} parameter tensors, more than the {budget:,} a trace here may run (about "
+            "200 s of its 300 s limit): run the command below in a terminal, which has no such limit"
+        )
+
+
+def trace_tensors(query: str) -> int:
+    """The parameter tensors a trace of ``query`` runs (its model's, each expert's counted): its cost here."""
+    s = scenario_of(query)
+    return resolve(s.model).inventory.tensor_count if s.model else 0
 
 
 class RetryLater(Exception):
@@ -116,6 +139,7 @@ class TraceQueue:
         max_queued: int = MAX_QUEUED,
         per_client: int = PER_CLIENT,
         retry_after_s: float = RETRY_AFTER_S,
+        budget_tensors: int = BUDGET_TENSORS,
         timeout_s: float = TIMEOUT_S,
         heartbeat_s: float = HEARTBEAT_S,
         cwd: Path | None = ROOT,
@@ -125,6 +149,7 @@ class TraceQueue:
         self.max_queued = max_queued
         self.per_client = per_client
         self.retry_after_s = retry_after_s
+        self.budget_tensors = budget_tensors
         self.timeout_s = timeout_s
         self.heartbeat_s = heartbeat_s
         self.cwd = cwd
@@ -142,7 +167,8 @@ class TraceQueue:
 
     def submit(self, query: str, client: str = "") -> JobStatus:
         """Queue the trace of ``query`` for ``client`` (its address), or join the one that is finished, queued or
-        running. Refused: a trace that failed less than :attr:`retry_after_s` ago (:class:`RetryLater`), a client
+        running. Refused: a trace that failed less than :attr:`retry_after_s` ago (:class:`RetryLater`), a model
+        past the page's trace budget (:class:`TooLarge`), a client
         with :attr:`per_client` traces already waiting or running here (:class:`ClientBusy`), a full queue."""
         with self._lock:
             if self._closed:
@@ -152,6 +178,8 @@ class TraceQueue:
                 return existing
             if existing is not None and (wait := self.retry_after_s - self.store.age(existing)) > 0:
                 raise RetryLater(int(wait) + 1)
+            if (tensors := trace_tensors(query)) > self.budget_tensors:
+                raise TooLarge(tensors, self.budget_tensors)
             if sum(1 for asker in self._clients.values() if asker == client) >= self.per_client:
                 raise ClientBusy(self.per_client)
             if len(self._pending) >= self.max_queued:

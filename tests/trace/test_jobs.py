@@ -17,17 +17,21 @@ import pytest
 from app import __version__
 from app.cli.main import build_parser
 from app.cli.scenario_args import scenario_from_args
+from app.ledger.models.reference import compact
 from app.ledger.scenario import parse_scenario
 from app.ledger.scenario.links import canonical_query
 from app.trace.jobs import (
+    BUDGET_TENSORS,
     ClientBusy,
     QueueFull,
     RetryLater,
+    TooLarge,
     TraceQueue,
     cache_version,
     scenario_flags,
     scenario_of,
     trace_argv,
+    trace_tensors,
 )
 from app.trace.process import STEPS, Outcome, error_message, progress_step, run_process
 from app.trace.store import STALE_S, JobStatus, StoreError, TraceStore, summarise
@@ -399,3 +403,21 @@ def test_a_failed_trace_is_not_run_again_for_a_while(tmp_path: Path, queues: lis
     clock.now += 91
     assert queue.submit(A).state == "queued"
     assert runs(tmp_path) in ([A], [A, A])  # the second run may have started already
+
+
+def test_a_model_past_the_pages_trace_budget_is_refused_before_it_queues(
+    store: TraceStore, tmp_path: Path, queues: list[TraceQueue]
+) -> None:
+    """The budget counts parameter tensors (each expert's): a trace's time on fake tensors follows them."""
+    queues.append(queue := TraceQueue(store, fake_command(tmp_path), heartbeat_s=0.05, cwd=None))
+    moe = compact({"model_type": "mixtral", "hidden_size": 256, "num_hidden_layers": 48, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "num_local_experts": 64,
+                   "num_experts_per_tok": 2})  # fmt: skip
+    query = canonical_query(parse_scenario({"model": moe, "dp": 8}))
+    with pytest.raises(TooLarge) as caught:
+        queue.submit(query)
+    assert caught.value.tensors == trace_tensors(query) > BUDGET_TENSORS
+    assert "run the command below in a terminal, which has no such limit" in str(caught.value)
+    assert store.get(query) is None and runs(tmp_path) == []  # nothing queued, nothing ran
+    seven_b = canonical_query(parse_scenario({"model": "llama-2-7b", "dp": 8}))
+    assert trace_tensors(seven_b) == 2 + 32 * 9 + 1 <= BUDGET_TENSORS  # embedding and head, 32 layers of 9, final norm

@@ -27,7 +27,7 @@ from fastapi.responses import RedirectResponse, Response
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import canonical_query
 from app.trace.bounded import bounded_report
-from app.trace.jobs import ClientBusy, QueueFull, RetryLater, TraceQueue, cache_version
+from app.trace.jobs import ClientBusy, QueueFull, RetryLater, TooLarge, TraceQueue, cache_version
 from app.trace.store import StoreError, TraceStore
 from app.web.http.htmx import PAGE_METHODS, is_htmx
 from app.web.http.query import form_fields, query_dict, read_scenario, repeated_fields
@@ -123,10 +123,11 @@ def start_trace(request: Request) -> Response:
         return _panel_response(request, scenario, query, status_code=200 if is_htmx(request) else 422)
     try:
         queue_for(request.app).submit(query, client=request.client.host if request.client else "")
-    except (QueueFull, ClientBusy, RetryLater, StoreError) as exc:
+    except (QueueFull, ClientBusy, RetryLater, TooLarge, StoreError) as exc:
         # htmx 2 swaps 2xx only: the refusal is said in the panel; without JavaScript, a 429 (this client's) or
         # 503 (the server's) page
         status = 200 if is_htmx(request) else 429 if isinstance(exc, (ClientBusy, RetryLater)) else 503
+        status = 422 if isinstance(exc, TooLarge) and status != 200 else status
         return _panel_response(request, scenario, query, status_code=status, notice=str(exc), focus=True)
     if not is_htmx(request):
         target = f"/?{query}#trace" if query else "/#trace"

@@ -358,3 +358,12 @@ def test_a_failed_trace_says_when_it_may_run_again_and_refuses_until_then(lab: L
     again = client.post(f"/trace?{QUERY}")  # without JavaScript: a page of its own, 429
     assert again.status_code == 429
     assert "this trace failed moments ago; it can be tried again in" in again.text
+
+
+def test_a_model_past_the_budget_is_refused_in_the_panel_and_nothing_queues(lab: Lab, tmp_path: Path) -> None:
+    client = lab(budget_tensors=3)  # the small model's tensors are more than 3
+    answer = client.post(f"/trace?{QUERY}", headers=HX)
+    assert answer.status_code == 200 and "more than the 3 a trace here may run" in answer.text
+    assert 'role="alert"' in answer.text
+    assert client.post(f"/trace?{QUERY}").status_code == 422  # without JavaScript
+    assert state(client) is None and runs(tmp_path) == []
