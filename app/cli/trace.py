@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from app.cli.scenario_args import add_scenario_arguments, scenario_from_args
 from app.trace import INSTALL_HINT, import_torch, torch_installed
 from app.trace.setup import TraceSetupError, trace_setup
+from app.trace.watch import watch_parent
 
 
 def add_trace_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -73,6 +74,7 @@ def run_trace_command(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             sys.stderr.write(f"zero3-lab: error: trace: {problem}\n")
         return 2
+    watch_parent()  # a page's trace ends with its worker (app.trace.watch)
     import_torch()
     from app.trace.models import ModelBuildError
     from app.trace.report import render_table, trace_json

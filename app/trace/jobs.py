@@ -176,7 +176,8 @@ class TraceQueue:
             existing = self.store.get(query)
             if existing is not None and existing.state != "failed":
                 return existing
-            if existing is not None and (wait := self.retry_after_s - self.store.age(existing)) > 0:
+            wait = 0.0 if existing is None or existing.gone else self.retry_after_s - self.store.age(existing)
+            if wait > 0:  # a trace that failed by itself moments ago (one whose worker stopped may run at once)
                 raise RetryLater(int(wait) + 1)
             if (tensors := trace_tensors(query)) > self.budget_tensors:
                 raise TooLarge(tensors, self.budget_tensors)

@@ -77,6 +77,9 @@ def error_message(outcome: Outcome, timeout_s: float) -> str:
     return f"the trace exited with status {outcome.returncode} (its output is in the server's log)"
 
 
+PARENT_ENV = "ZERO3_LAB_TRACE_PARENT"
+
+
 def _kill(proc: subprocess.Popen[str]) -> None:
     try:
         if hasattr(os, "killpg"):
@@ -163,7 +166,8 @@ def _start(argv: Sequence[str], cwd: Path | None) -> subprocess.Popen[str]:
         encoding="utf-8",
         errors="replace",
         cwd=cwd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # each progress line as it is written
+        # each progress line as it is written; the worker's pid, which the trace watches (app.trace.watch)
+        env={**os.environ, "PYTHONUNBUFFERED": "1", PARENT_ENV: str(os.getpid())},
         start_new_session=True,
     )
 

@@ -5,8 +5,8 @@ The file is the one thing a server's workers share (``zero3-lab serve --workers 
 that share nothing else), so the state of a job lives here, not in the worker that runs it: any
 worker can answer a poll, and a second worker asked for a query that another is tracing joins that
 job. A worker that runs jobs refreshes their ``updated`` time every few seconds; a queued or running
-row that stops being refreshed (its worker died or was restarted) is *stale*, reads as no job at
-all, and the next request for that query takes it over.
+row that stops being refreshed (its worker died or was restarted) is *stale* and reads as a failed job whose
+error says its worker stopped; the next request for that query takes it over.
 
 Reading never creates anything: without the file there is no trace yet, and a page that only looks
 does one primary-key ``SELECT``. Standard library only (no web stack, no torch).
@@ -86,6 +86,7 @@ class JobStatus:
     error: str | None = None
     summary: dict[str, Any] | None = None
     updated: float = 0.0  # when the row was last written (a failure: when it failed)
+    gone: bool = False  # failed because the worker that held it stopped (its row went stale), not by itself
 
     @property
     def active(self) -> bool:
@@ -191,7 +192,7 @@ class TraceStore:
     # ------------------------------------------------------------------ reading
 
     def get(self, query: str) -> JobStatus | None:
-        """The trace of ``query``: one primary-key lookup, or None (no file, no row, a stale row, or a
+        """The trace of ``query``: one primary-key lookup, or None (no file, no row, or a
         file that cannot be read: the page must not fail because its cache did)."""
         if not self.path.exists():
             return None
@@ -222,7 +223,8 @@ class TraceStore:
     def _status(self, query: str, row: Sequence[Any]) -> JobStatus | None:
         state, place, done, total, step, error, summary, updated = row
         if state in ACTIVE and self.clock() - float(updated) > STALE_S:
-            return None
+            why = "the server process that held this trace stopped before it finished; ask again"
+            return JobStatus(query=query, state="failed", error=why, updated=float(updated), gone=True)
         return JobStatus(
             query=query,
             state=state,

@@ -257,7 +257,9 @@ def test_a_row_left_by_a_dead_worker_is_stale_and_taken_over(tmp_path: Path) -> 
     joined = store.claim(A, "live-worker", 1)
     assert joined is not None and joined.state == "running"  # still alive: joined
     clock.now += STALE_S + 1  # no heartbeat since
-    assert store.get(A) is None
+    gone = must(store, A)
+    assert (gone.state, gone.gone) == ("failed", True)  # shown as failed, not as a place in a queue that is gone
+    assert gone.error is not None and "stopped before it finished" in gone.error
     assert store.claim(A, "live-worker", 1) is None  # taken over
     store.progress(A, "dead-worker", 5, STEPS, "late")  # the old worker's writes no longer land
     assert must(store, A).done == 0

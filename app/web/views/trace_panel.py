@@ -132,7 +132,7 @@ def trace_panel(
         problems, command = (str(exc),), ""
     status = None if problems or queue is None else queue.status(query)
     retry_in = 0
-    if status is not None and queue is not None and status.state == "failed":
+    if status is not None and queue is not None and status.state == "failed" and not status.gone:
         wait = queue.retry_after_s - queue.store.age(status)
         retry_in = int(wait) + 1 if wait > 0 else 0
     return TracePanel(query, True, problems, command, status, notice, focus, retry_in)
