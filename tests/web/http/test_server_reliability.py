@@ -138,11 +138,12 @@ def stalled_upload() -> bytes:
 # 1. SIGTERM ends the process even when a client holds a request open.
 
 
-def _one_line_not_a_traceback(server: Lab, request_line: str) -> None:
-    """The request the graceful-shutdown deadline cut off is named once; nothing logs a traceback."""
+def _one_line_not_a_traceback(server: Lab, request_line: str, *, surely: bool) -> None:
+    """The request the graceful-shutdown deadline cut off is named once (``surely``: it is certain to be cut off,
+    else at most once: a reply the kernel could still buffer may finish in time); nothing logs a traceback."""
     log = server.log_text()
     assert "Traceback" not in log, log[-2000:]
-    assert log.count(f"{request_line}: cut off at shutdown") == 1, log[-2000:]
+    assert log.count(f"{request_line}: cut off at shutdown") in ((1,) if surely else (0, 1)), log[-2000:]
 
 
 def test_sigterm_exits_with_a_client_stalled_mid_body(tmp_path: Path) -> None:
@@ -150,7 +151,7 @@ def test_sigterm_exits_with_a_client_stalled_mid_body(tmp_path: Path) -> None:
         sock.sendall(stalled_upload())
         time.sleep(0.5)  # the request has reached the app, which now waits for the rest of the body
         server.exits_after_sigterm()
-        _one_line_not_a_traceback(server, "POST /api/estimate")
+        _one_line_not_a_traceback(server, "POST /api/estimate", surely=True)
 
 
 def test_sigterm_exits_with_a_client_that_does_not_read_its_reply(tmp_path: Path) -> None:
@@ -165,7 +166,7 @@ def test_sigterm_exits_with_a_client_that_does_not_read_its_reply(tmp_path: Path
             sock.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: lab\r\n\r\n" * 300)
             time.sleep(0.5)
             server.exits_after_sigterm()
-            _one_line_not_a_traceback(server, "GET /openapi.json")
+            _one_line_not_a_traceback(server, "GET /openapi.json", surely=False)
 
 
 def test_a_connection_that_never_finishes_its_request_is_closed(shared: Lab) -> None:
