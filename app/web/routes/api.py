@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.interop.deepspeed.keys import DEEPSPEED, TRANSFORMERS
@@ -37,9 +37,9 @@ from app.web.http.deps import BodyScenario, QueryScenario
 from app.web.http.errors import body_error, unprocessable
 from app.web.http.responses import BODY_ERRORS, ERRORS, LIMITS
 from app.web.http.settings import public_base_url
-from app.web.http.strict_json import StrictJSONRoute
+from app.web.http.strict_json import strict_json_body
 
-router = APIRouter(route_class=StrictJSONRoute)
+router = APIRouter(dependencies=[Depends(strict_json_body)])
 
 
 @router.get("/api/estimate", response_model=Receipt, responses=ERRORS,
