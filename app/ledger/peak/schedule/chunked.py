@@ -48,7 +48,9 @@ BUFFER_BYTES = 4  # GradAccumulator(..., dtype=torch.float32)
 class ChunkedStep(CarvedStep):
     def plan(self) -> list[Moment]:
         carved = super().plan()
-        head = [m for m in carved if m.key in ("forward-embedding", "forward-tail") or m.key.startswith("forward-l")]
+        # the carved walk's forward up to the tail, and its backward from the last layer on: the loss between them
+        # is this loop's, and the tail's backward is one regather for the final norm
+        head = [m for m in carved if m.phase == "forward" and m.key != "end-of-forward"]
         tail = [m for m in carved if m.key.startswith(("backward-layer-", "embedding-", "optimizer-"))]
         return [
             *head,
