@@ -38,8 +38,9 @@ ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 HEARTBEAT_S = 2.0
 STALE_S = 30.0
 KEEP_ROWS = 1000  # finished and failed traces kept; the oldest go first (a report is ~10-300 kB)
-KEEP_BYTES = 256 * 2**20  # and at most this much of their reports and summaries (one may be up to 32 MB)
+KEEP_BYTES = 256 * 2**20  # and at most this much of their reports and summaries (a report is held to 256 KiB)
 ERROR_CHARS = 2000  # an error message is the trace's stderr, cut to this length
+SETTLE_TRIES, SETTLE_PAUSE_S = 5, 0.1  # a job's end is written again this often while its file is being replaced
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (
@@ -302,10 +303,14 @@ class TraceStore:
         """A job's end, written whatever became of the file meanwhile: the row is written again where it went
         with a deleted, truncated or replaced file (a row another worker took over is still left alone), and a
         file that turns out unreadable is moved aside and the end written to a fresh one."""
-        try:
-            self._update(query, owner, insert=True, **values)
-        except StoreError:
-            self._update(query, owner, insert=True, **values)  # the unreadable file is aside by now
+        for attempt in range(SETTLE_TRIES):
+            try:
+                self._update(query, owner, insert=True, **values)
+                return
+            except StoreError:  # an unreadable file is aside by now; a folder being removed is gone in a moment
+                if attempt == SETTLE_TRIES - 1:
+                    raise
+                time.sleep(SETTLE_PAUSE_S)
 
     def _update(self, query: str, owner: str, *, insert: bool = False, **values: object) -> None:
         """Set ``values`` on ``owner``'s row of ``query`` (a row another worker took over is left alone); with

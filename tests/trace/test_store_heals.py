@@ -46,7 +46,8 @@ def _malformed(path: Path) -> None:
 
 
 def _remove_folder(path: Path) -> None:
-    shutil.rmtree(path.parent)
+    # a running job's heartbeat may make the folder again while it goes: what is removed is removed
+    shutil.rmtree(path.parent, ignore_errors=True)
 
 
 DAMAGE: dict[str, Callable[[Path], None]] = {

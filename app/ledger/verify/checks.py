@@ -288,16 +288,17 @@ def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
 
 
 def gradient_filling(ledger: Ledger) -> CheckResult:
-    """With a schedule: ``zero_grad(set_to_none=True)`` leaves no gradient at the loss backward (where
-    every activation is saved; the end of forward under the chunked loss, whose slices' backward grows the head's
-    gradient); the optimizer step holds at least the stage's persistent gradients."""
+    """With a schedule: ``zero_grad(set_to_none=True)`` leaves no gradient at the loss backward (where every
+    activation is saved; under the chunked loss the end of forward, since its slices run the head's backward
+    before the loss ends); the optimizer step holds at least the stage's persistent gradients."""
     stages, skip = _scheduled(ledger, "gradient-filling")
     if skip is not None:
         return skip
     for st in stages:
         assert st.peak.schedule is not None
         by_key = {i.key: i for i in st.peak.schedule.instants}
-        loss, step = by_key.get("loss-backward", by_key["end-of-forward"]), by_key["optimizer-step"]
+        before = "end-of-forward" if ledger.scenario.loss == "chunked" else "loss-backward"
+        loss, step = by_key[before], by_key["optimizer-step"]
         early = loss.bytes_of("gradients")
         if early:
             return fail(

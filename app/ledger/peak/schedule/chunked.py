@@ -39,7 +39,7 @@ from __future__ import annotations
 from app.ledger.arithmetic import n
 from app.ledger.peak.schedule.carved import CarvedStep
 from app.ledger.peak.schedule.sinks import Sink
-from app.ledger.peak.schedule.step import Moment
+from app.ledger.peak.schedule.step import Moment, Step
 
 LABEL_BYTES = 8  # the labels are int64
 BUFFER_BYTES = 4  # GradAccumulator(..., dtype=torch.float32)
@@ -70,7 +70,7 @@ class ChunkedStep(CarvedStep):
         return self.s.loss_chunks
 
     def _slice_tokens(self) -> int:
-        return self.s.seq_len // self.chunks * self.s.micro_batch
+        return slice_tokens(self)
 
     # ------------------------------------------------------------------ forward
     def end_of_forward(self, out: Sink) -> None:
@@ -81,18 +81,8 @@ class ChunkedStep(CarvedStep):
     def _loop(self, out: Sink) -> None:
         """What every instant of the loop holds: the forward's state and activations, the slices, the buffer of
         the hidden state's gradient and the tail unsharded."""
-        s, a = self.s, self.a
         self.forward_done(out)
-        if s.micro_batch > 1 and self.chunks > 1:  # one slice, or b = 1: each slice is contiguous already, a view
-            copies = a.activation_grad
-            out.add("temporaries", "the hidden state's slices, copied (.contiguous(): b > 1)", copies,
-                    self.activation_grad_formula)  # fmt: skip
-            labels = s.seq_len * s.micro_batch * LABEL_BYTES
-            out.add("temporaries", "the labels' slices, copied (int64)", labels,
-                    lambda: f"s·b × {LABEL_BYTES} B = {n(labels)} B")  # fmt: skip
-        buffer = s.seq_len * s.micro_batch * a.hidden * BUFFER_BYTES
-        out.add("temporaries", "the buffer of the hidden state's gradient (GradAccumulator, float32)", buffer,
-                lambda: f"s·b·h × {BUFFER_BYTES} B = {n(buffer)} B")  # fmt: skip
+        slices(self, out)
         self.unsharded(out, "tail unit unsharded (lm_head.unshard(); not resharded during the slices)", 1,
                        self.u.tail_unsharded)  # fmt: skip
 
@@ -106,12 +96,7 @@ class ChunkedStep(CarvedStep):
                 lambda: f"{n(u.head_params)} elements × {r} B = {n(value)} B")  # fmt: skip
 
     def _slice_logits(self, out: Sink) -> None:
-        s, a = self.s, self.a
-        tokens = self._slice_tokens()
-        value = tokens * a.vocab * s.act_bytes
-        out.add("activations", "the slice's logits (the head's output, activation width)", value,
-                lambda: f"s ÷ {self.chunks}·b·V × {s.act_bytes} B = {n(tokens)}·{n(a.vocab)} × {s.act_bytes} B "
-                f"= {n(value)} B")  # fmt: skip
+        slice_logits(self, out)
 
     def chunk_gather(self, out: Sink) -> None:
         self._loop(out)
@@ -120,14 +105,10 @@ class ChunkedStep(CarvedStep):
 
     def chunk_backward(self, out: Sink) -> None:
         """A slice's cross-entropy backward (the second: the first has nothing accumulated yet)."""
-        s, a = self.s, self.a
         self._loop(out)
         self._accumulated(out)
         self._slice_logits(out)
-        tokens = self._slice_tokens()
-        value = 3 * tokens * a.vocab * s.logits_bytes
-        out.add("temporaries", "the slice's log-probabilities, their gradient and the logits' gradient (loss width)",
-                value, lambda: f"3 × {n(tokens)}·{n(a.vocab)} × {s.logits_bytes} B = {n(value)} B")  # fmt: skip
+        slice_loss_temporaries(self, out)
 
     def chunk_reduce(self, out: Sink) -> None:
         """The last slice's post-backward: the head's reduce-scatter input and output beside the accumulated
@@ -181,3 +162,64 @@ class ChunkedStep(CarvedStep):
                          f"{n(norm)} B (its saved set less its output) = {n(value)} B")  # fmt: skip
         out.add("temporaries", "the hidden state's gradient (the buffer cast to the activation width)",
                 a.activation_grad, self.activation_grad_formula)  # fmt: skip
+
+
+# ---------------------------------------------------------------------- what every walk of the chunked loss holds
+
+
+def slice_tokens(step: Step) -> int:
+    """Tokens in one slice: s ÷ N · b."""
+    return step.s.seq_len // step.s.loss_chunks * step.s.micro_batch
+
+
+def slices(step: Step, out: Sink) -> None:
+    """The slices (copied when b > 1 and N > 1) and the FP32 buffer of the hidden state's gradient."""
+    s, a = step.s, step.a
+    if s.micro_batch > 1 and s.loss_chunks > 1:  # one slice, or b = 1: each slice is contiguous already, a view
+        out.add("temporaries", "the hidden state's slices, copied (.contiguous(): b > 1)", a.activation_grad,
+                step.activation_grad_formula)  # fmt: skip
+        labels = s.seq_len * s.micro_batch * LABEL_BYTES
+        out.add("temporaries", "the labels' slices, copied (int64)", labels,
+                lambda: f"s·b × {LABEL_BYTES} B = {n(labels)} B")  # fmt: skip
+    buffer = s.seq_len * s.micro_batch * a.hidden * BUFFER_BYTES
+    out.add("temporaries", "the buffer of the hidden state's gradient (GradAccumulator, float32)", buffer,
+            lambda: f"s·b·h × {BUFFER_BYTES} B = {n(buffer)} B")  # fmt: skip
+
+
+def slice_logits(step: Step, out: Sink) -> None:
+    s, a, tokens = step.s, step.a, slice_tokens(step)
+    value = tokens * a.vocab * s.act_bytes
+    out.add("activations", "the slice's logits (the head's output, activation width)", value,
+            lambda: f"s ÷ {s.loss_chunks}·b·V × {s.act_bytes} B = {n(tokens)}·{n(a.vocab)} × {s.act_bytes} B "
+            f"= {n(value)} B")  # fmt: skip
+
+
+def slice_loss_temporaries(step: Step, out: Sink) -> None:
+    """A slice's cross-entropy backward: its log-probabilities, their gradient and the logits' gradient."""
+    s, a, tokens = step.s, step.a, slice_tokens(step)
+    value = 3 * tokens * a.vocab * s.logits_bytes
+    out.add("temporaries", "the slice's log-probabilities, their gradient and the logits' gradient (loss width)",
+            value, lambda: f"3 × {n(tokens)}·{n(a.vocab)} × {s.logits_bytes} B = {n(value)} B")  # fmt: skip
+
+
+class ChunkedRootStep(Step):
+    """Stages 0–2 with the chunked loss, an approximation as their walks are (no FSDP: the wrapper finds no FSDP
+    head, so nothing is gathered or resharded; the head's whole gradient accumulates in its ``.grad`` across the
+    slices, in the gradient width). No s·b·V tensor, as at stage 3."""
+
+    def end_of_forward(self, out: Sink) -> None:
+        self.forward_done(out)
+
+    def loss_backward(self, out: Sink) -> None:
+        """A later slice's cross-entropy backward: the forward's activations, the slices and the buffer, the head's
+        gradient so far (whole), the slice's logits and its loss temporaries."""
+        self.forward_done(out)
+        slices(self, out)
+        self.whole_gradients(out, "the head's gradient, accumulated across slices (whole)", self.u.head_params)
+        slice_logits(self, out)
+        slice_loss_temporaries(self, out)
+
+    def head_backward_temporaries(self, out: Sink) -> None:
+        """After the slices: the buffer cast to the activation width, the hidden state's gradient."""
+        out.add("temporaries", "the hidden state's gradient (the buffer cast to the activation width)",
+                self.a.activation_grad, self.activation_grad_formula)  # fmt: skip

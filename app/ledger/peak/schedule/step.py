@@ -171,7 +171,6 @@ class Step(Pieces):
     def head_backward(self, out: Sink) -> None:
         """After the loss: the root's pre-backward prefetches the last layer(s), the head's matmul backward
         turns the logits' gradient into its weight's gradient and its input's."""
-        a, s = self.a, self.s
         self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
         self.root_and_kept_layers(out, self.kept_after_forward())
         self.root_prefetch(out)
@@ -179,6 +178,11 @@ class Step(Pieces):
         value, formula = self.saved_through_forward()
         self.activations(out, "activations saved by every layer, the final norm and the residual stream", value,
                          formula)  # fmt: skip
+        self.head_backward_temporaries(out)
+
+    def head_backward_temporaries(self, out: Sink) -> None:
+        """The head's backward: the logits' gradient and the head input's."""
+        a, s = self.a, self.s
         temps = a.logits_out + a.activation_grad
         out.add(
             "temporaries",

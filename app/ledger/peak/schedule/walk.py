@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from app.ledger.peak.schedule.carved import CarvedStep
-from app.ledger.peak.schedule.chunked import ChunkedStep
+from app.ledger.peak.schedule.chunked import ChunkedRootStep, ChunkedStep
 from app.ledger.peak.schedule.instants import CARVED_NOTE, EMBED_TAIL_NOTE, NOTES, Entry, Instant, Schedule
 from app.ledger.peak.schedule.layout import layout
 from app.ledger.peak.schedule.sinks import EntrySink, SumSink
@@ -52,7 +52,7 @@ def _step(s: Scenario, stage: int) -> type[Step]:
     the root recipe's."""
     if stage == 3 and s.wrap == "embed-tail" and not layout(s.model, s.dp).tied:
         return ChunkedStep if s.loss == "chunked" else CarvedStep
-    return Step
+    return ChunkedRootStep if s.loss == "chunked" else Step
 
 
 def resident(step: Step) -> list[int]:
