@@ -8,7 +8,6 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -60,15 +59,6 @@ def make_queue(store: TraceStore, folder: Path, modes: dict[str, str] | None = N
     say otherwise (the tests of those limits)."""
     options = {"per_client": 100, "retry_after_s": 0.0, **options}
     return TraceQueue(store, fake_command(folder, modes), heartbeat_s=0.05, cwd=None, **options)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def queues() -> Iterator[list[TraceQueue]]:
-    """Queues to close after the test, so that no fake trace outlives it."""
-    made: list[TraceQueue] = []
-    yield made
-    for queue in made:
-        queue.close()
 
 
 def must(store: TraceStore, query: str) -> JobStatus:

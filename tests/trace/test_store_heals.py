@@ -9,7 +9,7 @@ import json
 import logging
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -59,14 +59,6 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 @pytest.fixture
 def store(tmp_path: Path) -> TraceStore:
     return TraceStore(tmp_path / "cache" / "traces.sqlite3", "v")
-
-
-@pytest.fixture
-def queues() -> Iterator[list[TraceQueue]]:
-    made: list[TraceQueue] = []
-    yield made
-    for queue in made:
-        queue.close()
 
 
 def _state(store: TraceStore, query: str) -> str | None:

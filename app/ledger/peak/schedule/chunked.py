@@ -69,9 +69,6 @@ class ChunkedStep(CarvedStep):
     def chunks(self) -> int:
         return self.s.loss_chunks
 
-    def _slice_tokens(self) -> int:
-        return slice_tokens(self)
-
     # ------------------------------------------------------------------ forward
     def end_of_forward(self, out: Sink) -> None:
         """The tail resharded (its head never ran in the model's forward); no logits."""
@@ -95,9 +92,6 @@ class ChunkedStep(CarvedStep):
         out.add("unsharded_grads", "the head's gradient accumulated across slices (unsharded, reduce width)", value,
                 lambda: f"{n(u.head_params)} elements × {r} B = {n(value)} B")  # fmt: skip
 
-    def _slice_logits(self, out: Sink) -> None:
-        slice_logits(self, out)
-
     def chunk_gather(self, out: Sink) -> None:
         self._loop(out)
         if self._gathered():
@@ -107,7 +101,7 @@ class ChunkedStep(CarvedStep):
         """A slice's cross-entropy backward (the second: the first has nothing accumulated yet)."""
         self._loop(out)
         self._accumulated(out)
-        self._slice_logits(out)
+        slice_logits(self, out)
         slice_loss_temporaries(self, out)
 
     def chunk_reduce(self, out: Sink) -> None:
@@ -116,9 +110,9 @@ class ChunkedStep(CarvedStep):
         s, u, a = self.s, self.u, self.a
         self._loop(out)
         self._accumulated(out)
-        self._slice_logits(out)
+        slice_logits(self, out)
         self.whole_gradients(out, "the last slice's head gradient (whole)", u.head_params)
-        grad_in = self._slice_tokens() * a.hidden * s.act_bytes
+        grad_in = slice_tokens(self) * a.hidden * s.act_bytes
         out.add("temporaries", "the last slice's input gradient", grad_in,
                 lambda: f"s ÷ {self.chunks}·b·h × {s.act_bytes} B = {n(grad_in)} B")  # fmt: skip
         self.reduce_scatter_input(out, "the head's reduce-scatter input", u.head_params, u.head_unsharded)
