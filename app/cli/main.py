@@ -12,6 +12,7 @@ from app.cli.estimate import add_estimate_parser, run_estimate
 from app.cli.observed import add_observed_parsers, run_observed_command
 from app.cli.scenario_args import Parser
 from app.cli.trace import add_trace_parser, run_trace_command  # imports no torch until a trace runs
+from app.cli.worker import MAX_WORKERS, add_worker_parser, run_worker_command
 
 
 def _serve_parser(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -24,6 +25,14 @@ def _serve_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         default=1,
         help="worker processes, each with its own app (default 1, enough for one user; more for bigger rooms)",
     )
+    p.add_argument(
+        "--trace-workers",
+        type=int,
+        choices=range(MAX_WORKERS + 1),
+        default=1,
+        metavar=f"0…{MAX_WORKERS}",
+        help="trace workers this server starts and supervises (default 1; 0 where `zero3-lab worker` runs elsewhere)",
+    )
     p.add_argument("--reload", action="store_true")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")
 
@@ -35,20 +44,26 @@ def build_parser() -> Parser:
     _serve_parser(sub)
     add_trace_parser(sub)
     add_observed_parsers(sub)
+    add_worker_parser(sub)
     return parser
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from app.trace.queue import queue_url
+    from app.trace.store import trace_cache_from_env
+    from app.trace.worker import supervised_workers
     from app.web.http.server import deadlines, serve
 
     try:
         deadlines()
+        queue_url(trace_cache_from_env().parent)  # a bad ZERO3_LAB_QUEUE stops serve here, before any worker starts
     except ValueError as exc:
         print(f"zero3-lab serve: {exc}", file=sys.stderr)
         return 2
-    return serve(
-        host=args.host, port=args.port, workers=args.workers, reload=args.reload, access_log=not args.no_access_log
-    )
+    with supervised_workers(args.trace_workers):
+        return serve(
+            host=args.host, port=args.port, workers=args.workers, reload=args.reload, access_log=not args.no_access_log
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_estimate(args)
         if args.command == "trace":
             return run_trace_command(args)
+        if args.command == "worker":
+            return run_worker_command(args)
         if args.command in ("reconcile", "probe"):
             return run_observed_command(args)
         return run_serve(args)

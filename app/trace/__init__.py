@@ -15,8 +15,10 @@ only when a trace runs (:func:`app.trace.tracer.run_trace` imports them).
 - :mod:`app.trace.timeline`: the tracker with a timeline of named instants and the peak's location.
 - :mod:`app.trace.result`: what a trace found: categories, instants, the peak's place (no torch).
 - :mod:`app.trace.report`: the JSON and the table, beside the lab's stage-3 model (no torch).
-- :mod:`app.trace.process`, :mod:`app.trace.store`, :mod:`app.trace.jobs`: the page's trace jobs, each
-  run in a child process, their state on disk, the bounded queue (no torch).
+- the page's trace jobs (no torch): :mod:`app.trace.queue` (huey, on SQLite or Redis), :mod:`app.trace.runner`
+  (the task: a trace as a child process, :mod:`app.trace.process`), :mod:`app.trace.worker` (``zero3-lab worker``,
+  and ``serve``'s own), :mod:`app.trace.jobs` (the web side: admission and where a job stands),
+  :mod:`app.trace.store` (the page's cache), :mod:`app.trace.sqlite_files` (both SQLite files heal).
 - :mod:`app.cli.trace`: the ``trace`` subcommand (argparse lives there; nothing here imports it).
 """
 

@@ -1,44 +1,30 @@
-"""The page's trace jobs: one worker process runs one trace at a time, the rest wait in a bounded FIFO.
+"""The page's trace jobs, from the web side: admission (what may be queued, for whom), and where a job stands.
 
-:class:`TraceQueue` takes a scenario's canonical query, answers at once from the store when the trace is
-finished or already queued or running (here or in another worker: the same query never runs twice),
-refuses with :class:`QueueFull` when its queue is full, and otherwise queues it. One thread per queue,
-started by the first job, runs the jobs in order, each as a child process (:mod:`app.trace.process`)
-with a time limit. Everything a page shows of a job is in the store (:mod:`app.trace.store`).
+:class:`TraceQueue` takes a scenario's canonical query and answers at once when its trace is finished, queued or
+running (the same query is never queued twice: the store's claim is one transaction), refuses what it must before
+anything is queued (a trace that failed moments ago, a model past the page's trace budget, a client that already
+has its share of traces waiting, a full queue), and otherwise hands the job to the task queue
+(:mod:`app.trace.queue`), whose workers run it (:mod:`app.trace.runner`). Where a job stands is read from the queue:
+its place among the pending jobs, its progress record, its end record (copied into the store the first time a page
+sees it, and then dropped from the queue).
 
-No web stack and no torch here: the command that runs a trace is given to the queue (the web app
-gives :func:`trace_argv`; the tests give small fake commands).
+No torch, no web stack.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import sys
 import threading
-import uuid
-from collections import deque
-from collections.abc import Callable, Sequence
-from contextlib import suppress
-from functools import cache
-from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from app import __version__
 from app.ledger.models.reference import resolve
-from app.ledger.scenario import Scenario, parse_scenario
-from app.ledger.scenario.fields import FIELD_BY_NAME
-from app.trace.process import STEPS, error_message, progress_step, run_process
-from app.trace.store import HEARTBEAT_S, JobStatus, StoreError, TraceStore, summarise
+from app.trace.runner import STALE_S, STOPPED, TraceRunner, scenario_of
+from app.trace.store import JobStatus, Row, StoreError, TraceStore
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
-# The code a report's modelled figures come from (the ledger, the receipts' FSDP2 section, the trace's
-# own report): a change to any of it makes every cached trace out of date.
-MODELLED_BY = ("app/ledger", "app/receipts", "app/trace")
+T = TypeVar("T")
 MAX_QUEUED = 8
 PER_CLIENT = 2  # traces one client (address) may have waiting or running at once; the others keep their place
 RETRY_AFTER_S = 120.0  # a failed trace is not run again sooner: a scenario that fails does not hold the queue
@@ -47,14 +33,13 @@ RETRY_AFTER_S = 120.0  # a failed trace is not run again sooner: a scenario that
 # 9.2 s, 32 21.9 s, 48 37.9 s; 2 layers at s 512 to 262,144 all 1.2-3 s): about 200 s of the 300 s limit. The CLI
 # has no budget.
 BUDGET_TENSORS = 1_300
-TIMEOUT_S = 300.0
-STARTING = "starting Python and importing torch"
-
-Command = Callable[[str], Sequence[str]]
+PENDING_LOOK = 64  # the pending jobs read for a place (the queue holds at most MAX_QUEUED from the page)
+LOST = "the trace worker that held this trace stopped before it finished; ask again"
+UNREACHABLE = "the trace queue cannot be reached just now; ask again in a moment"
 
 
 class QueueFull(Exception):
-    """This worker already has its :attr:`TraceQueue.max_queued` traces waiting."""
+    """The queue already has :attr:`TraceQueue.max_queued` traces waiting."""
 
     def __init__(self, max_queued: int) -> None:
         self.max_queued = max_queued
@@ -65,7 +50,7 @@ class QueueFull(Exception):
 
 
 class ClientBusy(Exception):
-    """This client already has :attr:`TraceQueue.per_client` traces waiting or running here."""
+    """This client already has :attr:`TraceQueue.per_client` traces waiting or running."""
 
     def __init__(self, per_client: int) -> None:
         self.per_client = per_client
@@ -86,12 +71,6 @@ class TooLarge(Exception):
         )
 
 
-def trace_tensors(query: str) -> int:
-    """The parameter tensors a trace of ``query`` runs (its model's, each expert's counted): its cost here."""
-    s = scenario_of(query)
-    return resolve(s.model).inventory.tensor_count if s.model else 0
-
-
 class RetryLater(Exception):
     """The scenario's trace failed moments ago: it is not run again before :data:`RETRY_AFTER_S`."""
 
@@ -100,191 +79,150 @@ class RetryLater(Exception):
         super().__init__(f"this trace failed moments ago; it can be tried again in {seconds} s")
 
 
-def scenario_of(query: str) -> Scenario:
-    """The scenario of a canonical query (``dp=8&model=llama-2-7b``); a bad one raises ScenarioError."""
-    return parse_scenario(dict(parse_qsl(query, keep_blank_values=True)), allow_unknown=False)
+class QueueDown(Exception):
+    """The task queue's storage (its SQLite file, its Redis) failed or cannot be reached."""
+
+    def __init__(self) -> None:
+        super().__init__(UNREACHABLE)
 
 
-def scenario_flags(s: Scenario) -> list[str]:
-    """The scenario's CLI flags, one ``--flag=value`` per input that differs from its default (the
-    canonical query's fields): ``=`` keeps a value that starts with ``-`` (a name) a value."""
-    return [f"{FIELD_BY_NAME[name].flag}={value}" for name, value in s.non_default_items()]
-
-
-def trace_argv(query: str) -> list[str]:
-    """``python -m app.cli trace --format json <the scenario's flags>``, with this very interpreter."""
-    return [sys.executable, "-m", "app.cli", "trace", "--format", "json", *scenario_flags(scenario_of(query))]
-
-
-@cache
-def cache_version() -> str:
-    """The store's version key: the lab's version and a digest of :data:`MODELLED_BY`'s sources, so that
-    a cached trace never shows modelled figures that the lab no longer computes (a change between
-    releases, or in a checkout, would otherwise keep the old ones under the same version)."""
-    digest = hashlib.sha256()
-    for folder in MODELLED_BY:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
-    return f"{__version__}+{digest.hexdigest()[:12]}"
+def trace_tensors(query: str) -> int:
+    """The parameter tensors a trace of ``query`` runs (its model's, each expert's counted): its cost here."""
+    s = scenario_of(query)
+    return resolve(s.model).inventory.tensor_count if s.model else 0
 
 
 class TraceQueue:
-    """One worker's trace jobs (see the module docstring). ``close`` stops its thread (tests)."""
+    """The page's view of the trace jobs (see the module docstring)."""
 
     def __init__(
         self,
         store: TraceStore,
-        command: Command = trace_argv,
+        runner: TraceRunner,
         *,
         max_queued: int = MAX_QUEUED,
         per_client: int = PER_CLIENT,
         retry_after_s: float = RETRY_AFTER_S,
         budget_tensors: int = BUDGET_TENSORS,
-        timeout_s: float = TIMEOUT_S,
-        heartbeat_s: float = HEARTBEAT_S,
-        cwd: Path | None = ROOT,
     ) -> None:
-        self.store = store
-        self.command = command
-        self.max_queued = max_queued
-        self.per_client = per_client
-        self.retry_after_s = retry_after_s
-        self.budget_tensors = budget_tensors
-        self.timeout_s = timeout_s
-        self.heartbeat_s = heartbeat_s
-        self.cwd = cwd
-        self.owner = f"{uuid.uuid4().hex[:12]}"  # this queue, in the store's rows (workers share the file)
-        self._lock = threading.Condition()
-        self._pending: deque[str] = deque()
-        self._clients: dict[str, str] = {}  # a waiting or running query → the client that asked for it
-        self._thread: threading.Thread | None = None
-        self._closed = False
-        self._stop = threading.Event()  # kills the running trace when the queue closes
+        self.store, self.runner, self.huey = store, runner, runner.huey
+        self.max_queued, self.per_client = max_queued, per_client
+        self.retry_after_s, self.budget_tensors = retry_after_s, budget_tensors
+        self._submitting = threading.Lock()  # this process's submissions one at a time (the claim is the store's)
 
-    def status(self, query: str) -> JobStatus | None:
-        """The job of ``query`` as the store has it: one lookup, no work started."""
-        return self.store.get(query)
+    # ------------------------------------------------------------------ where a job stands
+
+    def status(self, query: str, *, look: bool = False) -> JobStatus | None:
+        """The job of ``query``: one store lookup, and for a job on the queue a few reads of the queue's storage.
+        ``look``: where the store has no row, the queue is asked for the scenario's end too (a trace that ended
+        while the store's file was lost; the polling status region and the report ask, a page render does not)."""
+        row = self.store.get(query)
+        if row is not None and row.state != "queued":
+            return row.ended(query)
+        try:
+            if row is None:
+                end = self._ask(lambda: self.runner.record("end", query)) if look else None
+                return None if end is None else self._settle(query, str(end["task"]), end)
+            return self._live(query, row)
+        except QueueDown:
+            return (
+                None if row is None else JobStatus(query, "failed", error=UNREACHABLE, updated=row.updated, gone=True)
+            )
+
+    def _live(self, query: str, row: Row) -> JobStatus:
+        progress = self._ask(lambda: self.runner.record("progress", query))  # before the end: see TraceRunner.run
+        end = self._ask(lambda: self.runner.record("end", query))
+        if end is not None and end.get("task") == row.task:
+            return self._settle(query, row.task, end)
+        if progress is not None and progress.get("task") == row.task:
+            if self.store.age(float(progress["updated"])) > STALE_S:
+                return JobStatus(query, "failed", error=LOST, updated=float(progress["updated"]), gone=True)
+            done, total, step = int(progress["done"]), int(progress["total"]), str(progress["step"])
+            return JobStatus(query, "running", done=done, total=total, step=step, updated=float(progress["updated"]))
+        pending = self._ask(lambda: [job.id for job in self.huey.pending(PENDING_LOOK)])
+        if row.task in pending:
+            return JobStatus(query, "queued", place=pending.index(row.task) + 1, updated=row.updated)
+        if self.store.age(row.updated) > STALE_S:  # neither waiting, nor running, nor ended: the queue lost it
+            return JobStatus(query, "failed", error=LOST, updated=row.updated, gone=True)
+        return JobStatus(query, "queued", place=1, updated=row.updated)  # a worker is taking it just now
+
+    def _settle(self, query: str, task: str, end: dict[str, Any]) -> JobStatus:
+        """Keep the job's end in the store and drop it from the queue (kept there if the store cannot be written)."""
+        try:
+            if "error" in end:
+                self.store.fail(query, task, str(end["error"]))
+            else:
+                self.store.finish(query, task, str(end["report"]), end["summary"])
+        except StoreError:
+            log.warning("the end of the trace of %s could not be kept in the trace cache", query, exc_info=True)
+        else:
+            self._ask(lambda: self.runner.forget("end", query, task))
+        now = self.store.clock()
+        if "error" in end:
+            return JobStatus(query, "failed", error=str(end["error"]), updated=now, gone=bool(end.get("gone")))
+        return JobStatus(query, "finished", summary=end["summary"], updated=now)
+
+    def report(self, query: str) -> str | None:
+        """A finished trace's whole JSON report (its end copied from the queue first, if no page has seen it yet)."""
+        self.status(query, look=True)
+        return self.store.report(query)
+
+    def _ask(self, read: Callable[[], T]) -> T:
+        """A read or write of the queue's storage; whatever it raises (a SQLite error, Redis down) is
+        :class:`QueueDown`, logged once here."""
+        try:
+            return read()
+        except Exception as exc:
+            log.warning("the trace queue failed: %r", exc)
+            raise QueueDown from exc
+
+    # ------------------------------------------------------------------ asking for a trace
 
     def submit(self, query: str, client: str = "") -> JobStatus:
-        """Queue the trace of ``query`` for ``client`` (its address), or join the one that is finished, queued or
+        """Queue the trace of ``query`` for ``client`` (its address), or join the job that is finished, queued or
         running. Refused: a trace that failed less than :attr:`retry_after_s` ago (:class:`RetryLater`), a model
-        past the page's trace budget (:class:`TooLarge`), a client
-        with :attr:`per_client` traces already waiting or running here (:class:`ClientBusy`), a full queue."""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the trace queue is closed")
-            existing = self.store.get(query)
+        past the page's trace budget (:class:`TooLarge`), a client with :attr:`per_client` traces already waiting
+        or running (:class:`ClientBusy`), a full queue (:class:`QueueFull`); the queue failing is :class:`QueueDown`,
+        the store failing :class:`StoreError`."""
+        with self._submitting:
+            existing = self.status(query, look=True)
             if existing is not None and existing.state != "failed":
                 return existing
-            wait = 0.0 if existing is None or existing.gone else self.retry_after_s - self.store.age(existing)
-            if wait > 0:  # a trace that failed by itself moments ago (one whose worker stopped may run at once)
+            if (
+                wait := self.retry_in(existing)
+            ) > 0:  # a trace that failed by itself moments ago (one whose worker stopped may run at once)
                 raise RetryLater(int(wait) + 1)
             if (tensors := trace_tensors(query)) > self.budget_tensors:
                 raise TooLarge(tensors, self.budget_tensors)
-            if sum(1 for asker in self._clients.values() if asker == client) >= self.per_client:
+            if sum(1 for asked in self.store.queued_for(client) if self._active(asked)) >= self.per_client:
                 raise ClientBusy(self.per_client)
-            if len(self._pending) >= self.max_queued:
+            if self._ask(self.huey.pending_count) >= self.max_queued:
                 raise QueueFull(self.max_queued)
-            joined = self.store.claim(query, self.owner, place=len(self._pending) + 1)
-            if joined is not None:  # another worker took it between the two looks
-                return joined
-            self._pending.append(query)
-            self._clients[query] = client
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="zero3-lab trace jobs", daemon=True)
-                self._thread.start()
-            self._lock.notify()
-            return JobStatus(query, "queued", place=len(self._pending))
-
-    def close(self, timeout: float = 10) -> None:
-        """Stop taking jobs; the thread finishes the running trace's bookkeeping and exits."""
-        with self._lock:
-            self._closed = True
-            self._stop.set()
-            dropped = list(self._pending)
-            self._pending.clear()
-            self._clients.clear()
-            self._lock.notify_all()
-            thread = self._thread
-        for query in dropped:  # said at once, rather than left to go stale
-            with suppress(StoreError):
-                self.store.fail(query, self.owner, "the server stopped before this trace ran; ask again")
-        if thread is not None:
-            thread.join(timeout)
-
-    # ------------------------------------------------------------------ the worker thread
-
-    def _next(self) -> tuple[str, list[str]] | None:
-        """The next job and the ones still waiting behind it, once there is one (None: closed)."""
-        with self._lock:
-            while not self._pending and not self._closed:
-                self._lock.wait()
-            if self._closed:
-                return None
-            query = self._pending.popleft()
-            return query, list(self._pending)
-
-    def _work(self) -> None:
-        while (job := self._next()) is not None:
-            query, waiting = job
+            row = self.store.get(query)
+            job = self.runner.job(query)
+            taken = self.store.claim(query, job.id, client, replacing=None if row is None else row.updated)
+            if taken is not None:  # another web worker claimed it between the two looks: join that job
+                return self.status(query) or JobStatus(query, "queued", place=1)
             try:
-                self.store.start(query, self.owner, STEPS, STARTING, waiting)
-                self._run(query)
-            except Exception as exc:  # a job's failure is the job's, never the thread's
-                log.exception("the trace of %s could not be run", query)  # the details (paths) stay in the log
-                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-                with suppress(Exception):  # the store itself may be what failed
-                    self.store.fail(query, self.owner, f"the trace could not be run ({why})")
-            finally:
-                with self._lock:
-                    self._clients.pop(query, None)  # its client may ask for another
+                self._ask(lambda: self.huey.enqueue(job))
+            except QueueDown:
+                self.store.fail(query, job.id, UNREACHABLE)
+                raise
+            return self.status(query) or JobStatus(query, "queued", place=1)
 
-    def _run(self, query: str) -> None:
-        done = 0
+    def retry_in(self, status: JobStatus | None) -> float:
+        """Seconds before a failed job may be asked for again: none for one whose worker stopped or whose queue
+        could not be reached (nothing in the scenario failed), else what is left of :attr:`retry_after_s`."""
+        if status is None or status.state != "failed" or status.gone or status.error in (STOPPED, UNREACHABLE):
+            return 0.0
+        return self.retry_after_s - self.store.age(status.updated)
 
-        def heard(line: str) -> None:
-            nonlocal done
-            step = progress_step(line)
-            if step is not None:
-                done = min(done + 1, STEPS)
-                with suppress(StoreError):  # a missed progress write must not stop the trace
-                    self.store.progress(query, self.owner, done, STEPS, step)
-
-        def tick() -> None:
-            with suppress(StoreError):  # nor a missed heartbeat (the next one may land)
-                self.store.heartbeat(self.owner)
-
-        outcome = run_process(
-            self.command(query),
-            timeout_s=self.timeout_s,
-            on_line=heard,
-            on_tick=tick,
-            tick_s=self.heartbeat_s,
-            cwd=self.cwd,
-            stop=self._stop,
-        )
-        if self._stop.is_set():
-            self.store.fail(query, self.owner, "the server stopped while the trace ran; ask again")
-            return
-        if outcome.returncode != 0:
-            self.store.fail(query, self.owner, error_message(outcome, self.timeout_s))
-            return
-        report = _report(outcome.stdout)
-        if report is None:
-            self.store.fail(query, self.owner, "the trace printed no JSON report")
-            return
-        try:
-            summary = summarise(report)
-        except (KeyError, TypeError, ValueError) as exc:
-            self.store.fail(query, self.owner, f"the trace's report lacks what the page shows ({exc!r})")
-            return
-        self.store.finish(query, self.owner, outcome.stdout, summary)
+    def _active(self, query: str) -> bool:
+        status = self.status(query)
+        return status is not None and status.active
 
 
-def _report(stdout: str) -> dict[str, Any] | None:
-    """The JSON object a successful trace printed, or None."""
-    try:
-        report = json.loads(stdout)
-    except ValueError:
-        return None
-    return report if isinstance(report, dict) else None
+__all__ = [
+    "BUDGET_TENSORS", "MAX_QUEUED", "PER_CLIENT", "RETRY_AFTER_S", "STOPPED", "ClientBusy", "QueueDown", "QueueFull",
+    "RetryLater", "TooLarge", "TraceQueue", "trace_tensors",
+]  # fmt: skip

@@ -1,57 +1,50 @@
-"""The page's traces, in one embedded SQLite file: each job's state while it waits or runs, its report
-once finished, its error once failed, keyed by the lab's version and the scenario's canonical query.
+"""The page's traces, in one embedded SQLite file: which queue task holds each scenario's trace and for which client,
+and once it ended, its report or its error; keyed by the lab's version and the scenario's canonical query.
 
-The file is the one thing a server's workers share (``zero3-lab serve --workers N`` runs N processes
-that share nothing else), so the state of a job lives here, not in the worker that runs it: any
-worker can answer a poll, and a second worker asked for a query that another is tracing joins that
-job. A worker that runs jobs refreshes their ``updated`` time every few seconds; a queued or running
-row that stops being refreshed (its worker died or was restarted) is *stale* and reads as a failed job whose
-error says its worker stopped; the next request for that query takes it over.
-
-Reading never creates anything: without the file there is no trace yet, and a page that only looks
+The trace jobs themselves are on the task queue (:mod:`app.trace.queue`: huey, on SQLite or Redis), which is where
+a job's place and progress are read (:mod:`app.trace.jobs`). This file is the web side's: every web worker process
+of one server shares it, a row says which task a query was handed to (so that the same query is never queued twice),
+and a job's end is copied here from the queue when a page first asks after it, to be kept (pruned to a count and a
+size) and served. Reading never creates anything: without the file there is no trace yet, and a page that only looks
 does one primary-key ``SELECT``. Standard library only (no web stack, no torch).
 
 The file heals. Every write opens it afresh and makes its folder and table if they are gone (deleted, truncated);
-a file SQLite cannot read as a database (garbage, a malformed image) is moved aside with one log line and a
-fresh one started. A finished or failed trace whose row went with the old file is written again, so a result is
-not lost to a file replaced while its trace ran.
+a file SQLite cannot read as a database (garbage, a malformed image) is moved aside with one log line and a fresh
+one started (:mod:`app.trace.sqlite_files`); a job's end is written again where its row went with the old file.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from app.trace.bounded import bounded_report
+from app.trace.sqlite_files import move_aside, unreadable
 
 State = Literal["queued", "running", "finished", "failed"]
 ACTIVE: frozenset[str] = frozenset({"queued", "running"})
-# A worker refreshes its rows every HEARTBEAT_S while it runs a job; a row unrefreshed for STALE_S
-# belongs to a worker that is gone. Several heartbeats fit in it, so a busy disk does not orphan a job.
-HEARTBEAT_S = 2.0
-STALE_S = 30.0
 KEEP_ROWS = 1000  # finished and failed traces kept; the oldest go first (a report is ~10-300 kB)
 KEEP_BYTES = 256 * 2**20  # and at most this much of their reports and summaries (a report is held to 256 KiB)
 ERROR_CHARS = 2000  # an error message is the trace's stderr, cut to this length
 SETTLE_TRIES, SETTLE_PAUSE_S = 5, 0.1  # a job's end is written again this often while its file is being replaced
+SCHEMA_VERSION = 2  # a file of another layout is a cache of another release: its table is made again
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (
     version TEXT NOT NULL,
     query TEXT NOT NULL,
     state TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    place INTEGER NOT NULL DEFAULT 0,
-    done INTEGER NOT NULL DEFAULT 0,
-    total INTEGER NOT NULL DEFAULT 0,
-    step TEXT NOT NULL DEFAULT '',
+    task TEXT NOT NULL,
+    client TEXT NOT NULL DEFAULT '',
     error TEXT,
     summary TEXT,
     report TEXT,
@@ -59,14 +52,26 @@ CREATE TABLE IF NOT EXISTS traces (
     PRIMARY KEY (version, query)
 ) WITHOUT ROWID
 """
-_STATUS_COLUMNS = "state, place, done, total, step, error, summary, updated"
+_ROW_COLUMNS = "state, task, client, error, summary, updated"
 logger = logging.getLogger("zero3_lab.trace.store")
 
 
-def _unreadable(exc: BaseException) -> bool:
-    """Whether ``exc`` says the file is no database SQLite can read (garbage, a malformed image), as opposed to a
-    passing condition (a lock, a full disk: ``OperationalError``)."""
-    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+def default_trace_cache() -> Path:
+    """``$XDG_CACHE_HOME/zero3-lab/traces.sqlite3`` (``~/.cache`` by default): outside the checkout,
+    which a container's user may not be able to write, and kept across restarts."""
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory to be found
+            base = tempfile.gettempdir()
+    return Path(base) / "zero3-lab" / "traces.sqlite3"
+
+
+def trace_cache_from_env() -> Path:
+    """``ZERO3_LAB_TRACE_CACHE`` when set, else :func:`default_trace_cache`."""
+    cache = os.environ.get("ZERO3_LAB_TRACE_CACHE", "").strip()
+    return Path(cache) if cache else default_trace_cache()
 
 
 class StoreError(Exception):
@@ -92,6 +97,22 @@ class JobStatus:
     @property
     def active(self) -> bool:
         return self.state in ACTIVE
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One query's row: ``queued`` (handed to the queue as ``task``: the queue says how it stands), or its end."""
+
+    state: Literal["queued", "finished", "failed"]
+    task: str
+    client: str
+    error: str | None
+    summary: dict[str, Any] | None
+    updated: float
+
+    def ended(self, query: str) -> JobStatus:
+        """A finished or failed row as the page shows it."""
+        return JobStatus(query, self.state, error=self.error, summary=self.summary, updated=self.updated)
 
 
 def summarise(report: dict[str, Any]) -> dict[str, Any]:
@@ -137,14 +158,14 @@ class TraceStore:
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; ``BEGIN IMMEDIATE`` takes the write lock first, so that two workers
+        """One write transaction; ``BEGIN IMMEDIATE`` takes the write lock first, so that two web workers
         claiming the same query cannot both find it free. A failure is a :class:`StoreError`; a file that
         failed as no database is moved aside first, so that the next write starts a fresh one."""
         try:
             with self._transaction() as db:
                 yield db
         except (sqlite3.Error, OSError) as exc:
-            if _unreadable(exc):
+            if unreadable(exc):
                 self._move_aside(exc)
             # said to users: the reason, never the server's path (an OSError's str() names it)
             reason = exc.strerror if isinstance(exc, OSError) else str(exc)
@@ -156,8 +177,11 @@ class TraceStore:
         db = self._connect()
         try:
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
-            db.execute(_SCHEMA)
             db.execute("BEGIN IMMEDIATE")
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                db.execute("DROP TABLE IF EXISTS traces")
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute(_SCHEMA)
         except BaseException:
             db.close()
             raise
@@ -168,7 +192,7 @@ class TraceStore:
         try:
             db = self._open()
         except sqlite3.DatabaseError as exc:
-            if not _unreadable(exc):
+            if not unreadable(exc):
                 raise
             self._move_aside(exc)  # garbage or a malformed image: start a fresh file, once
             db = self._open()
@@ -181,154 +205,92 @@ class TraceStore:
             db.execute("COMMIT")
 
     def _move_aside(self, exc: BaseException) -> None:
-        """Keep the unreadable file beside the fresh one (for whoever wants to look), with its WAL files."""
-        aside = self.path.with_name(f"{self.path.name}.unreadable-{int(self.clock())}")
-        logger.warning("the trace cache %s cannot be read as a database (%s): moved to %s, a fresh one started",
-                       self.path, exc, aside.name)  # fmt: skip
-        for suffix in ("", "-wal", "-shm"):
-            source = self.path.with_name(self.path.name + suffix)
-            with suppress(FileNotFoundError):
-                source.replace(aside.with_name(aside.name + suffix))
+        move_aside(self.path, int(self.clock()), "the trace cache", exc, logger)
+
+    def _select(self, sql: str, *params: object) -> list[Any]:
+        """The rows of a read (none without the file, or from a file that cannot be read: the page must not fail
+        because its cache did)."""
+        if not self.path.exists():
+            return []
+        try:
+            with closing(self._connect()) as db:
+                return db.execute(sql, (self.version, *params)).fetchall()
+        except sqlite3.Error:
+            return []
 
     # ------------------------------------------------------------------ reading
 
-    def get(self, query: str) -> JobStatus | None:
-        """The trace of ``query``: one primary-key lookup, or None (no file, no row, or a
-        file that cannot be read: the page must not fail because its cache did)."""
-        if not self.path.exists():
-            return None
-        try:
-            with closing(self._connect()) as db:
-                row = db.execute(
-                    f"SELECT {_STATUS_COLUMNS} FROM traces WHERE version = ? AND query = ?",  # noqa: S608
-                    (self.version, query),
-                ).fetchone()
-        except sqlite3.Error:
-            return None
-        return None if row is None else self._status(query, row)
+    def get(self, query: str) -> Row | None:
+        """The row of ``query``: one primary-key lookup, or None."""
+        rows = self._select(f"SELECT {_ROW_COLUMNS} FROM traces WHERE version = ? AND query = ?", query)  # noqa: S608
+        return _row(rows[0]) if rows else None
 
     def report(self, query: str) -> str | None:
         """A finished trace's whole JSON report, as the trace printed it."""
-        if not self.path.exists():
-            return None
-        try:
-            with closing(self._connect()) as db:
-                row = db.execute(
-                    "SELECT report FROM traces WHERE version = ? AND query = ? AND state = 'finished'",
-                    (self.version, query),
-                ).fetchone()
-        except sqlite3.Error:
-            return None
-        return None if row is None else str(row[0])
+        rows = self._select("SELECT report FROM traces WHERE version = ? AND query = ? AND state = 'finished'", query)
+        return str(rows[0][0]) if rows else None
 
-    def _status(self, query: str, row: Sequence[Any]) -> JobStatus | None:
-        state, place, done, total, step, error, summary, updated = row
-        if state in ACTIVE and self.clock() - float(updated) > STALE_S:
-            why = "the server process that held this trace stopped before it finished; ask again"
-            return JobStatus(query=query, state="failed", error=why, updated=float(updated), gone=True)
-        return JobStatus(
-            query=query,
-            state=state,
-            place=int(place),
-            done=int(done),
-            total=int(total),
-            step=str(step),
-            error=error,
-            summary=None if summary is None else json.loads(summary),
-            updated=float(updated),
-        )
+    def queued_for(self, client: str) -> list[str]:
+        """The queries ``client`` has handed to the queue that have not been seen to end."""
+        rows = self._select("SELECT query FROM traces WHERE version = ? AND client = ? AND state = 'queued'", client)
+        return [str(query) for (query,) in rows]
 
-    def age(self, status: JobStatus) -> float:
-        """Seconds since ``status`` was written, by this store's clock."""
-        return self.clock() - status.updated
+    def age(self, updated: float) -> float:
+        """Seconds since ``updated``, by this store's clock."""
+        return self.clock() - updated
 
     # ------------------------------------------------------------------ writing
 
-    def claim(self, query: str, owner: str, place: int) -> JobStatus | None:
-        """Queue ``query`` for ``owner`` at ``place`` and give None, unless it is finished or another
-        live job holds it: then give that job's status (the caller joins it instead)."""
+    def claim(self, query: str, task: str, client: str, replacing: float | None) -> Row | None:
+        """Hand ``query`` to ``task`` for ``client`` and give None, unless its row changed since the caller read it
+        (``replacing``: that row's ``updated``, None for no row): then give the row that another claim wrote."""
         with self._writing() as db:
-            row = db.execute(
-                f"SELECT {_STATUS_COLUMNS} FROM traces WHERE version = ? AND query = ?",  # noqa: S608
+            found = db.execute(
+                f"SELECT {_ROW_COLUMNS} FROM traces WHERE version = ? AND query = ?",  # noqa: S608
                 (self.version, query),
             ).fetchone()
-            existing = None if row is None else self._status(query, row)
-            if existing is not None and existing.state != "failed":  # a failed trace is tried again
-                return existing
+            if found is not None and float(found[-1]) != replacing:
+                return _row(found)
             db.execute(
-                "INSERT OR REPLACE INTO traces (version, query, state, owner, place, updated) "
+                "INSERT OR REPLACE INTO traces (version, query, state, task, client, updated) "
                 "VALUES (?, ?, 'queued', ?, ?, ?)",
-                (self.version, query, owner, place, self.clock()),
+                (self.version, query, task, client, self.clock()),
             )
         return None
 
-    def start(self, query: str, owner: str, total: int, step: str, queued: Sequence[str]) -> None:
-        """``query`` runs now; ``owner``'s queue behind it is ``queued``, its i-th query (from 0) at place
-        i + 1. One transaction: no reader sees the job running and the queue not yet moved up."""
-        with self._writing() as db:
-            now = self.clock()
-            db.execute(
-                "UPDATE traces SET state = 'running', place = 0, done = 0, total = ?, step = ?, updated = ? "
-                "WHERE version = ? AND query = ? AND owner = ?",
-                (total, step, now, self.version, query, owner),
-            )
-            for i, waiting in enumerate(queued):
-                db.execute(
-                    "UPDATE traces SET place = ?, updated = ? WHERE version = ? AND query = ? AND owner = ?",
-                    (i + 1, now, self.version, waiting, owner),
-                )
-
-    def progress(self, query: str, owner: str, done: int, total: int, step: str) -> None:
-        self._update(query, owner, done=done, total=total, step=step)
-
-    def heartbeat(self, owner: str) -> None:
-        """Mark every queued and running job of ``owner`` alive."""
-        with self._writing() as db:
-            db.execute(
-                "UPDATE traces SET updated = ? WHERE version = ? AND owner = ? AND state IN ('queued', 'running')",
-                (self.clock(), self.version, owner),
-            )
-
-    def finish(self, query: str, owner: str, report: str, summary: dict[str, Any]) -> None:
+    def finish(self, query: str, task: str, report: str, summary: dict[str, Any]) -> None:
         """The job's report (held to :data:`~app.trace.bounded.MAX_REPORT_BYTES`) and the page's summary of it."""
-        report = bounded_report(report)
-        self._settle(query, owner, state="finished", report=report, summary=json.dumps(summary), error=None)
-        self._prune()
+        values = {"state": "finished", "report": bounded_report(report), "summary": json.dumps(summary), "error": None}
+        self._settle(query, task, values)
 
-    def fail(self, query: str, owner: str, error: str) -> None:
-        self._settle(query, owner, state="failed", error=error[:ERROR_CHARS], report=None, summary=None)
-        self._prune()
+    def fail(self, query: str, task: str, error: str) -> None:
+        self._settle(query, task, {"state": "failed", "error": error[:ERROR_CHARS], "report": None, "summary": None})
 
-    def _settle(self, query: str, owner: str, **values: object) -> None:
-        """A job's end, written whatever became of the file meanwhile: the row is written again where it went
-        with a deleted, truncated or replaced file (a row another worker took over is still left alone), and a
-        file that turns out unreadable is moved aside and the end written to a fresh one."""
+    def _settle(self, query: str, task: str, values: Mapping[str, object]) -> None:
+        """A job's end, written whatever became of the file meanwhile: the row is written again where it went with a
+        deleted, truncated or replaced file (a row another task has taken over is left alone), and a file that turns
+        out unreadable is moved aside and the end written to a fresh one. Then the oldest rows are pruned."""
+        columns = ", ".join(f"{name} = ?" for name in values)  # names from this module, never from input
         for attempt in range(SETTLE_TRIES):
             try:
-                self._update(query, owner, insert=True, **values)
-                return
+                with self._writing() as db:
+                    changed = db.execute(
+                        f"UPDATE traces SET {columns}, updated = ? WHERE version = ? AND query = ? AND task = ?",  # noqa: S608
+                        (*values.values(), self.clock(), self.version, query, task),
+                    ).rowcount
+                    if not changed:
+                        names, marks = ", ".join(values), ", ".join("?" for _ in values)
+                        db.execute(
+                            f"INSERT OR IGNORE INTO traces (version, query, task, updated, {names}) "  # noqa: S608
+                            f"VALUES (?, ?, ?, ?, {marks})",
+                            (self.version, query, task, self.clock(), *values.values()),
+                        )
+                break
             except StoreError:  # an unreadable file is aside by now; a folder being removed is gone in a moment
                 if attempt == SETTLE_TRIES - 1:
                     raise
                 time.sleep(SETTLE_PAUSE_S)
-
-    def _update(self, query: str, owner: str, *, insert: bool = False, **values: object) -> None:
-        """Set ``values`` on ``owner``'s row of ``query`` (a row another worker took over is left alone); with
-        ``insert``, make the row where there is none."""
-        columns = ", ".join(f"{name} = ?" for name in values)  # names from this module, never from input
-        with self._writing() as db:
-            changed = db.execute(
-                f"UPDATE traces SET {columns}, updated = ? WHERE version = ? AND query = ? AND owner = ?",  # noqa: S608
-                (*values.values(), self.clock(), self.version, query, owner),
-            ).rowcount
-            if insert and not changed:
-                names = ", ".join(values)
-                marks = ", ".join("?" for _ in values)
-                db.execute(
-                    f"INSERT OR IGNORE INTO traces (version, query, owner, updated, {names}) "  # noqa: S608
-                    f"VALUES (?, ?, ?, ?, {marks})",
-                    (self.version, query, owner, self.clock(), *values.values()),
-                )
+        self._prune()
 
     def _prune(self) -> None:
         """Keep the newest :data:`KEEP_ROWS` finished or failed traces (of any version), and of those only
@@ -347,3 +309,8 @@ class TraceStore:
                 ") WHERE kept > ?)",
                 (KEEP_BYTES,),
             )
+
+
+def _row(found: Sequence[Any]) -> Row:
+    state, task, client, error, summary, updated = found
+    return Row(state, str(task), str(client), error, None if summary is None else json.loads(summary), float(updated))

@@ -14,11 +14,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from app.trace.jobs import Command
+from app.trace.runner import Command
 
 SCRIPT = r"""
 import os, sys, time
+from app.trace.watch import watch_parent
+watch_parent()  # as the real trace does: it ends once its worker is gone
 mode, log, gate, report, query = sys.argv[1:6]
+with open(log + ".pids", "a", encoding="utf-8") as f:
+    f.write(str(os.getpid()) + "\n")
 with open(log, "a", encoding="utf-8") as f:
     f.write(query + "\n")
 for step in ("building layers 2/2", "sharding layers 1/2", "sharding layers 2/2", "iteration 1/2: forward 3/3"):
@@ -84,6 +88,12 @@ def runs(folder: Path) -> list[str]:
     """The queries the fake ran, in order."""
     log = folder / "runs.log"
     return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+
+
+def pids(folder: Path) -> list[int]:
+    """The process ids of the fakes that ran, in order."""
+    log = folder / "runs.log.pids"
+    return [int(line) for line in log.read_text(encoding="utf-8").split()] if log.exists() else []
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 15) -> None:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from app.trace.jobs import TraceQueue
+from tests.support.trace_queue import Jobs, jobs_in
 
 
 @pytest.fixture
-def queues() -> Iterator[list[TraceQueue]]:
-    """Queues to close after the test, so that no fake trace outlives it."""
-    made: list[TraceQueue] = []
-    yield made
-    for queue in made:
-        queue.close()
+def jobs(tmp_path: Path) -> Iterator[Jobs]:
+    """``jobs(modes, **options)``: a trace queue of fake traces with huey's consumer running; stopped after the test,
+    so that no fake trace outlives it."""
+    with jobs_in(tmp_path) as made:
+        yield made

@@ -53,7 +53,7 @@ def test_a_deep_models_report_keeps_its_figures_its_peak_and_says_what_it_left_o
 
 def test_the_cache_keeps_a_report_within_the_bound(tmp_path: Path) -> None:
     store = TraceStore(tmp_path / "t.sqlite3", "v")
-    store.claim("dp=2", "w", 1)
+    store.claim("dp=2", "w", "", replacing=None)
     store.finish("dp=2", "w", json.dumps(_deep(1_200)), summarise(REPORT))
     kept = store.report("dp=2")
     assert kept is not None and len(kept.encode()) <= MAX_REPORT_BYTES

@@ -58,7 +58,7 @@ def test_a_trace_ends_when_its_worker_is_killed_outright() -> None:
 
 def test_a_terminals_trace_is_not_watched(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(PARENT_ENV, raising=False)
-    assert watch_parent(lambda status: None) is None
+    assert watch_parent(exit_now=lambda status: None) is None
 
 
 def test_the_watch_ends_the_trace_once_the_parent_is_not_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,6 +70,6 @@ def test_the_watch_ends_the_trace_once_the_parent_is_not_its_own(monkeypatch: py
         statuses.append(status)
         ended.set()
 
-    thread = watch_parent(exit_now, poll_s=0.01)
+    thread = watch_parent(exit_now=exit_now, poll_s=0.01)
     assert thread is not None and ended.wait(5)
     assert statuses == [3]

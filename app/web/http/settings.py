@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.requests import Request
 
 from app.receipts.url import DEFAULT_BASE_URL, check_base_url
+from app.trace.queue import check_queue_url, queue_url
+from app.trace.store import default_trace_cache, trace_cache_from_env
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def default_trace_cache() -> Path:
-    """``$XDG_CACHE_HOME/zero3-lab/traces.sqlite3`` (``~/.cache`` by default): outside the checkout,
-    which a container's user may not be able to write, and kept across restarts."""
-    base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if not base:
-        try:
-            base = str(Path.home() / ".cache")
-        except RuntimeError:  # no home directory to be found
-            base = tempfile.gettempdir()
-    return Path(base) / "zero3-lab" / "traces.sqlite3"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +26,11 @@ class Settings:
     # Where users reach the lab (``https://lab.example.org`` or ``…/prefix``), checked and without a
     # trailing "/": the base of the receipts' absolute ``url``. None: each request's own base URL.
     public_url: str | None = None
-    # The page's trace jobs (app/web/routes/trace_jobs.py, docs/trace-jobs.md): the SQLite file the workers
-    # share (created on the first trace), each trace's time limit, and the traces one worker queues.
+    # The page's trace jobs (app/web/routes/trace_jobs.py, docs/trace-jobs.md): the SQLite file the web workers
+    # share (created on the first trace), the task queue (app/trace/queue.py; "": the SQLite file queue.sqlite3
+    # beside the cache), each trace's time limit, and the traces the queue holds.
     trace_cache: Path = field(default_factory=default_trace_cache)
+    trace_queue_url: str = ""
     trace_timeout_s: float = 300.0
     trace_queue: int = 8
     # Threads that run the (CPU-bound, plain ``def``) routes. Every one of them wants the GIL, so more
@@ -52,18 +43,25 @@ class Settings:
             raise ValueError(f"threads = {self.threads} is out of bounds (1 … 64)")
         if self.public_url is not None:
             object.__setattr__(self, "public_url", check_base_url(self.public_url))
+        if self.trace_queue_url:
+            check_queue_url(self.trace_queue_url)
+        else:
+            object.__setattr__(
+                self, "trace_queue_url", f"sqlite:///{(self.trace_cache.parent / 'queue.sqlite3').resolve()}"
+            )
 
     @classmethod
     def from_env(cls) -> Settings:
         """``ZERO3_LAB_STATIC`` overrides the static assets folder; ``ZERO3_LAB_PUBLIC_URL`` sets
         :attr:`public_url` (a value that is not a plain http(s) base URL stops the app at start);
-        ``ZERO3_LAB_TRACE_CACHE`` moves the traces' SQLite file."""
+        ``ZERO3_LAB_TRACE_CACHE`` moves the traces' SQLite file; ``ZERO3_LAB_QUEUE`` names the trace queue
+        (:func:`app.trace.queue.queue_url`: a value it does not take stops the app at start, naming it)."""
         static_dir = Path(os.environ.get("ZERO3_LAB_STATIC", cls().static_dir))
         public = os.environ.get("ZERO3_LAB_PUBLIC_URL", "").strip()
-        cache = os.environ.get("ZERO3_LAB_TRACE_CACHE", "").strip()
-        trace_cache = Path(cache) if cache else default_trace_cache()
+        trace_cache = trace_cache_from_env()
+        queue = queue_url(trace_cache.parent)
         try:
-            return cls(static_dir=static_dir, public_url=public or None, trace_cache=trace_cache)
+            return cls(static_dir=static_dir, public_url=public or None, trace_cache=trace_cache, trace_queue_url=queue)
         except ValueError as exc:
             raise ValueError(f"ZERO3_LAB_PUBLIC_URL: {exc}") from None
 

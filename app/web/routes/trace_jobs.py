@@ -8,26 +8,27 @@ progress while it moves, and, once the job is done, the whole panel (retargeted,
 the polling). Without JavaScript the button posts a form and lands back on the lab's page at the
 panel (``/?<query>#trace``), which shows the job as it stands.
 
-Every worker process has its own queue (:class:`app.trace.jobs.TraceQueue`, one trace at a time),
-made on first use; the jobs' state is in the SQLite file of ``Settings.trace_cache``, which the
-workers share. The page's results include the panel through the template global ``trace_panel``.
+Every web worker process has its own view of the trace jobs (:class:`app.trace.jobs.TraceQueue`), made on first
+use: the jobs are on the task queue of ``Settings.trace_queue_url`` (run by ``zero3-lab worker``, one of which
+``serve`` starts), their rows and ends in the SQLite file of ``Settings.trace_cache``, which the web workers share.
+The page's results include the panel through the template global ``trace_panel``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import jinja2
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import canonical_query
 from app.trace.bounded import bounded_report
-from app.trace.jobs import ClientBusy, QueueFull, RetryLater, TooLarge, TraceQueue, cache_version
+from app.trace.jobs import ClientBusy, QueueDown, QueueFull, RetryLater, TooLarge, TraceQueue
+from app.trace.queue import make_huey
+from app.trace.runner import TraceRunner, cache_version
 from app.trace.store import StoreError, TraceStore
 from app.web.http.htmx import PAGE_METHODS, is_htmx
 from app.web.http.query import form_fields, query_dict, read_scenario, repeated_fields
@@ -40,22 +41,15 @@ from app.web.views.trace_panel import trace_panel
 _queues_made = threading.Lock()
 
 
-@asynccontextmanager
-async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    yield
-    queue = getattr(app.state, "trace_queue", None)
-    if isinstance(queue, TraceQueue):  # a running trace is stopped, the waiting ones are let go
-        queue.close()
-
-
-router = APIRouter(include_in_schema=False, lifespan=_lifespan)
+router = APIRouter(include_in_schema=False)
 
 VARY = {"Vary": "HX-Request, HX-Target"}  # the same URL answers a page, the panel or its progress
 LIVE = "trace-live"  # the id of the polling status region (partials/_trace.html)
 
 
 def queue_for(app: Any) -> TraceQueue:
-    """This worker's trace queue, made on first use from the app's settings (no thread until a job)."""
+    """This web worker's view of the trace jobs, made on first use from the app's settings (nothing is connected
+    until a job is looked up)."""
     state = app.state
     queue = getattr(state, "trace_queue", None)
     if isinstance(queue, TraceQueue):
@@ -66,7 +60,10 @@ def queue_for(app: Any) -> TraceQueue:
             settings = getattr(state, "settings", None)
             settings = settings if isinstance(settings, Settings) else Settings()
             store = TraceStore(settings.trace_cache, cache_version())
-            queue = TraceQueue(store, max_queued=settings.trace_queue, timeout_s=settings.trace_timeout_s)
+            runner = TraceRunner(
+                make_huey(settings.trace_queue_url), cache_version(), timeout_s=settings.trace_timeout_s
+            )
+            queue = TraceQueue(store, runner, max_queued=settings.trace_queue)
             state.trace_queue = queue
         return queue
 
@@ -102,7 +99,7 @@ def _panel_response(
     request: Request, scenario: Scenario, query: str, *, status_code: int = 200, **panel: Any
 ) -> Response:
     """The panel, as a fragment (htmx) or, followed without JavaScript, as a page of its own."""
-    context = {"query": query, "trace_state": trace_panel(query, queue_for(request.app), **panel)}
+    context = {"query": query, "trace_state": trace_panel(query, queue_for(request.app), look=True, **panel)}
     if is_htmx(request):
         return templates.TemplateResponse(
             request, "partials/_trace.html", context, status_code=status_code, headers=VARY
@@ -123,7 +120,7 @@ def start_trace(request: Request) -> Response:
         return _panel_response(request, scenario, query, status_code=200 if is_htmx(request) else 422)
     try:
         queue_for(request.app).submit(query, client=request.client.host if request.client else "")
-    except (QueueFull, ClientBusy, RetryLater, TooLarge, StoreError) as exc:
+    except (QueueFull, ClientBusy, RetryLater, TooLarge, QueueDown, StoreError) as exc:
         # htmx 2 swaps 2xx only: the refusal is said in the panel; without JavaScript, a 429 (this client's) or
         # 503 (the server's) page
         status = 200 if is_htmx(request) else 429 if isinstance(exc, (ClientBusy, RetryLater)) else 503
@@ -144,7 +141,7 @@ def trace_status(request: Request) -> Response:
     scenario, query = read
     if not (is_htmx(request) and request.headers.get("hx-target") == LIVE):
         return _panel_response(request, scenario, query)
-    panel = trace_panel(query, queue_for(request.app))
+    panel = trace_panel(query, queue_for(request.app), look=True)
     if panel.status is not None and panel.status.active:
         if request.query_params.get("seen") == panel.seen:
             return Response(status_code=204, headers=VARY)  # nothing new: htmx keeps what it shows
@@ -161,7 +158,7 @@ def trace_report(request: Request) -> Response:
     read = _read(request)
     if isinstance(read, Response):
         return read
-    report = queue_for(request.app).store.report(read[1])
+    report = queue_for(request.app).report(read[1])
     if report is None:
         return Response("404: no finished trace of this scenario\n", status_code=404, media_type="text/plain")
     return Response(bounded_report(report), media_type="application/json")  # a row older than its bound, too

@@ -1,7 +1,8 @@
 """What ``partials/_trace.html`` shows for one scenario: why it cannot be traced here, or its trace job
 (none yet, queued, running, failed, finished), and for a finished trace each modelled instant beside
 the traced total. Built whenever the sections below the peak are rendered, so it stays cheap: the torch
-check and the scenario's traceability are cached, and the job is one primary-key lookup in the store.
+check and the scenario's traceability are cached, and the job is one primary-key lookup in the store (and, while
+it is on the queue, a few reads there).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any
 
 from app.ledger.scenario import Scenario, ScenarioError
 from app.trace import INSTALL_HINT, torch_installed
-from app.trace.jobs import TraceQueue, scenario_flags, scenario_of
+from app.trace.jobs import TraceQueue
 from app.trace.process import STEPS
+from app.trace.runner import scenario_flags, scenario_of
 from app.trace.setup import FSDP2_LAYOUT, TraceSetupError, trace_setup
 from app.trace.store import JobStatus
 
@@ -120,19 +122,18 @@ def trace_panel(
     scenario: Scenario | None = None,
     notice: str | None = None,
     focus: bool = False,
+    look: bool = False,
 ) -> TracePanel:
     """The panel of ``query`` (a canonical query), whose scenario the caller may already hold (the page
     does: then it is not parsed again). ``queue`` None: no app to ask (a template rendered outside one), so
-    no job is looked up."""
+    no job is looked up; ``look``: see :meth:`TraceQueue.status` (the trace's own routes look, a page does not)."""
     if not trace_available():
         return TracePanel(query, False, (), "", None)
     try:
         problems, command = _checked(scenario if scenario is not None else scenario_of(query))
     except ScenarioError as exc:  # a canonical query always parses; kept for direct callers
         problems, command = (str(exc),), ""
-    status = None if problems or queue is None else queue.status(query)
-    retry_in = 0
-    if status is not None and queue is not None and status.state == "failed" and not status.gone:
-        wait = queue.retry_after_s - queue.store.age(status)
-        retry_in = int(wait) + 1 if wait > 0 else 0
+    status = None if problems or queue is None else queue.status(query, look=look)
+    wait = 0.0 if queue is None else queue.retry_in(status)
+    retry_in = int(wait) + 1 if wait > 0 else 0
     return TracePanel(query, True, problems, command, status, notice, focus, retry_in)

@@ -1,9 +1,9 @@
 """The page's "Trace this scenario": the panel in the results, the routes that start a trace and poll it
 (htmx and without JavaScript), their refusals, the cache, and one real trace end to end.
 
-Each test has its own app and SQLite file; the traces are the fake child of tests/support/trace_fakes.py,
-except in the end-to-end test, which runs ``zero3-lab trace`` itself on the small config (skipped
-without the trace extra).
+Each test has its own app and SQLite files; the traces are the fake child of tests/support/trace_fakes.py, run by
+huey's consumer (tests/support/trace_queue.py), except in the end-to-end test, which runs ``zero3-lab trace`` itself
+on the small config (skipped without the trace extra).
 """
 
 from __future__ import annotations
@@ -26,12 +26,15 @@ from app.ledger.scenario import parse_scenario
 from app.ledger.scenario.links import canonical_query
 from app.trace import torch_installed
 from app.trace.bounded import MAX_REPORT_BYTES
-from app.trace.jobs import TraceQueue, cache_version
+from app.trace.jobs import TraceQueue
+from app.trace.runner import cache_version
 from app.trace.store import TraceStore
 from app.web.app import create_app
 from app.web.http.settings import Settings
+from app.web.routes.trace_jobs import queue_for
 from app.web.views import trace_panel
-from tests.support.trace_fakes import fake_command, open_gate, runs, wait_for
+from tests.support.trace_fakes import open_gate, runs, wait_for
+from tests.support.trace_queue import jobs_in, start_consumer, stop_consumer
 
 HX = {"HX-Request": "true"}
 POLL = {**HX, "HX-Target": "trace-live"}
@@ -49,30 +52,34 @@ Lab = Callable[..., TestClient]
 def lab(tmp_path: Path) -> Iterator[Lab]:
     """``lab(modes, **queue options)``: a client of a fresh app whose queue runs the fake trace."""
     opened: list[TestClient] = []
+    with jobs_in(tmp_path) as jobs:
 
-    def make(modes: dict[str, str] | None = None, **options: Any) -> TestClient:
-        app = create_app(Settings(trace_cache=tmp_path / "cache" / "traces.sqlite3"))
-        store = TraceStore(tmp_path / "cache" / "traces.sqlite3", cache_version())
-        options = {"per_client": 100, "retry_after_s": 0.0, **options}  # the test client is one address
-        app.state.trace_queue = TraceQueue(store, fake_command(tmp_path, modes), heartbeat_s=0.05, **options)
-        client = TestClient(app, raise_server_exceptions=False)
-        client.__enter__()
-        opened.append(client)
-        return client
+        def make(modes: dict[str, str] | None = None, **options: Any) -> TestClient:
+            app = create_app(Settings(trace_cache=tmp_path / "cache" / "traces.sqlite3"))
+            store = TraceStore(tmp_path / "cache" / "traces.sqlite3", cache_version())
+            app.state.trace_queue = jobs(modes, store=store, **options)  # the test client is one address: no limit
+            client = TestClient(app, raise_server_exceptions=False)
+            client.__enter__()
+            opened.append(client)
+            return client
 
-    yield make
-    for client in opened:
-        client.__exit__(None, None, None)  # the router's lifespan closes the queue: no fake outlives the test
+        yield make
+        for client in opened:
+            client.__exit__(None, None, None)
+
+
+def queue_of(client: TestClient) -> TraceQueue:
+    queue = client.app.state.trace_queue  # type: ignore[attr-defined]
+    assert isinstance(queue, TraceQueue)
+    return queue
 
 
 def store_of(client: TestClient) -> TraceStore:
-    queue = client.app.state.trace_queue  # type: ignore[attr-defined]
-    assert isinstance(queue, TraceQueue)
-    return queue.store
+    return queue_of(client).store
 
 
 def state(client: TestClient, query: str = QUERY) -> str | None:
-    status = store_of(client).get(query)
+    status = queue_of(client).status(query)
     return None if status is None else status.state
 
 
@@ -183,7 +190,7 @@ def test_the_action_queues_the_trace_and_the_status_polls_to_the_result(lab: Lab
 def test_a_poll_that_finds_nothing_new_gets_no_markup(lab: Lab, tmp_path: Path) -> None:
     client = lab({QUERY: "block"})
     client.post(f"/trace?{QUERY}", headers=HX)
-    wait_for(lambda: getattr(store_of(client).get(QUERY), "done", 0) == 3)
+    wait_for(lambda: getattr(queue_of(client).status(QUERY), "done", 0) == 3)
     same = client.get(f"/trace?{QUERY}&seen=running:0:3", headers=POLL)
     assert same.status_code == 204 and same.text == ""
     moved = client.get(f"/trace?{QUERY}&seen=running:0:2", headers=POLL)
@@ -199,7 +206,7 @@ def test_a_queued_job_shows_its_place(lab: Lab, tmp_path: Path) -> None:
     client.post(f"/trace?{QUERY}", headers=HX)
     wait_for(lambda: runs(tmp_path) == [QUERY])
     r = client.post(f"/trace?{OTHER}", headers=HX)
-    assert "Queued: place 1 in this server's queue" in r.text
+    assert "Queued: place 1 in this server's trace queue" in r.text
     page = client.get(f"/?{OTHER}").text
     assert "Queued: place 1" in page and 'hx-vals=\'{"seen": "queued:1:0"}\'' in page
     assert "autofocus" not in page[page.index('<section id="trace"') :]  # a page load keeps its focus
@@ -321,6 +328,7 @@ def test_head_answers_like_get_on_the_trace_page_and_its_report(lab: Lab, tmp_pa
 def test_a_real_trace_through_the_page_then_from_the_cache(tmp_path: Path) -> None:
     app = create_app(Settings(trace_cache=tmp_path / "traces.sqlite3"))
     with TestClient(app, raise_server_exceptions=False) as client:  # the app's own queue: zero3-lab trace
+        consumer = start_consumer(queue_for(app).runner)  # as `zero3-lab worker` (serve starts one) runs it
         started = client.post(f"/trace?{QUERY}", headers=HX)
         assert 'role="status"' in started.text
         done = poll_until_done(client, timeout=120)
@@ -333,13 +341,14 @@ def test_a_real_trace_through_the_page_then_from_the_cache(tmp_path: Path) -> No
         again = client.post(f"/trace?{QUERY}", headers=HX)  # the same scenario: the cached result, no new job
         assert '<table class="trace-instants">' in again.text and 'id="trace-live"' not in again.text
         assert '<table class="trace-instants">' in client.get(f"/?{QUERY}").text
+        stop_consumer(consumer)
 
 
 def test_a_cached_report_of_any_size_is_served_within_the_bound(lab: Lab) -> None:
     """A row put in the cache by other means (tens of MB here) is summarised when shown, not served as it is."""
     client = lab()
     store = store_of(client)
-    store.claim(QUERY, "w", 1)
+    store.claim(QUERY, "w", "", replacing=None)
     huge = {"schema": "zero3-lab.trace/1", "peak": {"total": 1}, "timeline": [{"total": i} for i in range(2_000_000)]}
     with closing(sqlite3.connect(store.path)) as db, db:  # written past finish()'s bound, as by another program
         db.execute("UPDATE traces SET state = 'finished', report = ?, summary = '{}' WHERE query = ?",
