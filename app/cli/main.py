@@ -49,6 +49,7 @@ def build_parser() -> Parser:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from app.trace import torch_installed
     from app.trace.queue import queue_url
     from app.trace.store import trace_cache_from_env
     from app.trace.worker import supervised_workers
@@ -60,7 +61,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"zero3-lab serve: {exc}", file=sys.stderr)
         return 2
-    with supervised_workers(args.trace_workers):
+    # without torch the page offers no trace (it says how to install the extra), so a worker would only wait
+    with supervised_workers(args.trace_workers if torch_installed() else 0):
         return serve(
             host=args.host, port=args.port, workers=args.workers, reload=args.reload, access_log=not args.no_access_log
         )
