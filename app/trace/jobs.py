@@ -136,18 +136,19 @@ class TraceQueue:
             return self._settle(query, row.task, end)
         if progress is not None and progress.get("task") == row.task:
             if self.store.age(float(progress["updated"])) > STALE_S:
-                return JobStatus(query, "failed", error=LOST, updated=float(progress["updated"]), gone=True)
+                return self._settle(query, row.task, {"error": LOST, "gone": True})
             done, total, step = int(progress["done"]), int(progress["total"]), str(progress["step"])
             return JobStatus(query, "running", done=done, total=total, step=step, updated=float(progress["updated"]))
         pending = self._ask(lambda: [job.id for job in self.huey.pending(PENDING_LOOK)])
         if row.task in pending:
             return JobStatus(query, "queued", place=pending.index(row.task) + 1, updated=row.updated)
         if self.store.age(row.updated) > STALE_S:  # neither waiting, nor running, nor ended: the queue lost it
-            return JobStatus(query, "failed", error=LOST, updated=row.updated, gone=True)
+            return self._settle(query, row.task, {"error": LOST, "gone": True})
         return JobStatus(query, "queued", place=1, updated=row.updated)  # a worker is taking it just now
 
     def _settle(self, query: str, task: str, end: dict[str, Any]) -> JobStatus:
-        """Keep the job's end in the store and drop it from the queue (kept there if the store cannot be written)."""
+        """Keep the job's end in the store and drop it from the queue (kept there if the store cannot be written).
+        A job found lost is settled too, so that a client's rows on the queue stay as few as its traces there."""
         try:
             if "error" in end:
                 self.store.fail(query, task, str(end["error"]))
@@ -213,7 +214,7 @@ class TraceQueue:
     def retry_in(self, status: JobStatus | None) -> float:
         """Seconds before a failed job may be asked for again: none for one whose worker stopped or whose queue
         could not be reached (nothing in the scenario failed), else what is left of :attr:`retry_after_s`."""
-        if status is None or status.state != "failed" or status.gone or status.error in (STOPPED, UNREACHABLE):
+        if status is None or status.state != "failed" or status.gone or status.error in (STOPPED, LOST, UNREACHABLE):
             return 0.0
         return self.retry_after_s - self.store.age(status.updated)
 

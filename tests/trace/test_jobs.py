@@ -201,6 +201,7 @@ def test_a_job_whose_worker_died_reads_as_failed_and_is_taken_over(jobs: Jobs, t
     gone = must(queue, A)
     assert (gone.state, gone.gone, gone.error) == ("failed", True, LOST)
     assert queue.retry_in(gone) == 0
+    assert queue.store.queued_for("") == []  # settled as lost: it no longer counts against its client
     queue.submit(A)  # taken over: a second run while the first is stuck is what a dead worker would need
     wait_for(lambda: len(runs(tmp_path)) == 1)  # one worker here: the new job waits behind the stuck one
     open_gate(tmp_path)
