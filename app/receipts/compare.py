@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlencode
 
-from app.ledger.estimate import estimate
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELDS
 from app.ledger.scenario.links import canonical_query, slug
 from app.ledger.scenario.stacks import stack_choices
 from app.ledger.state.rules import CLASSES
+from app.receipts.answers import whole_estimate
 from app.receipts.csv_rows import Row, csv_records
 from app.receipts.receipt import SCHEMA_VERSION, receipt
 
@@ -169,8 +169,10 @@ def _follows_dp(name: str, a: Scenario, b: Scenario) -> bool:
 
 
 def compare(a: Scenario, b: Scenario) -> Comparison:
-    """A against B: both receipts, and every stage's figures with their difference."""
-    ra, rb = receipt(estimate(a)), receipt(estimate(b))
+    """A against B: both receipts, and every stage's figures with their difference. Each side's estimate is the
+    shared one (:func:`app.receipts.answers.whole_estimate`): a comparison's sides are mostly scenarios asked for
+    just before, by the page's downloads or by another comparison."""
+    ra, rb = receipt(whole_estimate(a)), receipt(whole_estimate(b))
     stages = tuple(_stage(i, sa, sb) for i, (sa, sb) in enumerate(zip(ra["stages"], rb["stages"], strict=True)))
     sources_a, sources_b = _choice_sources(a), _choice_sources(b)
     inputs = tuple(

@@ -29,6 +29,19 @@ KINDS = ("page", "asset", "fragment")
 _seeds = itertools.count(1)
 
 
+def fragment_failure(status: int, body: str, query: str, watching_lower: bool) -> str | None:
+    """Why a live update's answer is not what the page swaps in; None when it is."""
+    if status != 200:
+        return f"fragment: status {status}"
+    if 'id="results"' not in body:
+        return "fragment: no #results section"
+    if 'role="alert"' in body:
+        return f"fragment: the scenario was refused: {query}"
+    if watching_lower and 'class="fit-chart"' not in body:
+        return "fragment: the fit finder on screen did not come inline"
+    return None
+
+
 class Attendee(FastHttpUser):  # type: ignore[misc]  # locust's classes are Any to mypy
     """Loads the page once (GET / and its versioned assets, cold cache), then edits one field every
     1–3 s; each edit is the htmx request the form makes: GET /?<every field> with HX-Request.
@@ -79,15 +92,9 @@ class Attendee(FastHttpUser):  # type: ignore[misc]  # locust's classes are Any 
         if self.watching_lower:
             headers["X-In-View"] = "lower"
         with self.client.get(query, name="fragment", headers=headers, catch_response=True) as response:
-            body = response.text or ""
-            if response.status_code != 200:
-                response.failure(f"fragment: status {response.status_code}")
-            elif 'id="results"' not in body:
-                response.failure("fragment: no #results section")
-            elif 'role="alert"' in body:
-                response.failure(f"fragment: the scenario was refused: {query}")
-            elif self.watching_lower and 'class="fit-chart"' not in body:
-                response.failure("fragment: the fit finder on screen did not come inline")
+            failure = fragment_failure(response.status_code, response.text or "", query, self.watching_lower)
+            if failure:
+                response.failure(failure)
         self.current = query
 
     tasks: ClassVar[list[Callable[[Attendee], None]]] = [change_a_field]

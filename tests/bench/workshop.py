@@ -4,6 +4,10 @@
     .venv/bin/python tests/bench/workshop.py [--users 200] [--spawn-rate 50] [--seconds 60] [--workers 1]
                                              [--scrolled 0.25]
     .venv/bin/python tests/bench/workshop.py --url http://127.0.0.1:8000   # a lab you started yourself
+    .venv/bin/python tests/bench/workshop.py --profile mixed [--users 64] [--seconds 30] [--wait 1-3]
+
+``--profile mixed`` is issue 32's mixed room instead: page loads, live updates, both CSV downloads
+and the API at once, each route against its own solo p50 (``_mixed.py`` says what it sends and checks).
 
 Starts ``zero3-lab serve --no-access-log`` (one uvicorn worker unless ``--workers``) on a free
 loopback port, warms it up, then:
@@ -31,24 +35,21 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import os
-import platform
 import shlex
 import statistics
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-T = TypeVar("T")
+from tests.bench._report import machine, measured, percentile, print_failures, print_goals
+
 P99_LIMIT_MS = 150.0
 SETTLE_S = 5  # after the last arrival, the steady state is reported apart from the whole run
-BUSY_OTHER = 0.15  # cores used by other processes beyond which a run is flagged
 SOLO_FACTOR = 10
+# profile → its defaults for --users, --spawn-rate, --seconds, --solo-seconds
+PROFILES: dict[str, tuple[int, float, float, float]] = {"workshop": (200, 50, 60, 10), "mixed": (64, 32, 30, 20)}
 INSTALL = "locust is missing: install the bench extra with  .venv/bin/pip install -e '.[bench]'  (locust 2.47.0)"
 LABELS = {
     "page": "page   GET /",
@@ -57,68 +58,29 @@ LABELS = {
 }
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (the smallest value with at least q % of the values at or below it)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
-
-
-def machine() -> str:
-    model = platform.processor() or "unknown CPU"
-    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    cores = len(os.sched_getaffinity(0))
-    return f"machine: {cores} cores ({model}), Python {platform.python_version()}, {platform.system()}"
-
-
-@dataclass(frozen=True)
-class Cpu:
-    """Where the machine's CPU went during a phase, in cores (1.0 = one core busy throughout)."""
-
-    server: float | None  # None: not known (--url), counted in other
-    generator: float
-    other: float
-
-    def line(self) -> str:
-        if self.server is None:
-            other = f"other processes (the server included) {self.other:.2f}"
-            return f"CPU: load generator {self.generator:.2f} cores, {other}"
-        text = f"CPU: server {self.server:.2f} cores, load generator {self.generator:.2f}, "
-        text += f"other processes {self.other:.2f}"
-        if self.other > BUSY_OTHER:
-            text += "  <- the machine was busy with other work: these figures are not reliable"
-        return text
-
-
-def measured(server_pid: int | None, run: Callable[[], T]) -> tuple[T, Cpu]:
-    """``run()``'s result and the CPU the server (when its pid is known), this process and everything
-    else used meanwhile."""
-    from tests.bench import _server
-
-    def server_cpu() -> float:
-        return _server.cpu_seconds(server_pid) if server_pid is not None else 0.0
-
-    wall, server, own, busy = time.monotonic(), server_cpu(), time.process_time(), _server.machine_busy_seconds()
-    result = run()
-    wall = time.monotonic() - wall
-    server = server_cpu() - server
-    own = time.process_time() - own
-    busy = _server.machine_busy_seconds() - busy
-    return result, Cpu(server / wall if server_pid else None, own / wall, max(0.0, busy - server - own) / wall)
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
+def wait_range(text: str) -> tuple[float, float]:
+    """``--wait 1-3``: a client's pause between requests, drawn uniformly from MIN to MAX seconds."""
+    low, _, high = text.partition("-")
+    try:
+        pause = (float(low), float(high or low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not MIN-MAX seconds (e.g. 1-3)") from None
+    if not 0 <= pause[0] <= pause[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: MIN-MAX with 0 ≤ MIN ≤ MAX")
+    return pause
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--users", type=int, default=200, help="attendees (default 200)")
-    ap.add_argument("--spawn-rate", type=float, default=50, help="attendees started per second (default 50)")
-    ap.add_argument("--seconds", type=float, default=60, help="the workshop's length, ramp included (default 60)")
-    ap.add_argument("--solo-seconds", type=float, default=10, help="the solo baseline's length (default 10)")
+    ap.add_argument("--profile", choices=PROFILES, default="workshop",
+                    help="workshop: issue 12's room of live updates (the default); mixed: issue 32's room of "
+                         "page loads, live updates, both CSVs and the API (tests/bench/_mixed.py)")  # fmt: skip
+    ap.add_argument("--users", type=int, help="attendees (default 200; mixed: 64)")
+    ap.add_argument("--spawn-rate", type=float, help="attendees started per second (default 50; mixed: 32)")
+    ap.add_argument("--seconds", type=float, help="the room's length, ramp included (default 60; mixed: 30)")
+    ap.add_argument("--wait", type=wait_range, default=(1.0, 3.0),
+                    help="mixed: a client's pause between requests, MIN-MAX seconds (default 1-3)")  # fmt: skip
+    ap.add_argument("--solo-seconds", type=float, help="the solo baseline's length (default 10; mixed: 20)")
     ap.add_argument("--workers", type=int, default=1, help="uvicorn workers: zero3-lab serve --workers (default 1)")
     ap.add_argument("--scrolled", type=float, default=0.25,
                     help="the share of attendees with the fit finder's sections on screen, whose live "
@@ -126,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", help="run against a lab already serving at this base URL instead of starting one "
                                   "(its CPU then counts as other processes)")  # fmt: skip
     args = ap.parse_args(argv)
+    for name, value in zip(("users", "spawn_rate", "seconds", "solo_seconds"), PROFILES[args.profile], strict=True):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if importlib.util.find_spec("locust") is None:
         print(INSTALL, file=sys.stderr)
         return 2
@@ -143,7 +108,29 @@ def main(argv: list[str] | None = None) -> int:
     else:
         port = _server.free_port()
         proc, base = _server.start(port, workers=args.workers), f"http://127.0.0.1:{port}"
+
+    def finish() -> None:
+        """Stop the server (when this run started it) and say which it was."""
+        if proc:
+            _server.stop(proc)
+            served = "zero3-lab serve --no-access-log" + (f" --workers {args.workers}" if args.workers != 1 else "")
+            print(f"server: {served} (uvicorn, {args.workers} worker{'s' if args.workers != 1 else ''}), {base}")
+        else:
+            print(f"server: the lab already serving at {base}")
+        print()
+
     pid = proc.pid if proc else None
+    if args.profile == "mixed":
+        from tests.bench import _mixed
+
+        return _mixed.run(args, base, pid, finish)
+    return workshop(args, base, pid, finish)
+
+
+def workshop(args: argparse.Namespace, base: str, pid: int | None, finish: Callable[[], None]) -> int:
+    """Issue 12's workshop: the solo baseline, then the room; prints the report, returns the exit status."""
+    from tests.bench import _attendees
+
     try:
         _attendees.run_users(_attendees.SoloClient, base, 1, 1, 3)  # warm-up: imports, templates, models
         solo, solo_cpu = measured(pid, lambda: _attendees.run_users(_attendees.SoloClient, base, 1, 1,
@@ -151,15 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         room, room_cpu = measured(pid, lambda: _attendees.run_users(_attendees.Attendee, base, args.users,
                                                                           args.spawn_rate, args.seconds))  # fmt: skip
     finally:
-        if proc:
-            _server.stop(proc)
+        finish()
 
-    if proc:
-        served = "zero3-lab serve --no-access-log" + (f" --workers {args.workers}" if args.workers != 1 else "")
-        print(f"server: {served} (uvicorn, {args.workers} worker{'s' if args.workers != 1 else ''}), {base}")
-    else:
-        print(f"server: the lab already serving at {base}")
-    print()
     solo_times = solo.times["fragment"]
     if not solo_times:
         print("the solo baseline made no fragment request", file=sys.stderr)
@@ -186,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
               + "   (after the arrivals: the steady state)")  # fmt: skip
     rate = len(fragments) / args.seconds
     print(f"  {rate:.0f} fragments/s; " + room_cpu.line())
-    for error, count in sorted(room.errors.items(), key=lambda kv: -kv[1])[:5]:
-        print(f"  failure ×{count}: {error}")
+    print_failures(room.errors)
     print()
 
     failures = sum(room.failures.values()) + sum(solo.failures.values())
@@ -199,10 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         (ratio <= SOLO_FACTOR, f"fragment p99 ≤ {SOLO_FACTOR}× the solo median: {p99:.1f} ms = {ratio:.1f}× "
                                f"{solo_median:.1f} ms (limit {SOLO_FACTOR * solo_median:.0f} ms)"),
     ]  # fmt: skip
-    print("goals:")
-    for ok, text in goals:
-        print(f"  {verdict(ok)}  {text}")
-    return 0 if all(ok for ok, _ in goals) else 1
+    return print_goals(goals)
 
 
 if __name__ == "__main__":

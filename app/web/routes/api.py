@@ -4,6 +4,12 @@ Routes parse (through the dependencies in :mod:`app.web.http.deps`), call the co
 that FastAPI checks against the response models of :mod:`app.receipts.schema`. They are plain
 ``def`` functions, so FastAPI runs them in its thread pool: a slow estimate never blocks the
 event loop that answers everyone else.
+
+The receipt and the kill lists, the API's costliest answers, are ``async def`` routes that compute in exactly
+one trip to the thread pool (``run_in_threadpool``), the estimate shared through
+:func:`app.receipts.answers.whole_estimate`; FastAPI then checks and writes the answer in the event loop. As plain
+``def`` routes they took three trips (the dependency, the route, FastAPI's check of the returned data), each
+waiting in the pool's queue behind every request before it: under a mixed load, seconds (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from app.interop.deepspeed.keys import DEEPSPEED, TRANSFORMERS
 from app.interop.deepspeed.reader import import_deepspeed
@@ -21,17 +28,17 @@ from app.interop.fsdp2 import fsdp2_snippet
 from app.interop.hf_trainer import hf_trainer_snippet
 from app.interop.torchtitan import torchtitan_snippet
 from app.interop.torchtitan_reader import MAX_COMMAND_CHARS, TorchtitanCommandError, read_torchtitan_command
-from app.ledger.estimate import estimate
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.inventory import inventory
 from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.models.reference import compact, ignored_keys, resolve
-from app.ledger.scenario import ScenarioError, parse_scenario
+from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.inputs import StrictScenarioIn
 from app.ledger.scenario.links import link
+from app.receipts.answers import whole_estimate
 from app.receipts.interop_out import DeepSpeedImportOut, SnippetsOut, TorchtitanImportOut
 from app.receipts.inventory import InventoryOut, KnownModelOut, inventory_json
-from app.receipts.receipt import Receipt, receipt
+from app.receipts.receipt import Receipt, receipt_out
 from app.receipts.sections.checks import KillLists, mutation_json
 from app.web.http.deps import BodyScenario, QueryScenario
 from app.web.http.errors import body_error, unprocessable
@@ -44,20 +51,29 @@ router = APIRouter(dependencies=[Depends(strict_json_body)])
 
 @router.get("/api/estimate", response_model=Receipt, responses=ERRORS,
             summary="The receipt for the scenario in the query string")  # fmt: skip
-def estimate_get(scenario: QueryScenario, request: Request) -> dict[str, Any]:
-    return receipt(estimate(scenario), public_base_url(request))
+async def estimate_get(scenario: QueryScenario, request: Request) -> Receipt:
+    return await run_in_threadpool(_receipt, scenario, public_base_url(request))
 
 
 @router.post("/api/estimate", response_model=Receipt, responses=BODY_ERRORS,
              summary="The receipt for the scenario in a JSON body")  # fmt: skip
-def estimate_post(scenario: BodyScenario, request: Request) -> dict[str, Any]:
-    return receipt(estimate(scenario), public_base_url(request))
+async def estimate_post(scenario: BodyScenario, request: Request) -> Receipt:
+    return await run_in_threadpool(_receipt, scenario, public_base_url(request))
+
+
+def _receipt(s: Scenario, base_url: str) -> Receipt:
+    """The receipt as its model: FastAPI writes it as it is (validated when built), not dumped and read back."""
+    return receipt_out(whole_estimate(s), base_url)
 
 
 @router.get("/api/mutations", response_model=KillLists, responses=ERRORS,
             summary="The mutation kill lists for the scenario in the query string")  # fmt: skip
-def mutations(scenario: QueryScenario) -> dict[str, Any]:
-    result = estimate(scenario)
+async def mutations(scenario: QueryScenario) -> dict[str, Any]:
+    return await run_in_threadpool(_kill_lists, scenario)
+
+
+def _kill_lists(s: Scenario) -> dict[str, Any]:
+    result = whole_estimate(s)
     return {
         "mutations": [mutation_json(m) for m in result.mutations],
         "reference_mutations": [mutation_json(m) for m in result.reference_mutations],

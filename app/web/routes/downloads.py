@@ -1,43 +1,32 @@
-"""The receipts as files: the same scenario as ``/api/estimate``, streamed as a download."""
+"""The receipts as files: the same scenario as ``/api/estimate``, streamed as a download.
+
+The receipts' routes are ``async def``: each makes its whole file in one trip to the thread pool (the estimate
+shared through :func:`app.receipts.answers.whole_estimate`) and streams it from the event loop
+(:mod:`app.web.http.streaming` says why). The snippets are a few hundred bytes: plain ``def`` routes, one answer.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from app.interop.deepspeed.writer import deepspeed_snippet
 from app.interop.fsdp2 import fsdp2_snippet
 from app.interop.writers import WRITERS
-from app.ledger.estimate import estimate
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import slug
+from app.receipts.answers import whole_estimate
 from app.receipts.csv_rows import csv_lines
 from app.receipts.receipt import receipt
 from app.web.http.deps import QueryScenario
 from app.web.http.responses import ERRORS
 from app.web.http.settings import public_base_url
+from app.web.http.streaming import chunked, sent
 
 router = APIRouter()
-CHUNK_CHARS = 16 * 1024
-
-
-def in_chunks(pieces: Iterable[str], size: int = CHUNK_CHARS) -> Iterator[str]:
-    """The pieces joined into chunks of about ``size`` characters. Starlette iterates a plain
-    iterator in the thread pool, one hop per item: sent line by line, a receipt of ~130 rows
-    queued behind every other request (15 ms each, and seconds under load)."""
-    batch: list[str] = []
-    length = 0
-    for piece in pieces:
-        batch.append(piece)
-        length += len(piece)
-        if length >= size:
-            yield "".join(batch)
-            batch, length = [], 0
-    if batch:
-        yield "".join(batch)
 
 
 def _attachment(s: Scenario, suffix: str) -> dict[str, str]:
@@ -48,10 +37,14 @@ def _attachment(s: Scenario, suffix: str) -> dict[str, str]:
 @router.get("/receipt.json", summary="Download the JSON receipt", responses={
     200: {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Receipt"}}},
           "description": "The receipt, as /api/estimate answers it, indented, as a file"}, **ERRORS})  # fmt: skip
-def receipt_json(scenario: QueryScenario, request: Request) -> StreamingResponse:
-    data = receipt(estimate(scenario), public_base_url(request))
-    text = json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(data)
-    return StreamingResponse(in_chunks(text), media_type="application/json", headers=_attachment(scenario, "json"))
+async def receipt_json(scenario: QueryScenario, request: Request) -> StreamingResponse:
+    chunks = await run_in_threadpool(_json_chunks, scenario, public_base_url(request))
+    return StreamingResponse(sent(chunks), media_type="application/json", headers=_attachment(scenario, "json"))
+
+
+def _json_chunks(s: Scenario, base_url: str) -> list[str]:
+    data = receipt(whole_estimate(s), base_url)
+    return chunked(json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(data))
 
 
 @router.head("/receipt.csv", include_in_schema=False)
@@ -60,12 +53,14 @@ def receipt_json(scenario: QueryScenario, request: Request) -> StreamingResponse
           "description": "The CSV receipt: one row per (stage, ledger, category), the inputs as rows too; UTF-8 "
                          "with a byte order mark, so that a spreadsheet reads × ÷ ⌈ ⌉ right"},
     **ERRORS})  # fmt: skip
-def receipt_csv(scenario: QueryScenario) -> StreamingResponse:
+async def receipt_csv(scenario: QueryScenario) -> StreamingResponse:
+    chunks = await run_in_threadpool(_csv_chunks, scenario)
+    return StreamingResponse(sent(chunks), media_type="text/csv; charset=utf-8", headers=_attachment(scenario, "csv"))
+
+
+def _csv_chunks(s: Scenario) -> list[str]:
     # The BOM: Excel opens a CSV without one in the system's code page and garbles the formulas.
-    lines = csv_lines(estimate(scenario), bom=True)
-    return StreamingResponse(
-        in_chunks(lines), media_type="text/csv; charset=utf-8", headers=_attachment(scenario, "csv")
-    )
+    return chunked(csv_lines(whole_estimate(s), bom=True))
 
 
 @router.head("/ds_config.json", include_in_schema=False)
