@@ -126,8 +126,8 @@ def test_worked_example_peaks_and_fit(seed: Scenario, stage: int, peak: int, fit
     assert p.contingency == 0
     assert p.subtotal == peak
     assert p.total == peak
-    assert p.capacity == 80_000_000_000
     assert p.fits is fits
+    assert p.total + p.headroom == 80_000_000_000  # the capacity
     assert p.headroom == headroom
 
 

@@ -44,7 +44,6 @@ class Peak:
     subtotal: int
     contingency: int
     total: int
-    capacity: int
     fits: bool
     headroom: int
     scenario: Scenario
@@ -94,7 +93,9 @@ class Peak:
         if not self.gather_counted:
             return Formula.words("all-gather not counted")
         remote = remote_unit_elements(s)
-        own = " + ".join(f"⌈{n(p)} ÷ {n(o)}⌉" for p, o in s.unit_shards())
+        shards = [f"⌈{n(p)} ÷ {n(o)}⌉" for p, o in s.unit_shards()]
+        # Subtracted as one: an expert-split unit owns a dense shard and an expert shard.
+        own = shards[0] if len(shards) == 1 else f"({' + '.join(shards)})"
         return Formula.of(
             f"(1 + {s.prefetch}) × ({n(s.unit_params)} − {own}) × "
             f"{s.gather_bytes} B = {1 + s.prefetch} × {n(remote)} × {s.gather_bytes} B = {n(self.gather)} B"
@@ -121,13 +122,11 @@ def contingency(subtotal: int, pct: int) -> int:
 
 def max_subtotal(capacity: int, pct: int) -> int:
     """The largest subtotal whose peak (with its contingency rounded up) still fits ``capacity``: the
-    inverse of :func:`contingency`, for the fit finder."""
-    guess = capacity * 100 // (100 + pct)  # at most one off: sub + ⌈sub × pct ÷ 100⌉ ≤ cap
-    while guess + contingency(guess, pct) > capacity:
-        guess -= 1
-    while (guess + 1) + contingency(guess + 1, pct) <= capacity:
-        guess += 1
-    return guess
+    inverse of :func:`contingency`, for the fit finder: g = ⌊100·c ÷ (100 + p)⌋ exactly.
+
+    g fits: g·(100 + p) ≤ 100·c, so g·p ÷ 100 ≤ c − g, an integer, so ⌈g·p ÷ 100⌉ ≤ c − g. g + 1 does not:
+    (g + 1)·(100 + p) > 100·c, so ⌈(g + 1)·p ÷ 100⌉ ≥ (g + 1)·p ÷ 100 > c − (g + 1)."""
+    return capacity * 100 // (100 + pct)
 
 
 def remote_unit_elements(s: Scenario, dp: int | None = None) -> int:
@@ -182,7 +181,6 @@ def training_peak(s: Scenario, stage: int, persistent: int, rules: Rules, lines:
         subtotal=subtotal,
         contingency=margin,
         total=total,
-        capacity=s.capacity_bytes,
         fits=total <= s.allocatable_bytes,
         headroom=s.allocatable_bytes - total,
         scenario=s,
@@ -210,7 +208,6 @@ def declared_peak(s: Scenario, stage: int, persistent: int, rules: Rules) -> Pea
         subtotal=subtotal,
         contingency=margin,
         total=total,
-        capacity=s.capacity_bytes,
         fits=total <= s.allocatable_bytes,
         headroom=s.allocatable_bytes - total,
         scenario=s,

@@ -98,16 +98,15 @@ class Communication:
 
 def _replicas(s: Scenario) -> int:
     """HSDP's replica groups: D ÷ S."""
-    return max(1, s.dp // s.shard_group) if s.shard_group < s.dp else 1
+    return max(1, s.dp // s.shard_group)
 
 
 def _terms(s: Scenario, stage: int) -> list[Term]:
     terms: list[Term] = []
     parts = s.shards()
-    expert = len(parts) > 1
     for params, group in parts:
         psi_p, psi_g = params * s.param_bytes, params * s.grad_bytes
-        tag = " (experts)" if expert and group != parts[0][1] else ""
+        tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one
         p_, g_ = ("Ψ_p(experts)", "Ψ_g(experts)") if tag else ("Ψ_p", "Ψ_g")
         if stage == 0:
             # Plain data parallelism all-reduces over every data-parallel rank (the experts' over theirs).

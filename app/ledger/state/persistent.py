@@ -87,7 +87,7 @@ class LedgerLine:
         return (EVIDENCE_SHARDED if self.sharded else EVIDENCE_REPLICATED)[self.tensor_class]
 
 
-def width_and_copies(s: Scenario, tensor_class: str, rules: Rules, stage: int = 0) -> tuple[int, int, str]:
+def width_and_copies(s: Scenario, tensor_class: str, rules: Rules, stage: int) -> tuple[int, int, str]:
     """Element width, copies per parameter on the device, and a note when the class is empty there."""
     where = offloaded(s, stage, tensor_class)
     if where:

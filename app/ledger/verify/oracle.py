@@ -145,16 +145,15 @@ def rank_params(
     """(dense, experts): the parameters one rank holds under Megatron-LM's layout, before ZeRO shards them,
     spelled out family by family from the checkpoint shapes (Shoeybi et al. 2019; Narayanan et al. 2021).
 
-    Tensor parallelism splits a column-parallel weight on its output features (its bias too), a row-parallel
-    weight on its input features (its bias kept whole), the token embedding and the LM head on the vocabulary;
-    norms, the MoE router and GPT-2's ``wpe`` (``positions`` rows; 0 for rotary models) are whole. Attention
-    splits by whole heads: the busiest rank holds ⌈heads ÷ tp⌉ query heads and ⌈kv_heads ÷ tp⌉ key/value heads
-    (fewer key/value heads than tp: one each, replicated, as inference engines do), of the other split
-    dimensions (the MLP's intermediate features, the vocabulary) ⌈dim ÷ tp⌉. Pipeline stage ``stage`` (``first``
-    or ``last``; either is the whole model when pp = 1) holds layers ÷ pp decoder layers, the first the embedding,
-    the last the final norm and the head, and with ``tied`` embeddings and pp > 1 a copy of the token embedding.
-    A rank holds
-    experts ÷ ep of each MoE layer's experts: ``experts`` of the answer counts theirs (at ep = 1 all of them,
+    Tensor parallelism splits a column-parallel weight on its output features (its bias too), a row-parallel weight
+    on its input features (its bias kept whole), the token embedding and the LM head on the vocabulary; norms, the
+    MoE router and GPT-2's ``wpe`` (``positions`` rows, read by GPT-2 alone: the others are rotary) are whole.
+    Attention splits by whole heads: the busiest rank holds ⌈heads ÷ tp⌉ query heads and ⌈kv_heads ÷ tp⌉ key/value
+    heads (fewer key/value heads than tp: one each, replicated, as inference engines do), of the other split
+    dimensions (the MLP's intermediate features, the vocabulary) ⌈dim ÷ tp⌉. Pipeline stage ``stage`` (``first`` or
+    ``last``; either is the whole model when pp = 1) holds layers ÷ pp decoder layers, the first the embedding, the
+    last the final norm and the head, and with ``tied`` embeddings and pp > 1 a copy of the token embedding. A rank
+    holds experts ÷ ep of each MoE layer's experts: ``experts`` of the answer counts theirs (at ep = 1 all of them,
     which ZeRO then shards like the rest). ``layernorm``: each norm has a weight and a bias (else a weight).
 
     Llama-2-7B, pp = 4, first stage: 8 layers × (4 × 4,096² + 3 × 4,096 × 11,008 + 2 × 4,096 = 202,383,360)
