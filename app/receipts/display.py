@@ -25,6 +25,11 @@ def gb(value: int) -> str:
     return _hundredths(value, GB, "GB")
 
 
+def billions(value: int) -> str:
+    """A count in billions, two decimals, rounded half up (a model's size as people say it: 8.03 B)."""
+    return _hundredths(value, 10**9, "B")
+
+
 def gib(value: int) -> str:
     """Binary gibibytes (2^30 bytes), two decimals, rounded half up."""
     return _hundredths(value, GIB, "GiB")

@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 from fastapi.templating import Jinja2Templates
 
-from app.receipts.display import gb, gib, human_bytes, human_count, integer, percent_bp
+from app.receipts.display import billions, gb, gib, human_bytes, human_count, integer, percent_bp
 from app.web.http.settings import Settings
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[3] / "templates"
@@ -61,6 +61,7 @@ def _environment() -> jinja2.Environment:
         auto_reload=False,
     )
     filters: dict[str, Any] = {
+        "billions": billions,
         "gb": gb,
         "gib": gib,
         "integer": integer,

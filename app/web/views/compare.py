@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.scenario import FieldError, Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS
 from app.ledger.scenario.links import canonical_query
@@ -17,6 +16,7 @@ from app.ledger.scenario.presets import DEVICES
 from app.receipts.compare import PATH, Comparison
 from app.web.views.charts import PARTS
 from app.web.views.form import DERIVED_ORDER, derived_hint, display_value, field_groups, form_fields
+from app.web.views.model import model_groups
 from app.web.views.page import raw_query, title_of
 
 PEAK_LABELS: dict[str, str] = {**dict(PARTS), "subtotal": "subtotal (before contingency)", "total": "peak total"}
@@ -150,7 +150,7 @@ def compare_page_context(sides: Sides, c: Comparison | None) -> dict[str, Any]:
         "a_query": canonical_query(sides.a) if sides.a is not None else sides.a_text,
         "pinned_link": "/?" + canonical_query(sides.a) if sides.a is not None else None,
         "groups": field_groups(form_fields(b_raw, sides.b, b_errors)),
-        "models": KNOWN_MODELS,
+        "models": model_groups(),
         "devices": DEVICES,
         "alternate": f"/compare.json?{sides.query}",
     }

@@ -4,9 +4,11 @@ shard, and the tensors of its embedding, one decoder layer and its head."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from app.ledger.estimate import Estimate
-from app.ledger.models.inventory import Unit
+from app.ledger.models.inventory import Unit, inventory
+from app.ledger.models.known import KNOWN_MODELS
 from app.receipts.sections.model import fsdp2_section
 
 
@@ -87,3 +89,37 @@ def model_section(e: Estimate) -> ModelSection | None:
             _unit_row(inv.final, False, arch.layers),
         ),
     )
+
+
+# The form's model list, grouped by family (its config.json ``model_type``), each with its exact count.
+FAMILY_LABELS = {
+    "llama": "Llama (model_type llama)",
+    "mistral": "Mistral (mistral)",
+    "mixtral": "Mixtral, mixture of experts (mixtral)",
+    "qwen2": "Qwen2 and Qwen2.5 (qwen2)",
+    "gpt2": "GPT-2 (gpt2)",
+    "gpt_neox": "GPT-NeoX (gpt_neox)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    id: str
+    title: str
+    params: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelGroup:
+    label: str
+    models: tuple[ModelChoice, ...]
+
+
+@cache
+def model_groups() -> tuple[ModelGroup, ...]:
+    """The built-in models by family, families in the catalogue's order (computed once: the catalogue is fixed)."""
+    by_family: dict[str, list[ModelChoice]] = {}
+    for m in KNOWN_MODELS:
+        arch = m.architecture()
+        by_family.setdefault(arch.family, []).append(ModelChoice(m.id, m.title, inventory(arch).params))
+    return tuple(ModelGroup(FAMILY_LABELS.get(f, f), tuple(ms)) for f, ms in by_family.items())

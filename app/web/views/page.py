@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, FieldError, Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.fields import FIELDS
 from app.ledger.scenario.links import canonical_query
 from app.ledger.scenario.presets import DEVICES, PRESETS, Preset
 from app.web.views.deepspeed import deepspeed_context
 from app.web.views.form import DERIVED_ORDER, NOTED, count_text, derived_hint, field_groups, field_notes, form_fields
+from app.web.views.model import model_groups
 from app.web.views.results import Results, results
 from app.web.views.torchtitan import torchtitan_context
 
@@ -168,7 +168,7 @@ def page_context(
         "alternate": linked("/api/estimate", v.query),
         "presets": PRESETS,
         "devices": DEVICES,
-        "models": KNOWN_MODELS,
+        "models": model_groups(),
         "groups": field_groups(form_fields(v.raw, v.scenario, v.errors)),
         "paste_error": paste_error,
         "pasted_config": pasted_config,

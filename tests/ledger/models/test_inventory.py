@@ -62,6 +62,66 @@ PUBLISHED: tuple[Published, ...] = (
         "Hugging Face Hub safetensors parameter total for Qwen/Qwen2-7B (7.62B)",
     ),
     Published(
+        "llama-3.1-8b",
+        8_030_261_248,
+        "transformers 5.23.0 LlamaForCausalLM.num_parameters() on the meta device "
+        "for meta-llama/Llama-3.1-8B (Hub: 8.03B)",
+    ),
+    Published(
+        "llama-3.1-70b",
+        70_553_706_496,
+        "transformers 5.23.0 LlamaForCausalLM.num_parameters() on the meta device "
+        "for meta-llama/Llama-3.1-70B (Hub: 70.6B)",
+    ),
+    Published(
+        "llama-3.1-405b",
+        405_853_388_800,
+        "transformers 5.23.0 LlamaForCausalLM.num_parameters() on the meta device "
+        "for meta-llama/Llama-3.1-405B (Hub: 406B)",
+    ),
+    Published(
+        "llama-3.2-1b",
+        1_235_814_400,
+        "transformers 5.23.0 LlamaForCausalLM.num_parameters() on the meta device "
+        "for meta-llama/Llama-3.2-1B (Hub: 1.24B; tied head)",
+    ),
+    Published(
+        "llama-3.2-3b",
+        3_212_749_824,
+        "transformers 5.23.0 LlamaForCausalLM.num_parameters() on the meta device "
+        "for meta-llama/Llama-3.2-3B (Hub: 3.21B; tied head)",
+    ),
+    Published(
+        "llama-3.3-70b",
+        70_553_706_496,
+        "transformers 5.23.0 LlamaForCausalLM.num_parameters() on the meta device "
+        "for meta-llama/Llama-3.3-70B-Instruct (Hub: 70.6B)",
+    ),
+    Published(
+        "qwen2.5-7b",
+        7_615_616_512,
+        "transformers 5.23.0 Qwen2ForCausalLM.num_parameters() on the meta device "
+        "for Qwen/Qwen2.5-7B (Hub: 7.62B)",
+    ),
+    Published(
+        "qwen2.5-72b",
+        72_706_203_648,
+        "transformers 5.23.0 Qwen2ForCausalLM.num_parameters() on the meta device "
+        "for Qwen/Qwen2.5-72B (Hub: 72.7B)",
+    ),
+    Published(
+        "mistral-small-24b",
+        23_572_403_200,
+        "transformers 5.23.0 MistralForCausalLM.num_parameters() on the meta device "
+        "for mistralai/Mistral-Small-24B-Base-2501 (Hub: 23.6B)",
+    ),
+    Published(
+        "mixtral-8x22b",
+        140_630_071_296,
+        "transformers 5.23.0 MixtralForCausalLM.num_parameters() on the meta device "
+        "for mistralai/Mixtral-8x22B-v0.1 (Hub: 141B)",
+    ),
+    Published(
         "gpt2",
         124_439_808,
         "transformers GPT2LMHeadModel.num_parameters() for openai-community/gpt2; the paper's '117M' was "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import markupsafe
@@ -220,3 +221,18 @@ def test_a_paste_with_stray_keys_becomes_a_link_without_them(client: TestClient)
     model = parse_qs(urlsplit(r.headers["location"]).query)["model"][0]
     assert "hidden_size" not in model and model.startswith("cfg:model_type=gpt2;")
     assert client.get(r.headers["location"]).status_code == 200
+
+
+def test_the_model_list_groups_the_catalogue_by_family_with_each_count(client: TestClient) -> None:
+    """Every built-in model is offered once, under its family's group, with its exact count in billions rounded
+    half up (Llama-3.1-405B: 405,853,388,800 → 405.85 B; Llama-3.2-1B: 1,235,814,400 → 1.24 B)."""
+    page = client.get("/", params={"model": "llama-3.2-1b"}).text
+    select = page[page.index('<select id="f-model"') : page.index("</select>", page.index('<select id="f-model"'))]
+    groups = select.split("<optgroup ")[1:]
+    offered = [v for g in groups for v in re.findall(r'<option value="([^"]+)"', g)]
+    assert sorted(offered) == sorted(KNOWN_BY_ID)
+    llama = next(g for g in groups if g.startswith('label="Llama'))
+    assert '<option value="llama-3.1-405b">Llama-3.1-405B · 405.85 B parameters</option>' in llama
+    assert '<option value="llama-3.2-1b" selected>Llama-3.2-1B · 1.24 B parameters</option>' in llama
+    mixtral = next(g for g in groups if g.startswith('label="Mixtral'))
+    assert re.findall(r'<option value="([^"]+)"', mixtral) == ["mixtral-8x7b-v0.1", "mixtral-8x22b"]

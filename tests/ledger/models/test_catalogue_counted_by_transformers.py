@@ -1,0 +1,38 @@
+"""Every built-in model's parameter count equals transformers' own count of the same config.json (issue 27).
+
+transformers builds each catalogue entry's ``AutoModelForCausalLM`` on the meta device (no memory, no weights) and
+counts it with ``num_parameters()``, which counts a tied embedding and head once; the lab's inventory of the same
+config must agree to the parameter. The version is the trace extra's (constraints.txt pins it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.ledger.models.inventory import inventory
+from app.ledger.models.known import KNOWN_MODELS, KnownModel
+from app.trace import hf_stack_installed, torch_installed
+
+pytestmark = [
+    pytest.mark.trace,
+    pytest.mark.skipif(
+        not (torch_installed() and hf_stack_installed()),
+        reason="the trace extra (torch, transformers) is not installed (pip install -e '.[trace]')",
+    ),
+]
+
+
+def transformers_count(model: KnownModel) -> int:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    facts = dict(model.config)
+    config = AutoConfig.for_model(str(facts.pop("model_type")), **facts)
+    with torch.device("meta"):
+        built = AutoModelForCausalLM.from_config(config)
+    return int(built.num_parameters())
+
+
+@pytest.mark.parametrize("model", KNOWN_MODELS, ids=lambda m: m.id)
+def test_the_catalogue_counts_as_transformers_does(model: KnownModel) -> None:
+    assert inventory(model.architecture()).params == transformers_count(model)
