@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.ledger.arithmetic import shown_int
-from app.ledger.models.defaults import ModelDefaults, ModelQuery, model_defaults
+from app.ledger.models.defaults import MODEL_INPUTS, ModelDefaults, ModelQuery, model_defaults
 from app.ledger.scenario.across import FOLLOWERS, across_fields, default_seq_len, following
 from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, STATIC_DEFAULTS, allowed_text
 from app.ledger.scenario.inputs import UNCHECKED, ScenarioIn, StrictScenarioIn
@@ -44,8 +44,9 @@ class Scenario(ScenarioValues):
         return {name: getattr(self, name) for name in _SCENARIO_FIELDS}
 
     def model_query(self) -> ModelQuery:
-        """The inputs the model's defaults depend on."""
-        return ModelQuery.of(self.as_dict())
+        """The inputs the model's defaults depend on. Read straight from the fields (already of their types):
+        a scenario asks for its model's defaults dozens of times an answer (every default_for and source_of)."""
+        return ModelQuery(**{name: getattr(self, name) for name in MODEL_INPUTS})
 
     def model_defaults(self) -> ModelDefaults | None:
         """What the named model supplies (None without a model); valid by construction."""

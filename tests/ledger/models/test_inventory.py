@@ -100,14 +100,12 @@ PUBLISHED: tuple[Published, ...] = (
     Published(
         "qwen2.5-7b",
         7_615_616_512,
-        "transformers 5.23.0 Qwen2ForCausalLM.num_parameters() on the meta device "
-        "for Qwen/Qwen2.5-7B (Hub: 7.62B)",
+        "transformers 5.23.0 Qwen2ForCausalLM.num_parameters() on the meta device for Qwen/Qwen2.5-7B (Hub: 7.62B)",
     ),
     Published(
         "qwen2.5-72b",
         72_706_203_648,
-        "transformers 5.23.0 Qwen2ForCausalLM.num_parameters() on the meta device "
-        "for Qwen/Qwen2.5-72B (Hub: 72.7B)",
+        "transformers 5.23.0 Qwen2ForCausalLM.num_parameters() on the meta device for Qwen/Qwen2.5-72B (Hub: 72.7B)",
     ),
     Published(
         "mistral-small-24b",

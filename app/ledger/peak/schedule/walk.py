@@ -33,9 +33,11 @@ def schedule(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rule
     return _walked(s, stage, lines, rules, padded)
 
 
-# Sized for the fit finder of one answer (about 80 walks at other degrees and micro batches) and its kill
-# lists (about 60 distinct), a few answers deep: a walk with its step is ~11 KiB (tracemalloc), ~11 MiB in all.
-@lru_cache(maxsize=1024)
+# Sized for one whole answer: its fit finder (about 80 walks at other degrees and micro batches) and its kill lists
+# (about 60 distinct). No deeper: a walk is ~100 objects the garbage collector tracks, and every full collection
+# traverses the cache. At 1,024 walks (~100,000 objects) a collection paused a worker ~20 ms in process and the
+# workshop's live-update p99 tripled (docs/performance.md); its hits all come from within one answer.
+@lru_cache(maxsize=256)
 def _walked(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> Schedule:
     step = _step(s, stage)(s, stage, lines, rules, padded)
     every = resident(step)
