@@ -31,6 +31,18 @@ class KnownModel:
 
 _HF = "https://huggingface.co/{}/blob/main/config.json"
 _LLAMA3 = "; Llama Team, The Llama 3 Herd of Models, arXiv:2407.21783 (July 2024)"
+# Llama 3.3 70B keeps Llama 3.1 70B's architecture: the two config.json files agree on every key read here.
+_LLAMA_3_70B: dict[str, object] = {
+    "model_type": "llama",
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
+}
 _QWEN25 = "; Qwen Team, Qwen2.5 Technical Report, arXiv:2412.15115 (December 2024)"
 
 # id → (title, source, config.json facts). Sources: the Hugging Face Hub config of the released
@@ -165,17 +177,7 @@ _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
     "llama-3.1-70b": (
         "Llama-3.1-70B",
         _HF.format("meta-llama/Llama-3.1-70B") + _LLAMA3,
-        {
-            "model_type": "llama",
-            "hidden_size": 8192,
-            "intermediate_size": 28672,
-            "num_hidden_layers": 80,
-            "num_attention_heads": 64,
-            "num_key_value_heads": 8,
-            "vocab_size": 128256,
-            "max_position_embeddings": 131072,
-            "tie_word_embeddings": False,
-        },
+        _LLAMA_3_70B,
     ),
     "llama-3.1-405b": (
         "Llama-3.1-405B",
@@ -227,17 +229,7 @@ _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
     "llama-3.3-70b": (
         "Llama-3.3-70B-Instruct",
         _HF.format("meta-llama/Llama-3.3-70B-Instruct") + "; Meta, Llama 3.3 model card (December 2024)",
-        {
-            "model_type": "llama",
-            "hidden_size": 8192,
-            "intermediate_size": 28672,
-            "num_hidden_layers": 80,
-            "num_attention_heads": 64,
-            "num_key_value_heads": 8,
-            "vocab_size": 128256,
-            "max_position_embeddings": 131072,
-            "tie_word_embeddings": False,
-        },
+        _LLAMA_3_70B,
     ),
     "qwen2.5-7b": (
         "Qwen2.5-7B",
