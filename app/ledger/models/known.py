@@ -274,6 +274,7 @@ _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
             "head_dim": 128,
             "vocab_size": 131072,
             "max_position_embeddings": 32768,
+            "sliding_window": None,  # null in the published config.json: transformers' default (4096) would apply
             "tie_word_embeddings": False,
         },
     ),
@@ -291,6 +292,7 @@ _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
             "num_experts_per_tok": 2,
             "vocab_size": 32768,
             "max_position_embeddings": 65536,
+            "sliding_window": None,  # null in the published config.json: transformers' default (4096) would apply
             "tie_word_embeddings": False,
         },
     ),
