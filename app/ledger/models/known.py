@@ -43,6 +43,18 @@ _LLAMA_3_70B: dict[str, object] = {
     "max_position_embeddings": 131072,
     "tie_word_embeddings": False,
 }
+# Qwen2.5-7B keeps Qwen2-7B's architecture (the same keys, the same values).
+_QWEN2_7B: dict[str, object] = {
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
+}
 _QWEN25 = "; Qwen Team, Qwen2.5 Technical Report, arXiv:2412.15115 (December 2024)"
 
 # id → (title, source, config.json facts). Sources: the Hugging Face Hub config of the released
@@ -146,17 +158,7 @@ _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
     "qwen2-7b": (
         "Qwen2-7B",
         _HF.format("Qwen/Qwen2-7B") + "; Yang et al., Qwen2 Technical Report, arXiv:2407.10671 (July 2024)",
-        {
-            "model_type": "qwen2",
-            "hidden_size": 3584,
-            "intermediate_size": 18944,
-            "num_hidden_layers": 28,
-            "num_attention_heads": 28,
-            "num_key_value_heads": 4,
-            "vocab_size": 152064,
-            "max_position_embeddings": 131072,
-            "tie_word_embeddings": False,
-        },
+        _QWEN2_7B,
     ),
     # --- 2024–2025 releases of the families above (Llama 3.x's rope_scaling sizes nothing: left out)
     "llama-3.1-8b": (
@@ -234,17 +236,7 @@ _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
     "qwen2.5-7b": (
         "Qwen2.5-7B",
         _HF.format("Qwen/Qwen2.5-7B") + _QWEN25,
-        {
-            "model_type": "qwen2",
-            "hidden_size": 3584,
-            "intermediate_size": 18944,
-            "num_hidden_layers": 28,
-            "num_attention_heads": 28,
-            "num_key_value_heads": 4,
-            "vocab_size": 152064,
-            "max_position_embeddings": 131072,
-            "tie_word_embeddings": False,
-        },
+        _QWEN2_7B,
     ),
     "qwen2.5-72b": (
         "Qwen2.5-72B",

@@ -14,28 +14,25 @@ a few hundred KB.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 
 CHUNK_CHARS = 16 * 1024
 
 
-def in_chunks(pieces: Iterable[str], size: int = CHUNK_CHARS) -> Iterator[str]:
-    """The pieces joined into chunks of about ``size`` characters."""
+def chunked(pieces: Iterable[str], size: int = CHUNK_CHARS) -> list[str]:
+    """All of ``pieces`` joined into chunks of about ``size`` characters, made now (in the thread that calls it)."""
+    chunks: list[str] = []
     batch: list[str] = []
     length = 0
     for piece in pieces:
         batch.append(piece)
         length += len(piece)
         if length >= size:
-            yield "".join(batch)
+            chunks.append("".join(batch))
             batch, length = [], 0
     if batch:
-        yield "".join(batch)
-
-
-def chunked(pieces: Iterable[str], size: int = CHUNK_CHARS) -> list[str]:
-    """All of ``pieces`` in chunks of about ``size`` characters, made now (in the thread that calls it)."""
-    return list(in_chunks(pieces, size))
+        chunks.append("".join(batch))
+    return chunks
 
 
 async def sent(chunks: Sequence[str]) -> AsyncIterator[str]:
