@@ -4,7 +4,7 @@ and, when the scenario names a model, its inventory, activation ledger and FSDP2
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 
 from app.ledger.ledger import Ledger, compute_ledger
@@ -68,7 +68,7 @@ def _activations_at(s: Scenario, source: str) -> Callable[[int], int] | None:
     if source != "modelled":
         return None
     query = s.model_query()
-    return lambda b: model_defaults(replace(query, micro_batch=b)).activations.total_bytes
+    return lambda b: model_defaults(query._replace(micro_batch=b)).activations.total_bytes
 
 
 def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:

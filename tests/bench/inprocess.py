@@ -42,14 +42,17 @@ from tests.bench import _scenarios
 T = TypeVar("T")
 ROUTES: dict[str, tuple[str, bool]] = {
     "fragment": ("/", True),
+    "lower": ("/", True),  # a live update of a page whose lower sections are on screen (X-In-View: lower)
     "page": ("/", False),
     "api": ("/api/estimate", False),
 }
 
 
-async def call(app: Any, path: str, hx: bool, query: str) -> tuple[int, bytes]:
-    """One GET through the ASGI app (gzip accepted); its status and body as sent."""
+async def call(app: Any, path: str, hx: bool, query: str, lower: bool = False) -> tuple[int, bytes]:
+    """One GET through the ASGI app (gzip accepted); its status and body as sent. ``lower``: the page says
+    its sections below the peak are on screen, so a live update carries them."""
     headers = [(b"host", b"bench"), (b"accept-encoding", b"gzip")] + ([(b"hx-request", b"true")] if hx else [])
+    headers += [(b"x-in-view", b"lower")] if lower else []
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
         "path": path, "raw_path": path.encode(), "query_string": query.encode(), "headers": headers,
@@ -83,7 +86,7 @@ async def run(app: Any, route: str, queries: list[str]) -> list[float]:
     times = []
     for q in queries:
         t = time.perf_counter()
-        status, _ = await call(app, path, hx, q)
+        status, _ = await call(app, path, hx, q, lower=route == "lower")
         times.append(time.perf_counter() - t)
         if status != 200:
             raise SystemExit(f"{route}: {status} for ?{q}")

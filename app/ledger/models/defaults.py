@@ -10,9 +10,9 @@ measurement.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple, get_type_hints
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
 from app.ledger.models.parallel import RankShare, rank_share
@@ -34,10 +34,11 @@ class ModelDefaults:
         return self.share.experts
 
 
-@dataclass(frozen=True, slots=True)
-class ModelQuery:
+class ModelQuery(NamedTuple):
     """The inputs a model's defaults depend on, and nothing else: hashable, so the defaults are cached per
-    query (a scenario, the validation across fields, the schedule and the fit finder each build one)."""
+    query (a scenario, the validation across fields, the schedule and the fit finder each build one). A
+    named tuple: a scenario builds one for every default it reads, dozens an answer, and a tuple is built
+    and hashed in C."""
 
     model: str
     seq_len: int
@@ -57,13 +58,12 @@ class ModelQuery:
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
         """The query of ``values`` (a value for each name of :data:`MODEL_INPUTS`, others ignored)."""
-        read: dict[str, Any] = {
-            f.name: int(values[f.name]) if f.type == "int" else str(values[f.name]) for f in fields(cls)
-        }
+        read: dict[str, Any] = {name: _QUERY_TYPES[name](values[name]) for name in cls._fields}
         return cls(**read)
 
 
-MODEL_INPUTS: tuple[str, ...] = tuple(f.name for f in fields(ModelQuery))
+MODEL_INPUTS: tuple[str, ...] = ModelQuery._fields
+_QUERY_TYPES: dict[str, type] = get_type_hints(ModelQuery)  # int or str
 
 
 # Cached because a scenario asks for its model's defaults many times over (each default_for and

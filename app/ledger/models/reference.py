@@ -114,6 +114,9 @@ def config_of(reference: str) -> dict[str, object]:
     return _expand(reference[len(PREFIX) :])
 
 
+# Cached: a scenario asks for its model's default sequence length, and every model-defaults miss for the model,
+# dozens of times an answer; a pasted config would be parsed again each time. Refusals raise and are not kept.
+@lru_cache(maxsize=64)
 def resolve(reference: str) -> ModelRef:
     """The model a scenario names; ``ModelConfigError`` says what is accepted when it names none."""
     if len(reference) > MAX_REFERENCE_CHARS:

@@ -22,7 +22,7 @@ from functools import lru_cache
 from app.ledger.arithmetic import ceil_div
 from app.ledger.peak.declared import contingency, declared_subtotal, gather_bytes, max_subtotal
 from app.ledger.peak.schedule.layout import not_schedulable
-from app.ledger.peak.schedule.walk import schedule, worst_total
+from app.ledger.peak.schedule.walk import totals
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
 from app.ledger.state.persistent import persistent_lines, shard, shard_elements, width_and_copies
@@ -194,8 +194,10 @@ class _SchedulePeak:
     def __init__(self, s: Scenario, activations_at: Callable[[int], int] | None) -> None:
         self.s = s
         self.activations_at = activations_at
-        # The scenario at (D, b), made once: the curve and the searches ask for each of the four stages.
+        # The scenario at (D, b), made once: the curve and the searches ask for each of the four stages; and each
+        # walk's totals, made once: the searches start from points of the curve. Both go with the finder.
         self._at: dict[tuple[int, int], Scenario] = {}
+        self._totals: dict[tuple[int, int, int, bool], list[int]] = {}
 
     def scenario(self, dp: int, micro_batch: int | None = None) -> Scenario:
         s, at = self.s, self.activations_at
@@ -209,10 +211,19 @@ class _SchedulePeak:
             self._at[(dp, b)] = found
         return found
 
-    def peak(self, stage: int, dp: int, micro_batch: int | None = None, *, padded: bool = True) -> int:
+    def walked(self, stage: int, dp: int, micro_batch: int | None = None, *, padded: bool = True) -> list[int]:
+        """Every instant's total (before contingency) of the stage at (D, b)."""
         s = self.scenario(dp, micro_batch)
-        subtotal = worst_total(s, stage, persistent_lines(s, stage, PRODUCTION), PRODUCTION, padded=padded)
-        return subtotal + contingency(subtotal, s.contingency_pct)
+        key = (stage, s.dp, s.micro_batch, padded)
+        found = self._totals.get(key)
+        if found is None:
+            found = self._totals[key] = totals(s, stage, persistent_lines(s, stage, PRODUCTION), PRODUCTION,
+                                               padded=padded)  # fmt: skip
+        return found
+
+    def peak(self, stage: int, dp: int, micro_batch: int | None = None, *, padded: bool = True) -> int:
+        subtotal = max(self.walked(stage, dp, micro_batch, padded=padded))
+        return subtotal + contingency(subtotal, self.s.contingency_pct)
 
     def fits(self, stage: int, dp: int, micro_batch: int | None = None) -> bool:
         return self.peak(stage, dp, micro_batch) <= self.s.allocatable_bytes
@@ -246,11 +257,6 @@ class _SchedulePeak:
                 return dp
         return _smallest(lambda d: self.fits(3, d), min(low + _SCAN, DP_MAX), DP_MAX)
 
-    def totals(self, stage: int, micro_batch: int) -> list[int]:
-        """Every instant's total (before contingency) at ``micro_batch``, the scenario's own D."""
-        s = self.scenario(self.s.dp, micro_batch)
-        return [i.total for i in schedule(s, stage, persistent_lines(s, stage, PRODUCTION), PRODUCTION).instants]
-
     def largest_micro_batch(self, stage: int) -> int | None:
         """The peak never falls as b grows, and every instant's total is linear in b up to rounding (each
         activation, logits and temporary term is a multiple of b): the totals at b = 1 and 2 give each
@@ -261,11 +267,11 @@ class _SchedulePeak:
             return self.fits(stage, self.s.dp, b)
 
         room = max_subtotal(self.s.allocatable_bytes, self.s.contingency_pct)
-        at_ones = self.totals(stage, 1)
+        at_ones = self.walked(stage, self.s.dp, 1)
         if max(at_ones) > room:  # not even one sequence fits
             return None
         guess = MICRO_BATCH_MAX
-        for at_one, at_two in zip(at_ones, self.totals(stage, 2), strict=True):
+        for at_one, at_two in zip(at_ones, self.walked(stage, self.s.dp, 2), strict=True):
             if at_two > at_one:
                 guess = min(guess, 1 + (room - at_one) // (at_two - at_one))
         guess = max(1, min(guess, MICRO_BATCH_MAX))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,9 +45,8 @@ class Scenario(ScenarioValues):
         return {name: getattr(self, name) for name in _SCENARIO_FIELDS}
 
     def model_query(self) -> ModelQuery:
-        """The inputs the model's defaults depend on. Read straight from the fields (already of their types):
-        a scenario asks for its model's defaults dozens of times an answer (every default_for and source_of)."""
-        return ModelQuery(**{name: getattr(self, name) for name in MODEL_INPUTS})
+        """The inputs the model's defaults depend on, read straight from the fields (already of their types)."""
+        return ModelQuery(*_model_inputs(self))
 
     def model_defaults(self) -> ModelDefaults | None:
         """What the named model supplies (None without a model); valid by construction."""
@@ -136,6 +136,7 @@ class Scenario(ScenarioValues):
 
 
 _SCENARIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
+_model_inputs = attrgetter(*MODEL_INPUTS)  # the fields of ModelQuery, in its order, as one tuple
 # The inputs a named model fills in (see default_for).
 MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes"})
 FIELD_NAMES = frozenset(FIELD_BY_NAME)

@@ -9,7 +9,7 @@ ZeRO, HSDP and ZeRO++ written out here. Known models and generated configs of ev
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
@@ -398,7 +398,7 @@ def test_one_f_one_b_activations(lay: Layout, policy: str) -> None:
     recomputation) and, with ep > 1, the all-to-all buffers. Per-layer, embedding, head and logits figures are
     the whole model's (pp = 1)."""
     s = parse_scenario(lay.raw(act_policy=policy, dp=lay.ep))
-    whole = model_defaults(replace(s.model_query(), pp=1, pp_stage="first")).activations
+    whole = model_defaults(s.model_query()._replace(pp=1, pp_stage="first")).activations
     layers = lay.arch.layers // lay.pp
     fixed = whole.working_set_bytes + whole.all_to_all_bytes
     if lay.pp == 1:

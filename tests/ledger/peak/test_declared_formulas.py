@@ -159,7 +159,7 @@ def test_an_instant_without_the_part_says_so(model: Ledger) -> None:
     step = next(i for i in walk.instants if i.key == "optimizer-step")
     at_step = dataclasses.replace(st.peak, schedule=dataclasses.replace(walk, peak=step))
     assert at_step.gather_formula.text == "nothing unsharded at the optimizer step"
-    bare = Instant("x", "moment x", "backward", 0, step.sums, lambda: ())
+    bare = Instant("x", "moment x", "backward", 0, step.sums, lambda index: ())
     at_bare = dataclasses.replace(st.peak, schedule=dataclasses.replace(walk, peak=bare))
     assert at_bare.activations_formula.text == "no activations at the moment x"
 

@@ -148,7 +148,7 @@ def test_the_worst_layer_is_among_the_candidates(
     lines = persistent_lines(s, stage, PRODUCTION)
     step = Step(s, stage, lines, PRODUCTION, True)
     base = resident(step)
-    every = max(summed(step, m, base).total for k in range(step.u.layers) for m in step.layer_moments(k))
+    every = max(sum(summed(m, base)) for k in range(step.u.layers) for m in step.layer_moments(k))
     candidates = max(i.total for i in schedule(s, stage, lines, PRODUCTION).instants if i.phase == "backward"
                      and i.key.startswith("backward-layer"))  # fmt: skip
     assert candidates == every

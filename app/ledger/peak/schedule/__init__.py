@@ -61,13 +61,13 @@ The rooms: :mod:`.instants` (what an answer is: Entry, Instant, Schedule, the ca
 :mod:`.layout` (when a scenario has a schedule, and the model's units at D), :mod:`.terms` (the
 activation terms), :mod:`.pieces` and :mod:`.step` (the walk: the pieces the instants share, then each
 instant once), :mod:`.sinks` (the sum-only and the entry-keeping collector it feeds) and :mod:`.walk`
-(running it, cached: :func:`schedule`, :func:`worst_total`, :func:`saved_activations`).
+(running it: :func:`schedule`, cached, and :func:`saved_activations`; the fit finder's :func:`totals`).
 """
 
 from app.ledger.peak.schedule.instants import CATEGORIES, NOTES, PARTS, Entry, Instant, Schedule
 from app.ledger.peak.schedule.layout import Layout, layout, not_schedulable
 from app.ledger.peak.schedule.terms import ActivationTerms, activation_terms
-from app.ledger.peak.schedule.walk import saved_activations, schedule, worst_total
+from app.ledger.peak.schedule.walk import saved_activations, schedule, totals
 
 __all__ = [
     "CATEGORIES",
@@ -83,5 +83,5 @@ __all__ = [
     "not_schedulable",
     "saved_activations",
     "schedule",
-    "worst_total",
+    "totals",
 ]

@@ -97,11 +97,12 @@ class Instant:
     phase: str  # forward | loss | backward | optimizer
     total: int
     sums: tuple[int, ...]
-    spell: Callable[[], tuple[Entry, ...]] = field(repr=False, compare=False)
+    spell: Callable[[int], tuple[Entry, ...]] = field(repr=False, compare=False)  # the walk's, shared by its instants
+    index: int = field(default=0, compare=False)  # this instant's place in the walk, for ``spell``
 
     @property
     def entries(self) -> tuple[Entry, ...]:
-        return self.spell()
+        return self.spell(self.index)
 
     def bytes_of(self, *categories: str) -> int:
         return sum(self.sums[CATEGORY_INDEX[c]] for c in categories)

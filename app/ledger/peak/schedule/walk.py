@@ -1,15 +1,18 @@
 """The walk: one stage's step run into the sum-only sink, each instant spelled with the entry-keeping one
 the first time it is asked for.
 
-Every question about a schedule goes through :func:`schedule`: the ledger's peak, the fit finder's
-:func:`worst_total` and check 3's :func:`saved_activations`. Whole walks are cached, keyed by the values
-that make them (the frozen scenario, the stage, its persistent lines, the rules, the padding): the fit
-finder, the kill lists and their checks ask for the same walk again (a stage at the scenario's own D, the
-production ledger once per check) and for hundreds of others per answer.
+Every question about a schedule is this walk. :func:`schedule` (the ledger's peak, check 3's
+:func:`saved_activations`) keeps whole walks, cached, keyed by the values that make them (the frozen
+scenario, the stage, its persistent lines, the rules, the padding): the kill lists and their checks ask for
+the same walk again (the production ledger once per check). The fit finder's question, :func:`totals`, is
+the same walk into the sum-only sink with nothing kept: it asks for a hundred walks at other degrees and
+micro batches per answer, and keeping each (~100 objects the garbage collector tracks) made full
+collections the tail of a workshop's live updates (docs/performance.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 
 from app.ledger.peak.schedule.carved import CarvedStep
@@ -33,15 +36,18 @@ def schedule(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rule
     return _walked(s, stage, lines, rules, padded)
 
 
-# Sized for one whole answer: its fit finder (about 80 walks at other degrees and micro batches) and its kill lists
-# (about 60 distinct). No deeper: a walk is ~100 objects the garbage collector tracks, and every full collection
-# traverses the cache. At 1,024 walks (~100,000 objects) a collection paused a worker ~20 ms in process and the
-# workshop's live-update p99 tripled (docs/performance.md); its hits all come from within one answer.
-@lru_cache(maxsize=256)
+# Sized for one whole answer with its kill lists (Llama 3.1 8B's: 79 distinct walks, 36 asked again). No deeper:
+# a walk is ~25 objects the garbage collector tracks, and every full collection traverses the cache. At 1,024
+# walks of ~100 objects a collection paused a worker ~20 ms in process and the workshop's live-update p99
+# tripled (docs/performance.md); its hits all come from within one answer.
+@lru_cache(maxsize=128)
 def _walked(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> Schedule:
-    step = _step(s, stage)(s, stage, lines, rules, padded)
-    every = resident(step)
-    instants = tuple(summed(step, moment, every) for moment in step.plan())
+    spelling = _Spelling(s, stage, lines, rules, padded)
+    step = spelling.step()
+    instants = tuple(
+        Instant(m.key, m.name, m.phase, sum(sums), tuple(sums), spelling, index)
+        for index, (m, sums) in enumerate(_summed(step))
+    )
     peak = max(instants, key=lambda i: i.total)  # max() keeps the first of equals: step order
     note = NOTES[stage]
     if stage == 3 and s.wrap == "embed-tail":
@@ -66,37 +72,57 @@ def resident(step: Step) -> list[int]:
     return out.sums
 
 
-def summed(step: Step, moment: Moment, every: list[int]) -> Instant:
-    """``moment`` walked into the sum-only sink on top of ``every`` (:func:`resident`); its entries
-    spelled on demand by the same walk."""
+def _summed(step: Step) -> Iterator[tuple[Moment, list[int]]]:
+    """Each moment of the plan with its bytes per category."""
+    every = resident(step)
+    for moment in step.plan():
+        yield moment, summed(moment, every)
+
+
+def summed(moment: Moment, every: list[int]) -> list[int]:
+    """``moment`` walked into the sum-only sink on top of ``every`` (:func:`resident`): its bytes per category."""
     out = SumSink(every)
     moment.fill(out)
-    return Instant(moment.key, moment.name, moment.phase, sum(out.sums), tuple(out.sums), _Spelling(step, moment))
+    return out.sums
 
 
 class _Spelling:
-    """An instant's entries: ``moment`` walked again into the entry-keeping sink, once, when first asked for;
-    the model state first and the declared buckets and overhead last, as in every instant."""
+    """A walk's entries, instant by instant: the step walked again into the entry-keeping sink, each instant
+    once, when first asked for; the model state first and the declared buckets and overhead last, as in
+    every instant. One per walk, holding only what makes the step: a cached walk keeps its instants and this
+    (not a step and its plan per instant, objects the garbage collector would traverse at every full
+    collection); the step is made again for the walks that are spelled."""
 
-    __slots__ = ("entries", "moment", "step")
+    __slots__ = ("args", "entries", "plan")
 
-    def __init__(self, step: Step, moment: Moment) -> None:
-        self.step, self.moment = step, moment
-        self.entries: tuple[Entry, ...] | None = None
+    def __init__(self, s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> None:
+        self.args = (s, stage, lines, rules, padded)
+        self.plan: tuple[Step, list[Moment]] | None = None
+        self.entries: dict[int, tuple[Entry, ...]] = {}
 
-    def __call__(self) -> tuple[Entry, ...]:
-        if self.entries is None:
+    def step(self) -> Step:
+        s, stage, lines, rules, padded = self.args
+        return _step(s, stage)(s, stage, lines, rules, padded)
+
+    def __call__(self, index: int) -> tuple[Entry, ...]:
+        found = self.entries.get(index)
+        if found is None:
+            if self.plan is None:
+                step = self.step()
+                self.plan = (step, step.plan())
+            step, moments = self.plan
             out = EntrySink()
-            self.step.state(out)
-            self.moment.fill(out)
-            self.step.declared(out)
-            self.entries = tuple(out.entries)
-        return self.entries
+            step.state(out)
+            moments[index].fill(out)
+            step.declared(out)
+            found = self.entries[index] = tuple(out.entries)
+        return found
 
 
-def worst_total(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, *, padded: bool = True) -> int:
-    """The worst instant's total (before contingency): the fit finder's question."""
-    return _walked(s, stage, lines, rules, padded).peak.total
+def totals(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, *, padded: bool = True) -> list[int]:
+    """Every instant's total (before contingency), in step order: the walk into the sum-only sink, nothing
+    spelled or kept."""
+    return [sum(sums) for _, sums in _summed(_step(s, stage)(s, stage, lines, rules, padded))]
 
 
 def saved_activations(s: Scenario, rules: Rules) -> dict[str, int]:
