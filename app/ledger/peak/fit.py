@@ -78,11 +78,18 @@ class _PeakModel:
         sharded, replicated = self.widths[stage]
         return shard_elements(s.shards(dp)) * sharded + s.params * replicated + (self.secondary if stage == 3 else 0)
 
+    def subtotal(self, stage: int, dp: int, activations: int) -> int:
+        """The declared peak before contingency."""
+        gather = gather_bytes(self.s, stage, PRODUCTION, dp)
+        return declared_subtotal(self.s, self.persistent(stage, dp), gather, activations)
+
     def peak(self, stage: int, dp: int, activations: int) -> int:
-        s = self.s
-        gather = gather_bytes(s, stage, PRODUCTION, dp)
-        subtotal = declared_subtotal(s, self.persistent(stage, dp), gather, activations)
-        return subtotal + contingency(subtotal, s.contingency_pct)
+        subtotal = self.subtotal(stage, dp, activations)
+        return subtotal + contingency(subtotal, self.s.contingency_pct)
+
+    def largest_micro_batch(self, stage: int, activations_at: Callable[[int], int]) -> int | None:
+        """The largest micro batch whose modelled activations fit at the scenario's own D."""
+        return _largest_micro_batch(lambda b: [self.subtotal(stage, self.s.dp, activations_at(b))], self.room)
 
     def curve(self, activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """All four stages' peaks at each D of ``CURVE_DPS``."""
@@ -258,29 +265,35 @@ class _SchedulePeak:
         return _smallest(lambda d: self.fits(3, d), min(low + _SCAN, DP_MAX), DP_MAX)
 
     def largest_micro_batch(self, stage: int) -> int | None:
-        """The peak never falls as b grows, and every instant's total is linear in b up to rounding (each
-        activation, logits and temporary term is a multiple of b): the totals at b = 1 and 2 give each
-        instant's line, the lines give a guess, and a few exact evaluations around it settle the answer
-        (a bisection over 1 … 4,096 when they do not)."""
-
-        def fits(b: int) -> bool:
-            return self.fits(stage, self.s.dp, b)
-
+        """The largest micro batch that fits at the scenario's own D, from each instant's totals."""
         room = max_subtotal(self.s.allocatable_bytes, self.s.contingency_pct)
-        at_ones = self.walked(stage, self.s.dp, 1)
-        if max(at_ones) > room:  # not even one sequence fits
-            return None
-        guess = MICRO_BATCH_MAX
-        for at_one, at_two in zip(at_ones, self.walked(stage, self.s.dp, 2), strict=True):
-            if at_two > at_one:
-                guess = min(guess, 1 + (room - at_one) // (at_two - at_one))
-        guess = max(1, min(guess, MICRO_BATCH_MAX))
-        if fits(guess) and (guess == MICRO_BATCH_MAX or not fits(guess + 1)):
-            return guess  # the usual case: the lines are exact
-        low, high = max(1, guess - _NEAR), min(MICRO_BATCH_MAX, guess + _NEAR)
-        if fits(low) and (not fits(high) or high == MICRO_BATCH_MAX):
-            return _largest(fits, low, high)
-        return _largest(fits, 1, MICRO_BATCH_MAX)
+        return _largest_micro_batch(lambda b: self.walked(stage, self.s.dp, b), room)
+
+
+def _largest_micro_batch(totals_at: Callable[[int], list[int]], room: int) -> int | None:
+    """The largest micro batch b whose totals (before contingency) at b, ``totals_at(b)``, all stay within
+    ``room`` (:func:`max_subtotal`). The peak never falls as b grows, and each total is linear in b up to
+    rounding (each activation, logits and temporary term is a multiple of b): the totals at b = 1 and 2 give
+    each one's line, the lines give a guess, and a few exact evaluations around it settle the answer (a
+    bisection over 1 … 4,096 when they do not; any guess gives the same answer, a good one fewer walks)."""
+
+    def fits(b: int) -> bool:
+        return max(totals_at(b)) <= room
+
+    at_ones = totals_at(1)
+    if max(at_ones) > room:  # not even one sequence fits
+        return None
+    guess = MICRO_BATCH_MAX
+    for at_one, at_two in zip(at_ones, totals_at(2), strict=True):
+        if at_two > at_one:
+            guess = min(guess, 1 + (room - at_one) // (at_two - at_one))
+    guess = max(1, min(guess, MICRO_BATCH_MAX))
+    if fits(guess) and (guess == MICRO_BATCH_MAX or not fits(guess + 1)):
+        return guess  # the usual case: the lines are exact
+    low, high = max(1, guess - _NEAR), min(MICRO_BATCH_MAX, guess + _NEAR)
+    if fits(low) and (not fits(high) or high == MICRO_BATCH_MAX):
+        return _largest(fits, low, high)
+    return _largest(fits, 1, MICRO_BATCH_MAX)
 
 
 _SCAN = 256  # stage 3 with a model: degrees searched up from the unpadded bound before bisecting
@@ -322,12 +335,6 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
     stages = []
     for stage in STAGES:
         dp = model.smallest_dp_without_gather(stage, act) if stage < 3 else model.smallest_dp_stage3(act)
-        mb = None if activations_at is None else _largest_micro_batch(model, stage, activations_at)
+        mb = None if activations_at is None else model.largest_micro_batch(stage, activations_at)
         stages.append(StageFit(stage, dp, mb))
     return FitFinder(tuple(stages), model.curve(act), activations_at is not None)
-
-
-def _largest_micro_batch(model: _PeakModel, stage: int, activations_at: Callable[[int], int]) -> int | None:
-    """The largest micro batch whose modelled activations fit at the scenario's own D."""
-    s = model.s
-    return _largest(lambda b: model.peak(stage, s.dp, activations_at(b)) <= s.allocatable_bytes, 1, MICRO_BATCH_MAX)
