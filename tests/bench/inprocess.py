@@ -3,17 +3,20 @@
     .venv/bin/python tests/bench/inprocess.py [--requests 1500] [--rounds 3]
     .venv/bin/python tests/bench/inprocess.py --profile fragment
     .venv/bin/python tests/bench/inprocess.py --breakdown
+    .venv/bin/python tests/bench/inprocess.py --gc
 
 Drives the ASGI app directly, gzip accepted as a browser does, with the workshop's scenarios
 (``_scenarios.edit``: the form as the page serves it, one field changed per request, as htmx sends
-it): the htmx fragment (``GET /?…`` with ``HX-Request``), the full page (``GET /?…``) and the
-JSON receipt (``GET /api/estimate?…``). Prints each route's median and p99 per request (the best
-of ``--rounds`` interleaved rounds), with ``--breakdown`` a live update's two halves (building the
-answer, ``app.web.views.page.view``; rendering ``partials/_results.html``) outside the app, or with
-``--profile`` a cProfile of one route (its sync
-handler then runs in the event loop's thread, so that the profile sees it). This is the
-floor under the workshop benchmark's solo median (which adds HTTP, uvicorn and the client). It
-is a benchmark, not a test.
+it): the htmx fragment (``GET /?…`` with ``HX-Request``), the same with the sections below the peak on
+screen (``lower``: ``X-In-View: lower``), the full page (``GET /?…``) and the JSON receipt
+(``GET /api/estimate?…``). Prints each route's median and p99 per request (the best of ``--rounds``
+interleaved rounds); with ``--breakdown`` a live update's two halves (building the answer,
+``app.web.views.page.view``; rendering ``partials/_results.html``) outside the app; with ``--profile`` a
+cProfile of one route (its sync handler then runs in the event loop's thread, so that the profile sees
+it); with ``--gc`` what the garbage collector does over a room's live updates (a quarter with the lower
+sections): the objects it tracks after them, which every full collection traverses (the caches' mostly),
+its full collections and their pauses. This is the floor under the workshop benchmark's solo median
+(which adds HTTP, uvicorn and the client). It is a benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import gzip
 import pstats
 import random
@@ -139,6 +143,40 @@ def breakdown(app: Any, count: int) -> None:
         print(f"{name:14s} mean {mean:6.2f} ms   median {median:6.2f} ms   ({len(samples)} live updates)")
 
 
+def collector(app: Any, count: int) -> None:
+    """The garbage collector over ``count`` live updates as a room sends them, a quarter with the lower
+    sections, after start-up's objects are frozen as ``serve`` freezes them."""
+    queries = workshop_queries(app, count)
+    pauses: list[float] = []
+    started = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                pauses.append(time.perf_counter() - started[0])
+
+    rng = random.Random(3)  # noqa: S311 - which updates carry the lower sections, not a secret
+
+    async def room() -> None:
+        for q in queries:
+            await call(app, "/", True, q, lower=rng.random() < 0.25)
+
+    loop = asyncio.new_event_loop()
+    gc.collect()
+    gc.freeze()
+    gc.callbacks.append(timed)
+    try:
+        loop.run_until_complete(room())
+    finally:
+        gc.callbacks.remove(timed)
+    mean = statistics.mean(pauses) * 1e3 if pauses else 0.0
+    worst = max(pauses, default=0.0) * 1e3
+    print(f"{count} live updates: {len(gc.get_objects()):,} objects tracked after them, {len(pauses)} full "
+          f"collections, pause mean {mean:.2f} ms, max {worst:.2f} ms")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=1500)
@@ -146,10 +184,14 @@ def main() -> int:
     ap.add_argument("--profile", choices=sorted(ROUTES), help="print a cProfile of this route instead")
     ap.add_argument("--sort", default="cumulative", choices=("cumulative", "tottime"), help="the profile's order")
     ap.add_argument("--breakdown", action="store_true", help="time building and rendering a live update apart")
+    ap.add_argument("--gc", action="store_true", help="the garbage collector over a room's live updates")
     args = ap.parse_args()
     app = create_app()
     if args.breakdown:
         breakdown(app, args.requests)
+        return 0
+    if args.gc:
+        collector(app, args.requests)
         return 0
     queries = workshop_queries(app, args.requests)
     loop = asyncio.new_event_loop()

@@ -68,8 +68,10 @@ _QUERY_TYPES: dict[str, type] = get_type_hints(ModelQuery)  # int or str
 
 # Cached because a scenario asks for its model's defaults many times over (each default_for and
 # source_of call: the canonical link, the receipt's sources, the form), and each time they would
-# build the whole activation ledger again; the model's inventory is cached per architecture.
-@lru_cache(maxsize=512)
+# build the whole activation ledger again; the model's inventory is cached per architecture. 256 entries: an
+# entry is ~20 objects the garbage collector tracks, and 3,000 workshop live updates miss 4 % more than with
+# 512 while a full collection traverses 4,800 fewer objects (tests/bench/inprocess.py --gc).
+@lru_cache(maxsize=256)
 def model_defaults(q: ModelQuery) -> ModelDefaults:
     """Raises ``ModelConfigError`` (the model), ``ActivationInputError`` or ``ParallelLayoutError``
     (naming its field)."""
