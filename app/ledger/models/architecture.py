@@ -18,11 +18,11 @@ from typing import Literal
 
 from app.ledger.arithmetic import shown_int
 
-Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "qwen2"]
+Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "qwen2", "qwen3"]
 Norm = Literal["rmsnorm", "layernorm"]
 Mlp = Literal["swiglu", "gelu"]
 
-FAMILIES: tuple[Family, ...] = ("gpt2", "gpt_neox", "llama", "mistral", "mixtral", "qwen2")
+FAMILIES: tuple[Family, ...] = ("gpt2", "gpt_neox", "llama", "mistral", "mixtral", "qwen2", "qwen3")
 GPT_FAMILIES: frozenset[str] = frozenset({"gpt2", "gpt_neox"})
 
 # Inclusive bounds of every integer of an Architecture (and of the config keys feeding them).
@@ -79,6 +79,7 @@ class Architecture:
     mlp_bias: bool = False
     mlp: Mlp = "swiglu"  # swiglu: gate, up, down projections; gelu: up and down
     parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
+    qk_norm: bool = False  # qwen3: an RMSNorm of head_dim over each query and key head, before RoPE
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -104,6 +105,8 @@ class Architecture:
             )
         if self.family in GPT_FAMILIES and self.heads * self.head_dim != self.hidden:
             raise ModelConfigError(f"heads × head_dim must equal hidden for fused QKV ({self.family})", "head_dim")
+        if self.qk_norm != (self.family == "qwen3"):
+            raise ModelConfigError("qk_norm is the qwen3 family's, and qwen3 has it", "qk_norm")
         if (self.experts > 0) != (self.family == "mixtral"):
             raise ModelConfigError("experts > 0 is the mixtral family, and mixtral needs experts ≥ 1", "experts")
         if self.experts == 0 and self.experts_per_token != 0:
@@ -197,26 +200,37 @@ _DEFAULT_POSITIONS: dict[str, int] = {
     "mistral": 131_072,
     "mixtral": 131_072,
     "qwen2": 32_768,
+    "qwen3": 32_768,
     "gpt_neox": 2_048,
 }
+# Qwen3Config's head_dim when a config omits it (transformers 5.23.0): 128, not hidden ÷ heads.
+_QWEN3_HEAD_DIM = 128
 
 
 def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
-    """llama, mistral, mixtral, qwen2: RMSNorm, rotary, SwiGLU MLP, optional GQA.
+    """llama, mistral, mixtral, qwen2, qwen3: RMSNorm, rotary, SwiGLU MLP, optional GQA.
 
-    Biases: llama reads ``attention_bias`` (q, k, v and o) and ``mlp_bias`` (default false);
-    qwen2 always has q, k, v biases and none on o or the MLP (``Qwen2Attention``); mistral and
-    mixtral have none. ``tie_word_embeddings`` defaults to false in all four config classes.
+    Biases: llama and qwen3 read ``attention_bias`` (q, k, v and o) and llama ``mlp_bias`` (default
+    false); qwen2 always has q, k, v biases and none on o or the MLP (``Qwen2Attention``); mistral and
+    mixtral have none. ``tie_word_embeddings`` defaults to false in all five config classes. qwen3
+    (transformers 5.23.0, ``Qwen3Attention``) adds ``q_norm`` and ``k_norm``, an RMSNorm of head_dim
+    each, over every query and key head before RoPE; its ``head_dim`` defaults to 128 (Qwen3Config),
+    and its sliding-window layers (``use_sliding_window``, default false; false in every published
+    Qwen3 config) are refused, not modelled.
     """
     hidden = _need_int(config, "hidden_size", "hidden", family)
     heads = _need_int(config, "num_attention_heads", "heads", family)
+    if family == "qwen3":
+        head_dim: int | None = _opt_int(config, "head_dim", "head_dim", _QWEN3_HEAD_DIM)
+    else:
+        head_dim = _head_dim(config, hidden, heads, "hidden_size", "num_attention_heads")
     arch: dict[str, object] = {
         "family": family,
         "hidden": hidden,
         "layers": _need_int(config, "num_hidden_layers", "layers", family),
         "heads": heads,
         "kv_heads": _kv_heads(config, heads),
-        "head_dim": _head_dim(config, hidden, heads, "hidden_size", "num_attention_heads"),
+        "head_dim": head_dim,
         "intermediate": _need_int(config, "intermediate_size", "intermediate", family),
         "vocab": _need_int(config, "vocab_size", "vocab", family),
         "tied_embeddings": _opt_bool(config, "tie_word_embeddings", False),
@@ -227,6 +241,14 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
         arch.update(qkv_bias=attention_bias, o_bias=attention_bias, mlp_bias=_opt_bool(config, "mlp_bias", False))
     elif family == "qwen2":
         arch.update(qkv_bias=True)
+    elif family == "qwen3":
+        if _opt_bool(config, "use_sliding_window", False):
+            raise ModelConfigError(
+                "'use_sliding_window' = true is not modelled for qwen3 (every published Qwen3 config has false)",
+                "use_sliding_window",
+            )
+        attention_bias = _opt_bool(config, "attention_bias", False)
+        arch.update(qkv_bias=attention_bias, o_bias=attention_bias, qk_norm=True)
     elif family == "mixtral":
         experts = _need_int(config, "num_local_experts", "experts", family)
         if experts < 1:
@@ -323,6 +345,7 @@ FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
     "mistral": _SWIGLU_KEYS,
     "mixtral": (*_SWIGLU_KEYS, "num_local_experts", "num_experts_per_tok"),
     "qwen2": _SWIGLU_KEYS,
+    "qwen3": (*_SWIGLU_KEYS, "attention_bias", "use_sliding_window"),
 }  # fmt: skip
 
 _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
@@ -332,6 +355,7 @@ _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
     "mistral": _swiglu,
     "mixtral": _swiglu,
     "qwen2": _swiglu,
+    "qwen3": _swiglu,
 }
 SUPPORTED = ", ".join(FAMILIES)
 

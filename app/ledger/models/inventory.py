@@ -146,6 +146,8 @@ def _swiglu_layer(arch: Architecture) -> list[Tensor]:
     out += _linear("self_attn.k_proj", arch.kv_width, h, arch.qkv_bias)
     out += _linear("self_attn.v_proj", arch.kv_width, h, arch.qkv_bias)
     out += _linear("self_attn.o_proj", h, arch.q_width, arch.o_bias)
+    if arch.qk_norm:  # Qwen3Attention: one RMSNorm weight of head_dim for all query heads, one for all key heads
+        out += [_t("self_attn.q_norm.weight", arch.head_dim), _t("self_attn.k_norm.weight", arch.head_dim)]
     if arch.experts == 0:
         out += _linear("mlp.gate_proj", i, h, arch.mlp_bias)
         out += _linear("mlp.up_proj", i, h, arch.mlp_bias)

@@ -57,6 +57,20 @@ _QWEN2_7B: dict[str, object] = {
 }
 _QWEN25 = "; Qwen Team, Qwen2.5 Technical Report, arXiv:2412.15115 (December 2024)"
 
+_QWEN3 = "; Qwen Team, Qwen3 Technical Report, arXiv:2505.09388 (May 2025)"
+
+
+def _qwen3(hidden: int, intermediate: int, layers: int, heads: int, tied: bool) -> dict[str, object]:
+    """A dense Qwen3 config.json: what its sizes leave to every released one (8 key/value heads of 128, the
+    151,936-token vocabulary, 40,960 positions, no attention bias, no sliding window)."""
+    return {
+        "model_type": "qwen3", "hidden_size": hidden, "intermediate_size": intermediate, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+        "max_position_embeddings": 40960, "attention_bias": False, "use_sliding_window": False,
+        "sliding_window": None, "tie_word_embeddings": tied,
+    }  # fmt: skip
+
+
 # id → (title, source, config.json facts). Sources: the Hugging Face Hub config of the released
 # checkpoint and the paper or report that introduced the model (with its date).
 _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
@@ -253,6 +267,9 @@ _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
             "tie_word_embeddings": False,
         },
     ),
+    "qwen3-0.6b": ("Qwen3-0.6B-Base", _HF.format("Qwen/Qwen3-0.6B-Base") + _QWEN3, _qwen3(1024, 3072, 28, 16, True)),
+    "qwen3-8b": ("Qwen3-8B-Base", _HF.format("Qwen/Qwen3-8B-Base") + _QWEN3, _qwen3(4096, 12288, 36, 32, False)),
+    "qwen3-32b": ("Qwen3-32B", _HF.format("Qwen/Qwen3-32B") + _QWEN3, _qwen3(5120, 25600, 64, 64, False)),
     "mistral-small-24b": (
         "Mistral-Small-24B-Base-2501",
         _HF.format("mistralai/Mistral-Small-24B-Base-2501") + "; Mistral AI, Mistral Small 3 (January 2025)",

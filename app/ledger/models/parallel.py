@@ -46,6 +46,8 @@ _MODULE_SPLIT: dict[str, str] = {
         (
             "input_layernorm",
             "post_attention_layernorm",
+            "q_norm",  # qwen3: head_dim wide, the same weight for every head: each rank keeps it whole
+            "k_norm",
             "ln_1",
             "ln_2",
             "ln_f",

@@ -50,7 +50,7 @@ def oracle_rank_params(s: Scenario) -> tuple[int, int] | None:
     return rank_params(
         a.family, a.hidden, a.layers, a.heads, a.kv_heads, a.head_dim, a.intermediate, a.vocab, a.experts,
         a.tied_embeddings, a.qkv_bias, a.o_bias, a.mlp_bias, a.norm == "layernorm",
-        a.max_positions, s.tp, s.pp, s.pp_stage, s.ep,
+        a.max_positions, s.tp, s.pp, s.pp_stage, s.ep, a.qk_norm,
     )  # fmt: skip
 
 

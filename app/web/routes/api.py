@@ -28,7 +28,7 @@ from app.interop.fsdp2 import fsdp2_snippet
 from app.interop.hf_trainer import hf_trainer_snippet
 from app.interop.torchtitan import torchtitan_snippet
 from app.interop.torchtitan_reader import MAX_COMMAND_CHARS, TorchtitanCommandError, read_torchtitan_command
-from app.ledger.models.architecture import ModelConfigError
+from app.ledger.models.architecture import SUPPORTED, ModelConfigError
 from app.ledger.models.inventory import inventory
 from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.models.reference import compact, ignored_keys, resolve
@@ -81,7 +81,7 @@ def _kill_lists(s: Scenario) -> dict[str, Any]:
 
 
 ConfigBody = Body(
-    description="A Hugging Face config.json of a supported family (llama, mistral, mixtral, qwen2, gpt2, gpt_neox).",
+    description=f"A Hugging Face config.json of a supported family ({SUPPORTED}).",
     examples=[{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
                "intermediate_size": 11008, "vocab_size": 32000}],
 )  # fmt: skip

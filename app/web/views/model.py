@@ -97,6 +97,7 @@ FAMILY_LABELS = {
     "mistral": "Mistral (mistral)",
     "mixtral": "Mixtral, mixture of experts (mixtral)",
     "qwen2": "Qwen2 and Qwen2.5 (qwen2)",
+    "qwen3": "Qwen3 (qwen3)",
     "gpt2": "GPT-2 (gpt2)",
     "gpt_neox": "GPT-NeoX (gpt_neox)",
 }

@@ -108,6 +108,24 @@ PUBLISHED: tuple[Published, ...] = (
         "transformers 5.23.0 Qwen2ForCausalLM.num_parameters() on the meta device for Qwen/Qwen2.5-72B (Hub: 72.7B)",
     ),
     Published(
+        "qwen3-0.6b",
+        596_049_920,
+        "transformers 5.23.0 Qwen3ForCausalLM.num_parameters() on the meta device for Qwen/Qwen3-0.6B-Base "
+        "(model card: 0.6B, 0.44B non-embedding = 440,467,456 here; tied head)",
+    ),
+    Published(
+        "qwen3-8b",
+        8_190_735_360,
+        "transformers 5.23.0 Qwen3ForCausalLM.num_parameters() on the meta device for Qwen/Qwen3-8B-Base "
+        "(model card: 8.2B, 6.95B non-embedding = 6,946,075,648 here)",
+    ),
+    Published(
+        "qwen3-32b",
+        32_762_123_264,
+        "transformers 5.23.0 Qwen3ForCausalLM.num_parameters() on the meta device for Qwen/Qwen3-32B "
+        "(model card: 32.8B, 31.2B non-embedding = 31,206,298,624 here)",
+    ),
+    Published(
         "mistral-small-24b",
         23_572_403_200,
         "transformers 5.23.0 MistralForCausalLM.num_parameters() on the meta device "

@@ -44,7 +44,7 @@ def oracle_share(arch: Architecture, tp: int = 1, pp: int = 1, stage: str = "fir
     return rank_params(
         a.family, a.hidden, a.layers, a.heads, a.kv_heads, a.head_dim, a.intermediate, a.vocab, a.experts,
         a.tied_embeddings, a.qkv_bias, a.o_bias, a.mlp_bias, a.norm == "layernorm",
-        a.max_positions if a.learned_positions else 0, tp, pp, stage, ep,
+        a.max_positions if a.learned_positions else 0, tp, pp, stage, ep, a.qk_norm,
     )  # fmt: skip
 
 

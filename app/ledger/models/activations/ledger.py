@@ -74,10 +74,10 @@ def _check_every(policy: str, every: int, layers: int) -> None:
 
 
 def _check_policy(arch: Architecture, policy: str) -> None:
-    if policy == "op" and (arch.family in GPT_FAMILIES or arch.experts):
+    if policy == "op" and (arch.family in GPT_FAMILIES or arch.experts or arch.qk_norm):
         raise ActivationInputError(
             "act_policy",
-            "op is torchtitan's per-op checkpointing of its Llama block: a dense SwiGLU model "
+            "op is torchtitan's per-op checkpointing of its Llama block: a dense SwiGLU model without q/k norms "
             f"(llama, mistral, qwen2), not {arch.family}" + (" with experts" if arch.experts else ""),
         )
 

@@ -7,9 +7,10 @@ Two models of a decoder layer, both stated tensor by tensor in :func:`layer_save
   exact: ``act_bytes`` × (8·s·b·h + 2·s·b·i + 2·a·s²·b) + 1 B × (2·s·b·h + a·s²·b) for the dropout
   masks, which PyTorch keeps as one byte per element whatever the activation width. At 2-byte
   activations and i = 4h this is the paper's s·b·h·(34 + 5·a·s/h) exactly.
-- ``llama`` / ``mistral`` / ``qwen2`` / ``mixtral``: SwiGLU MLP, grouped-query attention through a
+- ``llama`` / ``mistral`` / ``qwen2`` / ``qwen3`` / ``mixtral``: SwiGLU MLP, grouped-query attention through a
   FlashAttention-style kernel that keeps no s×s scores (only its FP32 log-sum-exp), RMSNorm that
-  keeps its input and FP32 1/rms, no dropout; MoE keeps each token's top-k expert activations.
+  keeps its input and FP32 1/rms, no dropout; MoE keeps each token's top-k expert activations;
+  Qwen3's per-head q/k RMSNorms keep theirs over the q and k heads.
 
 Integer arithmetic only. Where ``tp`` (or sequence parallelism) divides a sum, the per-rank figure
 is rounded **up** to a whole byte, once per figure (:func:`per_rank`): per layer, embedding, head, logits.
@@ -113,6 +114,25 @@ def _norm_inputs(sbh2: int, w: int, norms: str) -> list[Saved]:
                           "2·s·b·h", sbh2, w, False)]  # fmt: skip
 
 
+def _qk_norms(arch: Architecture, sb: int, w: int, norms: str) -> list[Saved]:
+    """Qwen3's ``q_norm`` and ``k_norm`` (transformers 5.23.0 ``Qwen3Attention``: an RMSNorm of head_dim over
+    each query and key head of the q_proj and k_proj outputs, before RoPE): each keeps what the layer's norms
+    keep (``norms``), over s·b·(a + kv)·d elements, and its FP32 1/rms per head per token. RoPE after them keeps
+    only cos and sin (they need no gradient), so the normalised heads are not kept twice. Inside the
+    tensor-parallel region: each rank normalises its own heads."""
+    heads = arch.heads + arch.kv_heads
+    elements = sb * heads * arch.head_dim
+    shape = "s·b·(a + kv)·d"
+    if norms == "fused":
+        kept = [Saved("q_norm and k_norm inputs (q_proj and k_proj outputs)", shape, elements, w, True)]
+    else:
+        normalised = FP32 if norms == "composite" else w
+        upcast = "q_norm and k_norm FP32 upcasts of the inputs (kept by pow and mul)"
+        before_weight = f"q_norm and k_norm normalised inputs before the weight ({norms})"
+        kept = [Saved(upcast, shape, elements, FP32, True), Saved(before_weight, shape, elements, normalised, True)]
+    return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per head per token)", "s·b·(a + kv)", sb * heads, FP32, True)]
+
+
 def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gqa: str) -> list[Saved]:
     """The norms and the attention of a SwiGLU / GQA layer (a FlashAttention-style kernel). ``gqa = expand``:
     transformers' SDPA path with a mask it cannot drop: repeat_kv's K and V for every head, and the mask SDPA
@@ -131,6 +151,7 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
         *norm_inputs,
         Saved("RMSNorm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, False),
         Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False),
+        *(_qk_norms(arch, sb, w, norms) if arch.qk_norm else ()),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
         kv_saved,
         *mask,

@@ -218,7 +218,9 @@ def settings(draw: st.DrawFn) -> tuple[Architecture, dict[str, object], int]:
         "act_bytes": draw(st.sampled_from([1, 2, 4])),
         # op: torchtitan's per-op checkpointing of its dense Llama-style block, refused for other families
         "policy": draw(
-            st.sampled_from([p for p in POLICIES if p != "op" or not (arch.experts or arch.family in GPT_FAMILIES)])
+            st.sampled_from(
+                [p for p in POLICIES if p != "op" or not (arch.experts or arch.qk_norm or arch.family in GPT_FAMILIES)]
+            )
         ),
         "tp": tp,
         "sequence_parallel": draw(st.booleans()),

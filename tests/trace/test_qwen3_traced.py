@@ -1,0 +1,71 @@
+"""Qwen3 against a trace of the code users run: transformers' own ``Qwen3ForCausalLM`` (5.23.0) under FSDP2 on a
+fake process group, called as the HF Trainer calls it (``--stack hf-fsdp2``).
+
+Qwen3's layer differs from Llama's by an RMSNorm of head_dim over every query and key head before RoPE
+(``q_norm``, ``k_norm``): two more parameter tensors per layer and their saved inputs, upcasts and 1/rms. The
+config below sets ``head_dim`` apart from hidden ÷ heads (as Qwen3-0.6B does: 16 × 128 = 2,048 ≠ 1,024), so a
+query width mistaken for the hidden size shows too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.ledger.models.reference import compact, resolve
+from app.ledger.scenario import parse_scenario
+from app.trace import hf_stack_installed, torch_installed
+from app.trace.setup import TraceSetupError, trace_setup
+
+pytestmark = [
+    pytest.mark.trace,
+    pytest.mark.skipif(
+        not (torch_installed() and hf_stack_installed()),
+        reason="the trace extra (torch, transformers) is not installed (pip install -e '.[trace]')",
+    ),
+]
+
+FSDP2 = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "opt_bytes": 4, "gather_bytes": 2, "act_bytes": 2}
+QWEN3 = {"model_type": "qwen3", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "head_dim": 96, "intermediate_size": 688, "vocab_size": 16384}  # fmt: skip
+RUN = {"model": compact(QWEN3), "dp": 4, "seq_len": 256, "micro_batch": 2, "reduce_bytes": 2, "stack": "hf-fsdp2",
+       **FSDP2}  # fmt: skip
+
+
+def _traced(**raw: Any) -> tuple[Any, Any]:
+    """(the lab's stage-3 peak, transformers' class traced) for the scenario."""
+    from app.ledger.estimate import estimate
+    from app.trace import import_torch
+
+    import_torch()
+    from app.trace.tracer import run_trace
+
+    s = parse_scenario({**RUN, **raw})
+    peak = estimate(s).ledger.stages[3].peak
+    assert peak.schedule is not None
+    return peak, run_trace(trace_setup(s))
+
+
+@pytest.mark.parametrize("raw", [{}, {"act_policy": "full"}, {"wrap": "root", "loss": "outside"}],
+                         ids=["embed-tail", "full", "root-outside"])  # fmt: skip
+def test_qwen3_as_transformers_runs_it(raw: dict[str, Any]) -> None:
+    """The peak within 0.1 %, and what one layer keeps through forward (the step from one forward instant to the
+    next: its saved activations, the q/k norms' included) equal to the trace's to the byte."""
+    peak, result = _traced(**raw)
+    assert result.params == resolve(str(RUN["model"])).inventory.params  # q_norm and k_norm counted
+    measured = result.peak["total"]
+    assert abs(peak.total - measured) * 1000 <= measured, (peak.total, measured)
+    from app.trace.report import instants
+
+    at = {i["key"]: (i["modelled"], i["traced"]) for i in instants(result)}
+    (lab_1, traced_1), (lab_2, traced_2) = at["forward-layer-1"], at["forward-layer-2"]
+    assert traced_1 is not None and traced_2 is not None
+    assert lab_2 - lab_1 == traced_2 - traced_1 > 0
+
+
+def test_qwen3_is_traced_with_transformers_class_only() -> None:
+    """The lab's plain decoders have no q/k norms: a plain-fsdp2 trace of Qwen3 is refused, by name."""
+    with pytest.raises(TraceSetupError) as caught:
+        trace_setup(parse_scenario({**RUN, "stack": "plain-fsdp2", "wrap": "root", "loss": "outside"}))
+    assert any("traced with transformers' own class only" in p for p in caught.value.problems), caught.value.problems
