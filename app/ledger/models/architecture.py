@@ -37,6 +37,7 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "max_positions": (1, 2**24),
     "experts": (0, 1_024),
     "experts_per_token": (0, 1_024),
+    "sliding_window": (0, 2**24),
 }
 
 
@@ -80,6 +81,7 @@ class Architecture:
     mlp: Mlp = "swiglu"  # swiglu: gate, up, down projections; gelu: up and down
     parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
     qk_norm: bool = False  # qwen3: an RMSNorm of head_dim over each query and key head, before RoPE
+    sliding_window: int = 0  # mistral, mixtral: each token attends to the last sliding_window (0: no window)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -105,6 +107,8 @@ class Architecture:
             )
         if self.family in GPT_FAMILIES and self.heads * self.head_dim != self.hidden:
             raise ModelConfigError(f"heads × head_dim must equal hidden for fused QKV ({self.family})", "head_dim")
+        if self.sliding_window and self.family not in ("mistral", "mixtral"):
+            raise ModelConfigError("a sliding window is read for mistral and mixtral only", "sliding_window")
         if self.qk_norm != (self.family == "qwen3"):
             raise ModelConfigError("qk_norm is the qwen3 family's, and qwen3 has it", "qk_norm")
         if (self.experts > 0) != (self.family == "mixtral"):
@@ -207,6 +211,20 @@ _DEFAULT_POSITIONS: dict[str, int] = {
 _QWEN3_HEAD_DIM = 128
 
 
+# MistralConfig's sliding_window when a config omits the key (transformers 5.23.0); MixtralConfig's is None.
+_DEFAULT_WINDOW: dict[str, int] = {"mistral": 4_096, "mixtral": 0}
+
+
+def _window(config: Mapping[str, object], family: str) -> int:
+    """``sliding_window``: absent, the config class's default (Mistral 4,096, Mixtral none); null or 0, none (0 is
+    how the lab's links spell a null, which a link cannot omit: omitted reads as the default)."""
+    if "sliding_window" not in config:
+        return _DEFAULT_WINDOW[family]
+    window = _opt_int(config, "sliding_window", "sliding_window", 0)
+    assert window is not None
+    return window
+
+
 def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
     """llama, mistral, mixtral, qwen2, qwen3: RMSNorm, rotary, SwiGLU MLP, optional GQA.
 
@@ -216,7 +234,8 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
     (transformers 5.23.0, ``Qwen3Attention``) adds ``q_norm`` and ``k_norm``, an RMSNorm of head_dim
     each, over every query and key head before RoPE; its ``head_dim`` defaults to 128 (Qwen3Config),
     and its sliding-window layers (``use_sliding_window``, default false; false in every published
-    Qwen3 config) are refused, not modelled.
+    Qwen3 config) are refused, not modelled. mistral and mixtral read ``sliding_window`` (:func:`_window`):
+    it sizes nothing, but from a sequence as long as the window transformers attends through a mask.
     """
     hidden = _need_int(config, "hidden_size", "hidden", family)
     heads = _need_int(config, "num_attention_heads", "heads", family)
@@ -249,7 +268,9 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
             )
         attention_bias = _opt_bool(config, "attention_bias", False)
         arch.update(qkv_bias=attention_bias, o_bias=attention_bias, qk_norm=True)
-    elif family == "mixtral":
+    if family in ("mistral", "mixtral"):
+        arch.update(sliding_window=_window(config, family))
+    if family == "mixtral":
         experts = _need_int(config, "num_local_experts", "experts", family)
         if experts < 1:
             raise ModelConfigError("'num_local_experts' must be at least 1 for mixtral", "num_local_experts")
@@ -342,8 +363,8 @@ FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
                  "vocab_size", "tie_word_embeddings", "max_position_embeddings", "attention_bias",
                  "use_parallel_residual"),
     "llama": (*_SWIGLU_KEYS, "attention_bias", "mlp_bias"),
-    "mistral": _SWIGLU_KEYS,
-    "mixtral": (*_SWIGLU_KEYS, "num_local_experts", "num_experts_per_tok"),
+    "mistral": (*_SWIGLU_KEYS, "sliding_window"),
+    "mixtral": (*_SWIGLU_KEYS, "num_local_experts", "num_experts_per_tok", "sliding_window"),
     "qwen2": _SWIGLU_KEYS,
     "qwen3": (*_SWIGLU_KEYS, "attention_bias", "use_sliding_window"),
 }  # fmt: skip

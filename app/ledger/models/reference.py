@@ -30,7 +30,7 @@ CONFIG_KEYS: tuple[str, ...] = (
     "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
     "attention_bias", "mlp_bias", "num_local_experts", "num_experts_per_tok", "n_embd", "n_layer", "n_head",
-    "n_inner", "n_positions", "use_parallel_residual", "use_sliding_window",
+    "n_inner", "n_positions", "use_parallel_residual", "use_sliding_window", "sliding_window",
 )  # fmt: skip
 assert set(CONFIG_KEYS) == {key for keys in FAMILY_KEYS.values() for key in keys}
 MAX_IGNORED_SHOWN = 20  # ignored keys named back to the user; the rest are counted
@@ -62,6 +62,8 @@ def compact(config: Mapping[str, object]) -> str:
     parts = []
     for key in CONFIG_KEYS:
         value = config.get(key)
+        if key == "sliding_window" and key in config and value is None:
+            value = 0  # a null window is no window; omitted, the family's default would apply on reading back
         if value is None or key not in FAMILY_KEYS[family]:
             continue
         if isinstance(value, bool):

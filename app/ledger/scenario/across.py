@@ -47,7 +47,9 @@ def following(name: str, value: Callable[[str], int | str]) -> int | str:
     """The default of one of :data:`FOLLOWERS` (``name``), given how to read the other inputs."""
     if name == "unit_params":
         return default_unit_params(int(value("params")))
-    given = preset(str(value("stack")), name) if name in STACK_CHOICES else None
+    given = None
+    if name in STACK_CHOICES:
+        given = preset(str(value("stack")), name, str(value("model")), int(value("seq_len")))
     if given is not None:
         return given.value
     return int(value(FOLLOWS[name]))

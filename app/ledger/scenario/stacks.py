@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import get_args
 
 from app.ledger.bounds import TrainingStack
+from app.ledger.models.architecture import ModelConfigError
+from app.ledger.models.reference import resolve
 
 STACKS: tuple[str, ...] = get_args(TrainingStack)
 
@@ -165,9 +167,32 @@ STACK_CHOICES: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def preset(stack: str, choice: str) -> Preset | None:
-    """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`), or None where it leaves it."""
+# transformers' attention through a mask: a sliding-window model (Mistral) from a sequence as long as its window.
+_WINDOWED = Preset(
+    "expand",
+    "transformers 5.23.0 masking_utils: a sliding-window model's causal mask is skipped (SDPA's is_causal) only "
+    "while the sequence is shorter than sliding_window; from seq_len ≥ sliding_window it is built, and SDPA "
+    "given a mask takes repeat_kv (integrations/sdpa_attention.py use_gqa_in_sdpa)",
+)
+
+
+def preset(stack: str, choice: str, model: str = "", seq_len: int = 0) -> Preset | None:
+    """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`), or None where it leaves it. The
+    hf-fsdp2 stack's ``gqa`` follows the scenario's ``model`` and ``seq_len``: expand from a sequence as long as
+    a grouped-query model's sliding window."""
+    if stack == "hf-fsdp2" and choice == "gqa" and _window_reached(model, seq_len):
+        return _WINDOWED
     return _PRESETS[stack].get(choice)
+
+
+def _window_reached(model: str, seq_len: int) -> bool:
+    if not model:
+        return False
+    try:
+        arch = resolve(model).architecture
+    except ModelConfigError:  # refused elsewhere, by the model field
+        return False
+    return 0 < arch.sliding_window <= seq_len and arch.kv_heads < arch.heads
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +220,7 @@ def stack_choices(stack: str, values: dict[str, str | int]) -> tuple[StackChoice
     """Each choice ``stack`` decides, in :data:`STACK_CHOICES` order, with the run's value from ``values``."""
     out = []
     for name in STACK_CHOICES:
-        given = preset(stack, name)
+        given = preset(stack, name, str(values["model"]), int(values["seq_len"]))
         if given is not None:
             out.append(StackChoice(name, values[name], given.value, given.evidence))
     return tuple(out)

@@ -72,7 +72,7 @@ def derived_hint(s: Scenario | None, name: str) -> str:
         return ""
     field = FIELD_BY_NAME[name]
     default = s.default_for(name)
-    if name in STACK_CHOICES and preset(s.stack, name) is not None:  # a choice the training stack decides
+    if name in STACK_CHOICES and preset(s.stack, name, s.model, s.seq_len) is not None:  # the stack decides it
         return f"empty = the stack's ({s.stack}): {default}" + (" B" if field.unit == "bytes/element" else "")
     assert isinstance(default, int)
     if name == "gather_bytes":
@@ -226,7 +226,7 @@ def field_notes(
 def _stack_note(name: str, typed: str, s: Scenario) -> str | None:
     """Whether a choice the stack decides came from the stack (and why it sets that) or was typed over it;
     None where the stack leaves the choice to another input (the all-gather width follows the parameters')."""
-    given = preset(s.stack, name)
+    given = preset(s.stack, name, s.model, s.seq_len)
     if given is None:
         return None
     if not typed:

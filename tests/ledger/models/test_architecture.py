@@ -295,3 +295,30 @@ def test_each_family_reads_exactly_its_declared_keys(config: dict[str, object]) 
     recording = _Recording(config)
     architecture_from_config(recording)
     assert recording.asked == set(FAMILY_KEYS[str(config["model_type"])])  # type: ignore[index]
+
+
+def test_a_sliding_window_as_transformers_reads_it() -> None:
+    """MistralConfig (transformers 5.23.0) takes sliding_window = 4,096 when the key is absent, none when it is
+    null; MixtralConfig none when absent. 0 is how the lab's links spell null."""
+    mistral = {k: v for k, v in known_model("mistral-7b-v0.1").config.items() if k != "sliding_window"}
+    assert architecture_from_config(mistral).sliding_window == 4096
+    assert architecture_from_config({**mistral, "sliding_window": None}).sliding_window == 0
+    assert architecture_from_config({**mistral, "sliding_window": 0}).sliding_window == 0
+    assert architecture_from_config({**mistral, "sliding_window": 2048}).sliding_window == 2048
+    assert known_model("mistral-small-24b").architecture().sliding_window == 0  # published null
+    assert known_model("mixtral-8x7b-v0.1").architecture().sliding_window == 0
+    with pytest.raises(ModelConfigError) as caught:
+        architecture_from_config({**mistral, "sliding_window": -1})
+    assert caught.value.key == "sliding_window"
+
+
+def test_qwen3_reads_its_own_defaults() -> None:
+    """Qwen3Config (transformers 5.23.0): head_dim 128 when absent (not hidden ÷ heads), no attention bias, per-head
+    q/k norms; a sliding window switched on is refused by name."""
+    qwen3 = {k: v for k, v in known_model("qwen3-0.6b").config.items() if k not in ("head_dim", "attention_bias")}
+    arch = architecture_from_config(qwen3)
+    assert (arch.head_dim, arch.q_width, arch.hidden, arch.qk_norm, arch.qkv_bias) == (128, 2048, 1024, True, False)
+    assert architecture_from_config({**qwen3, "attention_bias": True}).o_bias
+    with pytest.raises(ModelConfigError) as caught:
+        architecture_from_config({**qwen3, "use_sliding_window": True})
+    assert caught.value.key == "use_sliding_window"
