@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from app.ledger.models.architecture import FAMILIES, Architecture, architecture_from_config
+from app.ledger.models.architecture import FAMILIES, Architecture
+from app.ledger.models.readers import architecture_from_config
 
 ANY_FAMILY: st.SearchStrategy[str] = st.sampled_from(FAMILIES)
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from app.cli import main
-from app.ledger.models.architecture import Architecture, architecture_from_config
+from app.ledger.models.architecture import Architecture
 from app.ledger.models.inventory import inventory
+from app.ledger.models.readers import architecture_from_config
 from app.ledger.models.reference import compact
 from app.ledger.scenario import parse_scenario
 from app.trace import INSTALL_HINT, torch_installed

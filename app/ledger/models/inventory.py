@@ -140,7 +140,19 @@ def _conv1d(name: str, in_features: int, out_features: int) -> list[Tensor]:
     return [_t(f"{name}.weight", in_features, out_features), _t(f"{name}.bias", out_features)]
 
 
+def _fused_layer(arch: Architecture) -> list[Tensor]:
+    """Phi3DecoderLayer (transformers 5.23.0), in its modules' order: ``o_proj`` is registered before the fused
+    ``qkv_proj`` [(a + 2·kv)·d, h]; the MLP's fused ``gate_up_proj`` [2·i, h]; no biases."""
+    h, i = arch.hidden, arch.intermediate
+    out = _linear("self_attn.o_proj", h, arch.q_width, False)
+    out += _linear("self_attn.qkv_proj", arch.q_width + 2 * arch.kv_width, h, False)
+    out += _linear("mlp.gate_up_proj", 2 * i, h, False) + _linear("mlp.down_proj", h, i, False)
+    return out + _norm(arch, "input_layernorm") + _norm(arch, "post_attention_layernorm")
+
+
 def _swiglu_layer(arch: Architecture) -> list[Tensor]:
+    if arch.fused:
+        return _fused_layer(arch)
     h, i = arch.hidden, arch.intermediate
     out = _linear("self_attn.q_proj", arch.q_width, h, arch.qkv_bias)
     out += _linear("self_attn.k_proj", arch.kv_width, h, arch.qkv_bias)

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from app.ledger.models.architecture import Architecture, ModelConfigError, architecture_from_config
+from app.ledger.models.architecture import Architecture, ModelConfigError
+from app.ledger.models.readers import architecture_from_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +271,39 @@ _TABLE: dict[str, tuple[str, str, dict[str, object]]] = {
     "qwen3-0.6b": ("Qwen3-0.6B-Base", _HF.format("Qwen/Qwen3-0.6B-Base") + _QWEN3, _qwen3(1024, 3072, 28, 16, True)),
     "qwen3-8b": ("Qwen3-8B-Base", _HF.format("Qwen/Qwen3-8B-Base") + _QWEN3, _qwen3(4096, 12288, 36, 32, False)),
     "qwen3-32b": ("Qwen3-32B", _HF.format("Qwen/Qwen3-32B") + _QWEN3, _qwen3(5120, 25600, 64, 64, False)),
+    "phi-3.5-mini": (
+        "Phi-3.5-mini-instruct",
+        _HF.format("microsoft/Phi-3.5-mini-instruct")
+        + "; Abdin et al., Phi-3 Technical Report, arXiv:2404.14219 (April 2024; 3.5 in August 2024)",
+        {
+            "model_type": "phi3",
+            "hidden_size": 3072,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 32,
+            "vocab_size": 32064,
+            "max_position_embeddings": 131072,
+            "sliding_window": 262144,
+            "tie_word_embeddings": False,
+        },
+    ),
+    "phi-4": (
+        "Phi-4",
+        _HF.format("microsoft/phi-4") + "; Abdin et al., Phi-4 Technical Report, arXiv:2412.08905 (December 2024)",
+        {
+            "model_type": "phi3",
+            "hidden_size": 5120,
+            "intermediate_size": 17920,
+            "num_hidden_layers": 40,
+            "num_attention_heads": 40,
+            "num_key_value_heads": 10,
+            "vocab_size": 100352,
+            "max_position_embeddings": 16384,
+            "sliding_window": None,
+            "tie_word_embeddings": False,
+        },
+    ),
     "mistral-small-24b": (
         "Mistral-Small-24B-Base-2501",
         _HF.format("mistralai/Mistral-Small-24B-Base-2501") + "; Mistral AI, Mistral Small 3 (January 2025)",

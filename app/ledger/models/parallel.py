@@ -35,7 +35,20 @@ from app.ledger.models.inventory import Inventory, Tensor, Unit, inventory
 # "vocab": split along the vocabulary (dim 0); "whole": replicated on every tensor-parallel rank.
 _MODULE_SPLIT: dict[str, str] = {
     **dict.fromkeys(
-        ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "w1", "w3", "query_key_value", "dense_h_to_4h"), "col"
+        (
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "gate_proj",
+            "up_proj",
+            "w1",
+            "w3",
+            "query_key_value",
+            "dense_h_to_4h",
+            "qkv_proj",
+            "gate_up_proj",
+        ),
+        "col",
     ),
     **dict.fromkeys(("o_proj", "down_proj", "w2", "dense", "dense_4h_to_h"), "row"),
     "c_attn": "col_conv1d",
@@ -91,16 +104,22 @@ def _split_dim(t: Tensor) -> int | None:
 _HEAD_SPLIT = ("q_proj", "k_proj", "v_proj", "o_proj")  # split by whole attention heads of head_dim rows
 
 
-def tp_elements(t: Tensor, tp: int, head_dim: int = 0) -> int:
+def tp_elements(t: Tensor, tp: int, arch: Architecture | None = None) -> int:
     """Elements of one ``t`` on the busiest tensor-parallel rank: ⌈split dimension ÷ tp⌉ × the rest, or
     for the attention projections ⌈heads ÷ tp⌉ whole heads (a rank never holds part of a head: with fewer
-    key/value heads than tp each rank keeps one, replicated)."""
+    key/value heads than tp each rank keeps one, replicated). A fused projection (phi3) splits each of its
+    parts so: ``qkv_proj`` ⌈a ÷ tp⌉ + 2 × ⌈kv ÷ tp⌉ heads, ``gate_up_proj`` 2 × ⌈i ÷ tp⌉ rows."""
     dim = _split_dim(t)
     if dim is None or tp == 1:
         return t.numel
     rest = t.numel // t.shape[dim]
-    if head_dim and t.name.split(".")[-2] in _HEAD_SPLIT:
-        return ceil_div(t.shape[dim] // head_dim, tp) * head_dim * rest
+    module = t.name.split(".")[-2]
+    if arch is not None and module == "qkv_proj":
+        return (ceil_div(arch.heads, tp) + 2 * ceil_div(arch.kv_heads, tp)) * arch.head_dim * rest
+    if arch is not None and module == "gate_up_proj":
+        return 2 * ceil_div(arch.intermediate, tp) * rest
+    if arch is not None and module in _HEAD_SPLIT:
+        return ceil_div(t.shape[dim] // arch.head_dim, tp) * arch.head_dim * rest
     return ceil_div(t.shape[dim], tp) * rest
 
 
@@ -146,10 +165,10 @@ class RankShare:
         return self.dense + self.experts
 
 
-def _unit_share(unit: Unit, tp: int, ep: int, head_dim: int, name: str | None = None) -> UnitShare:
+def _unit_share(unit: Unit, tp: int, ep: int, arch: Architecture, name: str | None = None) -> UnitShare:
     dense = experts = 0
     for t in unit.tensors:
-        each = tp_elements(t, tp, head_dim)
+        each = tp_elements(t, tp, arch)
         if _is_expert(t):
             experts += each * (t.count // ep)
         else:
@@ -186,9 +205,8 @@ def rank_share(arch: Architecture, tp: int = 1, pp: int = 1, stage: str = "first
     inv = inventory(arch)
     layers = arch.layers // pp
     where = "only" if pp == 1 else stage
-    d = arch.head_dim
-    layer = _unit_share(inv.units[1], tp, ep, d, "layers.0")
-    embed, final = _unit_share(inv.embed, tp, ep, d), _unit_share(inv.final, tp, ep, d)
+    layer = _unit_share(inv.units[1], tp, ep, arch, "layers.0")
+    embed, final = _unit_share(inv.embed, tp, ep, arch), _unit_share(inv.final, tp, ep, arch)
     ends: list[UnitShare] = []
     if where in ("only", "first"):
         ends.append(embed)

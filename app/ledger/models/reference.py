@@ -12,19 +12,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.ledger.bounds import MODEL_MAX_CHARS
-from app.ledger.models.architecture import (
-    FAMILY_KEYS,
-    Architecture,
-    ModelConfigError,
-    architecture_from_config,
-    config_family,
-)
+from app.ledger.models.architecture import Architecture, ModelConfigError
 from app.ledger.models.inventory import Inventory, inventory
 from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS
+from app.ledger.models.readers import FAMILY_KEYS, architecture_from_config, config_family
 
 PREFIX = "cfg:"
 MAX_REFERENCE_CHARS = MODEL_MAX_CHARS  # the scenario's model field holds the reference
-# Every key some family reader consults (architecture.FAMILY_KEYS), in the order links spell them:
+# Every key some family reader consults (readers.FAMILY_KEYS), in the order links spell them:
 # the order is part of every shared cfg: link, so it is written out rather than derived.
 CONFIG_KEYS: tuple[str, ...] = (
     "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",

@@ -167,7 +167,17 @@ def rank_params(
     norm = 2 * h if layernorm else h  # one norm's parameters
     vocab_rows = (vocab + tp - 1) // tp  # the busiest rank's rows of the embedding and of the head
     layer = expert = 0  # one decoder layer's dense parameters per rank, and one expert's
-    if family in ("llama", "mistral", "qwen2", "qwen3", "mixtral"):
+    if family == "phi3":  # fused projections, no biases: Phi3Attention's qkv_proj, Phi3MLP's gate_up_proj
+        q = (heads + tp - 1) // tp * head_dim
+        kv = (kv_heads + tp - 1) // tp * head_dim
+        inner = (i + tp - 1) // tp
+        layer += (q + 2 * kv) * h  # qkv_proj [(a + 2·kv)·d, h], column parallel: each part by whole heads
+        layer += h * q  # o_proj [h, a·d], row parallel
+        layer += 2 * inner * h + h * inner  # gate_up_proj [2·i, h] (gate and up each split), down_proj [h, i]
+        layer += 2 * norm
+        embed = vocab_rows * h
+        final = norm + (0 if tied else vocab_rows * h)
+    elif family in ("llama", "mistral", "qwen2", "qwen3", "mixtral"):
         q = (heads + tp - 1) // tp * head_dim  # column parallel, whole heads: the query's output features
         kv = (kv_heads + tp - 1) // tp * head_dim  # each of the key's and the value's (fewer than tp: one, replicated)
         layer += q * h + (q if qkv_bias else 0)  # q_proj [heads·d, h]

@@ -30,6 +30,12 @@ def build_hf_model(config: Mapping[str, object]) -> nn.Module:
     # use_cache=False: what the HF Trainer sets (trainer.py: model.config.use_cache = args.use_cache, default
     # False). Left True, a checkpointed layer's trace keeps s·b·i more bytes per layer to the end of backward.
     hf_config = AutoConfig.for_model(model_type, **facts, use_cache=False)
+    # The facts the lab keeps carry no pad_token_id, so the config class's default stands, and Phi3Config's
+    # (32,000) lies outside a smaller vocabulary, which nn.Embedding refuses as its padding_idx. The padding row
+    # only has its gradient zeroed: no memory changes with it.
+    pad = getattr(hf_config, "pad_token_id", None)
+    if isinstance(pad, int) and pad >= int(hf_config.vocab_size):
+        hf_config.pad_token_id = None
     model: nn.Module = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
         hf_config, attn_implementation="sdpa"
     )

@@ -28,9 +28,10 @@ from app.interop.fsdp2 import fsdp2_snippet
 from app.interop.hf_trainer import hf_trainer_snippet
 from app.interop.torchtitan import torchtitan_snippet
 from app.interop.torchtitan_reader import MAX_COMMAND_CHARS, TorchtitanCommandError, read_torchtitan_command
-from app.ledger.models.architecture import SUPPORTED, ModelConfigError
+from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.inventory import inventory
 from app.ledger.models.known import KNOWN_MODELS
+from app.ledger.models.readers import SUPPORTED
 from app.ledger.models.reference import compact, ignored_keys, resolve
 from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.inputs import StrictScenarioIn

@@ -8,15 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.ledger.models.architecture import (
-    BOUNDS,
-    FAMILIES,
-    FAMILY_KEYS,
-    Architecture,
-    ModelConfigError,
-    architecture_from_config,
-)
+from app.ledger.models.architecture import BOUNDS, FAMILIES, Architecture, ModelConfigError
 from app.ledger.models.known import KNOWN_MODELS, KnownModel, known_model
+from app.ledger.models.readers import FAMILY_KEYS, architecture_from_config
 from tests.support.model_strategies import configs
 
 LLAMA_7B: dict[str, object] = dict(known_model("llama-2-7b").config)

@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.ledger.models.architecture import Architecture, architecture_from_config
+from app.ledger.models.architecture import Architecture
 from app.ledger.models.fsdp2 import ShardInputError, fsdp2_shard, padded_rows_elements
 from app.ledger.models.inventory import Tensor, inventory
 from app.ledger.models.known import known_model
+from app.ledger.models.readers import architecture_from_config
 from tests.support.model_strategies import architectures
 
 

@@ -13,9 +13,10 @@ from typing import NamedTuple
 import pytest
 from hypothesis import given
 
-from app.ledger.models.architecture import Architecture, architecture_from_config
+from app.ledger.models.architecture import Architecture
 from app.ledger.models.inventory import inventory
 from app.ledger.models.known import KNOWN_BY_ID, KNOWN_MODELS, KnownModel, known_model
+from app.ledger.models.readers import architecture_from_config
 from tests.support.model_strategies import architectures
 
 
@@ -124,6 +125,18 @@ PUBLISHED: tuple[Published, ...] = (
         32_762_123_264,
         "transformers 5.23.0 Qwen3ForCausalLM.num_parameters() on the meta device for Qwen/Qwen3-32B "
         "(model card: 32.8B, 31.2B non-embedding = 31,206,298,624 here)",
+    ),
+    Published(
+        "phi-3.5-mini",
+        3_821_079_552,
+        "transformers 5.23.0 Phi3ForCausalLM.num_parameters() on the meta device for "
+        "microsoft/Phi-3.5-mini-instruct (model card: 3.8B)",
+    ),
+    Published(
+        "phi-4",
+        14_659_507_200,
+        "transformers 5.23.0 Phi3ForCausalLM.num_parameters() on the meta device for microsoft/phi-4 "
+        "(model card: 14B; Hub: 14.7B)",
     ),
     Published(
         "mistral-small-24b",

@@ -140,7 +140,21 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
     norm_inputs = _norm_inputs(2 * sb * h, w, norms)
-    if gqa == "expand":
+    fused: list[Saved] = []
+    if arch.fused:
+        # Phi3Attention (transformers 5.23.0): V is a view of the fused qkv_proj output, so SDPA's saved V keeps
+        # the whole output; and the CPU SDPA kernel returns its output in q's layout, which RoPE's cat made
+        # contiguous: the reshape for o_proj copies it, and SDPA's own output stays saved for its backward.
+        # Both read off a probe of the layer and held to the trace (docs/fidelity.md).
+        kv_saved = Saved("K after RoPE (kv_heads × head_dim)", "s·b·kv·d", sb * kv * d, w, True)
+        qkv = "qkv_proj output, kept whole by V (a view of it)"
+        out = "SDPA's output (for its backward), before the reshape's copy"
+        fused = [
+            Saved(qkv, "s·b·(a + 2·kv)·d", sb * (a + 2 * kv) * d, w, True),
+            Saved(out, "s·b·a·d", sb * a * d, w, True, core=True),
+        ]
+        mask = []
+    elif gqa == "expand":
         kv_saved = Saved("K and V expanded to every head (repeat_kv)", "2·s·b·a·d", 2 * sb * a * d, w, True)
         mask = [Saved("attention mask, additive, in the activation width (SDPA's per call)", "b·s²", b * s * s, w,
                       False)]  # fmt: skip
@@ -154,6 +168,7 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
         *(_qk_norms(arch, sb, w, norms) if arch.qk_norm else ()),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
         kv_saved,
+        *fused,
         *mask,
         Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True),
         Saved("attention log-sum-exp (FP32, per head per token)", "s·b·a", sb * a, FP32, True, core=True),

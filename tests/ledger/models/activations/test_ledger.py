@@ -22,8 +22,9 @@ from app.ledger.models.activations import (
     activation_ledger,
     layer_saved,
 )
-from app.ledger.models.architecture import GPT_FAMILIES, Architecture, architecture_from_config
+from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 from app.ledger.models.known import known_model
+from app.ledger.models.readers import architecture_from_config
 from tests.support.model_strategies import architectures
 
 SBH = 2048 * 1 * 4096  # 8,388,608
@@ -219,7 +220,11 @@ def settings(draw: st.DrawFn) -> tuple[Architecture, dict[str, object], int]:
         # op: torchtitan's per-op checkpointing of its dense Llama-style block, refused for other families
         "policy": draw(
             st.sampled_from(
-                [p for p in POLICIES if p != "op" or not (arch.experts or arch.qk_norm or arch.family in GPT_FAMILIES)]
+                [
+                    p
+                    for p in POLICIES
+                    if p != "op" or not (arch.experts or arch.qk_norm or arch.fused or arch.family in GPT_FAMILIES)
+                ]
             )
         ),
         "tp": tp,

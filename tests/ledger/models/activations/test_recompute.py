@@ -8,8 +8,9 @@ from fractions import Fraction
 import pytest
 
 from app.ledger.models.activations import POLICIES, activation_ledger, forward_flops
-from app.ledger.models.architecture import Architecture, architecture_from_config
+from app.ledger.models.architecture import Architecture
 from app.ledger.models.known import known_model
+from app.ledger.models.readers import architecture_from_config
 
 
 def gpt() -> Architecture:

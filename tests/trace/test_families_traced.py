@@ -1,10 +1,12 @@
-"""Qwen3 against a trace of the code users run: transformers' own ``Qwen3ForCausalLM`` (5.23.0) under FSDP2 on a
-fake process group, called as the HF Trainer calls it (``--stack hf-fsdp2``).
+"""Today's families against a trace of the code users run: transformers' own ``Qwen3ForCausalLM`` and
+``Phi3ForCausalLM`` (5.23.0) under FSDP2 on a fake process group, called as the HF Trainer calls it
+(``--stack hf-fsdp2``).
 
-Qwen3's layer differs from Llama's by an RMSNorm of head_dim over every query and key head before RoPE
-(``q_norm``, ``k_norm``): two more parameter tensors per layer and their saved inputs, upcasts and 1/rms. The
-config below sets ``head_dim`` apart from hidden ÷ heads (as Qwen3-0.6B does: 16 × 128 = 2,048 ≠ 1,024), so a
-query width mistaken for the hidden size shows too.
+Qwen3's layer differs from Llama's by an RMSNorm of head_dim over every query and key head before RoPE (``q_norm``,
+``k_norm``): two more parameter tensors per layer and their saved inputs, upcasts and 1/rms. Phi-3's fuses q, k, v
+into one ``qkv_proj`` and gate, up into one ``gate_up_proj``: V, a view of the fused output, keeps all of it, and
+SDPA's output is copied for o_proj. The configs set ``head_dim`` apart from hidden ÷ heads (as Qwen3-0.6B does:
+16 × 128 = 2,048 ≠ 1,024), so a query width mistaken for the hidden size shows too.
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ pytestmark = [
 ]
 
 FSDP2 = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "opt_bytes": 4, "gather_bytes": 2, "act_bytes": 2}
-QWEN3 = {"model_type": "qwen3", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "head_dim": 96, "intermediate_size": 688, "vocab_size": 16384}  # fmt: skip
-RUN = {"model": compact(QWEN3), "dp": 4, "seq_len": 256, "micro_batch": 2, "reduce_bytes": 2, "stack": "hf-fsdp2",
-       **FSDP2}  # fmt: skip
+SMALL = {"hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "head_dim": 96, "intermediate_size": 688, "vocab_size": 16384}  # fmt: skip
+RUN = {"dp": 4, "seq_len": 256, "micro_batch": 2, "reduce_bytes": 2, "stack": "hf-fsdp2", **FSDP2}
 
 
-def _traced(**raw: Any) -> tuple[Any, Any]:
+def _traced(family: str, **raw: Any) -> tuple[Any, Any]:
     """(the lab's stage-3 peak, transformers' class traced) for the scenario."""
     from app.ledger.estimate import estimate
     from app.trace import import_torch
@@ -41,19 +42,21 @@ def _traced(**raw: Any) -> tuple[Any, Any]:
     import_torch()
     from app.trace.tracer import run_trace
 
-    s = parse_scenario({**RUN, **raw})
+    s = parse_scenario({**RUN, "model": compact({**SMALL, "model_type": family}), **raw})
     peak = estimate(s).ledger.stages[3].peak
     assert peak.schedule is not None
     return peak, run_trace(trace_setup(s))
 
 
+@pytest.mark.parametrize("family", ["qwen3", "phi3"])
 @pytest.mark.parametrize("raw", [{}, {"act_policy": "full"}, {"wrap": "root", "loss": "outside"}],
                          ids=["embed-tail", "full", "root-outside"])  # fmt: skip
-def test_qwen3_as_transformers_runs_it(raw: dict[str, Any]) -> None:
+def test_the_family_as_transformers_runs_it(family: str, raw: dict[str, Any]) -> None:
     """The peak within 0.1 %, and what one layer keeps through forward (the step from one forward instant to the
-    next: its saved activations, the q/k norms' included) equal to the trace's to the byte."""
-    peak, result = _traced(**raw)
-    assert result.params == resolve(str(RUN["model"])).inventory.params  # q_norm and k_norm counted
+    next: its saved activations, the q/k norms' or the fused projections' included) equal to the trace's to the
+    byte."""
+    peak, result = _traced(family, **raw)
+    assert result.params == resolve(compact({**SMALL, "model_type": family})).inventory.params
     measured = result.peak["total"]
     assert abs(peak.total - measured) * 1000 <= measured, (peak.total, measured)
     from app.trace.report import instants
@@ -66,6 +69,8 @@ def test_qwen3_as_transformers_runs_it(raw: dict[str, Any]) -> None:
 
 def test_qwen3_is_traced_with_transformers_class_only() -> None:
     """The lab's plain decoders have no q/k norms: a plain-fsdp2 trace of Qwen3 is refused, by name."""
+    model = compact({**SMALL, "model_type": "qwen3"})
+    s = parse_scenario({**RUN, "model": model, "stack": "plain-fsdp2", "wrap": "root", "loss": "outside"})
     with pytest.raises(TraceSetupError) as caught:
-        trace_setup(parse_scenario({**RUN, "stack": "plain-fsdp2", "wrap": "root", "loss": "outside"}))
+        trace_setup(s)
     assert any("traced with transformers' own class only" in p for p in caught.value.problems), caught.value.problems

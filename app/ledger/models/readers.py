@@ -1,0 +1,308 @@
+"""Reading a Hugging Face ``config.json`` into an :class:`~app.ledger.models.architecture.Architecture`, every key
+bounded.
+
+Each family's reader states the Hugging Face defaults it relies on when an optional key is absent
+(``num_key_value_heads`` = heads, ``head_dim`` = hidden ÷ heads, ...), so an explicit key always wins and a
+missing *required* key is an error naming it, never a silent default. :data:`FAMILY_KEYS` lists the keys each
+reader consults, and nothing else is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from app.ledger.arithmetic import shown_int
+from app.ledger.models.architecture import BOUNDS, FAMILIES, Architecture, Family, ModelConfigError
+
+_ABSENT = object()
+
+
+def _need_int(config: Mapping[str, object], key: str, bound: str, family: str) -> int:
+    """A required integer key, bounded like the Architecture field ``bound``."""
+    if key not in config:
+        raise ModelConfigError(f"missing required key {key!r} for model_type {family!r}", key)
+    return _check_int(config[key], key, bound)
+
+
+def _opt_int(config: Mapping[str, object], key: str, bound: str, default: int | None) -> int | None:
+    """An optional integer key: absent or null takes ``default`` (the Hugging Face default)."""
+    raw = config.get(key, _ABSENT)
+    if raw is _ABSENT or raw is None:
+        return default
+    return _check_int(raw, key, bound)
+
+
+def _check_int(raw: object, key: str, bound: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        got = "null" if raw is None else "true/false" if isinstance(raw, bool) else type(raw).__name__
+        raise ModelConfigError(f"{key!r} must be an integer, got {got}", key)
+    lo, hi = BOUNDS[bound]
+    if not lo <= raw <= hi:
+        raise ModelConfigError(f"{key!r} = {shown_int(raw)} is out of bounds ({lo:,} … {hi:,})", key)
+    return raw
+
+
+def _opt_bool(config: Mapping[str, object], key: str, default: bool) -> bool:
+    raw = config.get(key, _ABSENT)
+    if raw is _ABSENT or raw is None:
+        return default
+    if not isinstance(raw, bool):
+        raise ModelConfigError(f"{key!r} must be true or false, got {type(raw).__name__}", key)
+    return raw
+
+
+def _head_dim(config: Mapping[str, object], hidden: int, heads: int, hidden_key: str, heads_key: str) -> int:
+    """``head_dim`` if given, else hidden ÷ heads (which must then divide exactly)."""
+    explicit = _opt_int(config, "head_dim", "head_dim", None)
+    if explicit is not None:
+        return explicit
+    if hidden % heads != 0:
+        raise ModelConfigError(
+            f"{hidden_key!r} = {hidden:,} is not a multiple of {heads_key!r} = {heads:,} and no 'head_dim' is given",
+            hidden_key,
+        )
+    return _check_int(hidden // heads, "head_dim", "head_dim")
+
+
+def _kv_heads(config: Mapping[str, object], heads: int) -> int:
+    kv = _opt_int(config, "num_key_value_heads", "kv_heads", heads)
+    assert kv is not None
+    if heads % kv != 0:
+        raise ModelConfigError(
+            f"'num_attention_heads' = {heads:,} is not a multiple of 'num_key_value_heads' = {kv:,}",
+            "num_key_value_heads",
+        )
+    return kv
+
+
+# Hugging Face defaults of max_position_embeddings when a config omits it (it sizes nothing
+# for rotary models; it is read so that the Architecture states the context length).
+_DEFAULT_POSITIONS: dict[str, int] = {
+    "llama": 2_048,
+    "mistral": 131_072,
+    "mixtral": 131_072,
+    "qwen2": 32_768,
+    "qwen3": 32_768,
+    "phi3": 4_096,
+    "gpt_neox": 2_048,
+}
+# Qwen3Config's head_dim when a config omits it (transformers 5.23.0): 128, not hidden ÷ heads.
+_QWEN3_HEAD_DIM = 128
+
+
+# MistralConfig's sliding_window when a config omits the key (transformers 5.23.0); MixtralConfig's is None.
+_DEFAULT_WINDOW: dict[str, int] = {"mistral": 4_096, "mixtral": 0}
+
+
+def _window(config: Mapping[str, object], family: str) -> int:
+    """``sliding_window``: absent, the config class's default (Mistral 4,096, Mixtral none); null or 0, none (0 is
+    how the lab's links spell a null, which a link cannot omit: omitted reads as the default)."""
+    if "sliding_window" not in config:
+        return _DEFAULT_WINDOW[family]
+    window = _opt_int(config, "sliding_window", "sliding_window", 0)
+    assert window is not None
+    return window
+
+
+def _phi3_window(config: Mapping[str, object], positions: int) -> int:
+    """Phi3Config's ``sliding_window`` (default none): a window the context never reaches (Phi-3.5-mini's
+    262,144 over 131,072 positions) is none; a shorter one (Phi-3-mini-4k's 2,047) makes transformers attend
+    through a mask on a model without grouped K/V heads, which the lab does not model: refused, by name."""
+    window = _opt_int(config, "sliding_window", "sliding_window", 0)
+    if window and window < positions:
+        raise ModelConfigError(
+            f"'sliding_window' = {window:,} below the {positions:,} positions is not modelled for phi3 "
+            "(its attention mask; Phi-4's window is null)",
+            "sliding_window",
+        )
+    return 0
+
+
+def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
+    """llama, mistral, mixtral, qwen2, qwen3: RMSNorm, rotary, SwiGLU MLP, optional GQA.
+
+    Biases: llama and qwen3 read ``attention_bias`` (q, k, v and o) and llama ``mlp_bias`` (default
+    false); qwen2 always has q, k, v biases and none on o or the MLP (``Qwen2Attention``); mistral and
+    mixtral have none. ``tie_word_embeddings`` defaults to false in all five config classes. qwen3
+    (transformers 5.23.0, ``Qwen3Attention``) adds ``q_norm`` and ``k_norm``, an RMSNorm of head_dim
+    each, over every query and key head before RoPE; its ``head_dim`` defaults to 128 (Qwen3Config),
+    and its sliding-window layers (``use_sliding_window``, default false; false in every published
+    Qwen3 config) are refused, not modelled. mistral and mixtral read ``sliding_window`` (:func:`_window`):
+    it sizes nothing, but from a sequence as long as the window transformers attends through a mask. phi3
+    (``Phi3Attention``, ``Phi3MLP``) fuses q, k, v into one ``qkv_proj`` and gate, up into one ``gate_up_proj``,
+    no biases; its window: :func:`_phi3_window`.
+    """
+    hidden = _need_int(config, "hidden_size", "hidden", family)
+    heads = _need_int(config, "num_attention_heads", "heads", family)
+    if family == "qwen3":
+        head_dim: int | None = _opt_int(config, "head_dim", "head_dim", _QWEN3_HEAD_DIM)
+    else:
+        head_dim = _head_dim(config, hidden, heads, "hidden_size", "num_attention_heads")
+    arch: dict[str, object] = {
+        "family": family,
+        "hidden": hidden,
+        "layers": _need_int(config, "num_hidden_layers", "layers", family),
+        "heads": heads,
+        "kv_heads": _kv_heads(config, heads),
+        "head_dim": head_dim,
+        "intermediate": _need_int(config, "intermediate_size", "intermediate", family),
+        "vocab": _need_int(config, "vocab_size", "vocab", family),
+        "tied_embeddings": _opt_bool(config, "tie_word_embeddings", False),
+        "max_positions": _opt_int(config, "max_position_embeddings", "max_positions", _DEFAULT_POSITIONS[family]),
+    }
+    if family == "llama":
+        attention_bias = _opt_bool(config, "attention_bias", False)
+        arch.update(qkv_bias=attention_bias, o_bias=attention_bias, mlp_bias=_opt_bool(config, "mlp_bias", False))
+    elif family == "qwen2":
+        arch.update(qkv_bias=True)
+    elif family == "qwen3":
+        if _opt_bool(config, "use_sliding_window", False):
+            raise ModelConfigError(
+                "'use_sliding_window' = true is not modelled for qwen3 (every published Qwen3 config has false)",
+                "use_sliding_window",
+            )
+        attention_bias = _opt_bool(config, "attention_bias", False)
+        arch.update(qkv_bias=attention_bias, o_bias=attention_bias, qk_norm=True)
+    if family in ("mistral", "mixtral"):
+        arch.update(sliding_window=_window(config, family))
+    elif family == "phi3":
+        arch.update(fused=True, sliding_window=_phi3_window(config, arch["max_positions"]))  # type: ignore[arg-type]
+    if family == "mixtral":
+        experts = _need_int(config, "num_local_experts", "experts", family)
+        if experts < 1:
+            raise ModelConfigError("'num_local_experts' must be at least 1 for mixtral", "num_local_experts")
+        per_token = _need_int(config, "num_experts_per_tok", "experts_per_token", family)
+        if not 1 <= per_token <= experts:
+            raise ModelConfigError(
+                f"'num_experts_per_tok' = {per_token:,} must be 1 … 'num_local_experts' ({experts:,})",
+                "num_experts_per_tok",
+            )
+        arch.update(experts=experts, experts_per_token=per_token)
+    return Architecture(**arch)  # type: ignore[arg-type]
+
+
+def _gpt2(config: Mapping[str, object], family: Family) -> Architecture:
+    """GPT-2: learned positions (``wpe``, n_positions rows), LayerNorm with bias, Conv1D layers
+    with biases everywhere, GELU MLP of ``n_inner`` (null or absent: 4 × n_embd), LM head tied to
+    ``wte`` unless ``tie_word_embeddings`` is false (the GPT2Config default is true)."""
+    hidden = _need_int(config, "n_embd", "hidden", family)
+    heads = _need_int(config, "n_head", "heads", family)
+    if hidden % heads != 0:
+        raise ModelConfigError(f"'n_embd' = {hidden:,} is not a multiple of 'n_head' = {heads:,}", "n_embd")
+    inner = _opt_int(config, "n_inner", "intermediate", None)
+    if inner is None:
+        inner = _check_int(4 * hidden, "n_inner", "intermediate")
+    return Architecture(
+        family=family,
+        hidden=hidden,
+        layers=_need_int(config, "n_layer", "layers", family),
+        heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate=inner,
+        vocab=_need_int(config, "vocab_size", "vocab", family),
+        tied_embeddings=_opt_bool(config, "tie_word_embeddings", True),
+        max_positions=_need_int(config, "n_positions", "max_positions", family),
+        learned_positions=True,
+        norm="layernorm",
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        mlp="gelu",
+    )
+
+
+def _gpt_neox(config: Mapping[str, object], family: Family) -> Architecture:
+    """GPT-NeoX: rotary (on ``rotary_pct`` of each head; no parameters), two LayerNorms with bias
+    per layer, fused ``query_key_value`` [3h, h] and ``dense`` with biases (``attention_bias``,
+    default true), GELU MLP with biases, untied ``embed_out`` (``tie_word_embeddings`` default
+    false), attention and MLP in parallel (``use_parallel_residual``, default true)."""
+    hidden = _need_int(config, "hidden_size", "hidden", family)
+    heads = _need_int(config, "num_attention_heads", "heads", family)
+    if hidden % heads != 0:
+        raise ModelConfigError(
+            f"'hidden_size' = {hidden:,} is not a multiple of 'num_attention_heads' = {heads:,}", "hidden_size"
+        )
+    attention_bias = _opt_bool(config, "attention_bias", True)
+    positions = _opt_int(config, "max_position_embeddings", "max_positions", _DEFAULT_POSITIONS[family])
+    assert positions is not None
+    return Architecture(
+        family=family,
+        hidden=hidden,
+        layers=_need_int(config, "num_hidden_layers", "layers", family),
+        heads=heads,
+        kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate=_need_int(config, "intermediate_size", "intermediate", family),
+        vocab=_need_int(config, "vocab_size", "vocab", family),
+        tied_embeddings=_opt_bool(config, "tie_word_embeddings", False),
+        max_positions=positions,
+        norm="layernorm",
+        qkv_bias=attention_bias,
+        o_bias=attention_bias,
+        mlp_bias=True,
+        mlp="gelu",
+        parallel_residual=_opt_bool(config, "use_parallel_residual", True),
+    )
+
+
+# The keys each family's reader consults, and nothing else: a config is compacted to these keys
+# only (reference.py), so a key a family never reads (a GPT-2 config's stray ``hidden_size``) is
+# dropped, never kept unchecked. A test holds each reader to its list.
+_SWIGLU_KEYS = (
+    "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
+)  # fmt: skip
+FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
+    "gpt2": ("model_type", "n_embd", "n_layer", "n_head", "n_inner", "vocab_size", "tie_word_embeddings",
+             "n_positions"),
+    "gpt_neox": ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "vocab_size", "tie_word_embeddings", "max_position_embeddings", "attention_bias",
+                 "use_parallel_residual"),
+    "llama": (*_SWIGLU_KEYS, "attention_bias", "mlp_bias"),
+    "mistral": (*_SWIGLU_KEYS, "sliding_window"),
+    "mixtral": (*_SWIGLU_KEYS, "num_local_experts", "num_experts_per_tok", "sliding_window"),
+    "qwen2": _SWIGLU_KEYS,
+    "qwen3": (*_SWIGLU_KEYS, "attention_bias", "use_sliding_window"),
+    "phi3": (*_SWIGLU_KEYS, "sliding_window"),
+}  # fmt: skip
+
+_READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
+    "gpt2": _gpt2,
+    "gpt_neox": _gpt_neox,
+    "llama": _swiglu,
+    "mistral": _swiglu,
+    "mixtral": _swiglu,
+    "qwen2": _swiglu,
+    "qwen3": _swiglu,
+    "phi3": _swiglu,
+}
+SUPPORTED = ", ".join(FAMILIES)
+
+
+def config_family(config: Mapping[str, object]) -> Family:
+    """The supported family a config's ``model_type`` names, or a :class:`ModelConfigError` saying why not."""
+    if not isinstance(config, Mapping):
+        raise ModelConfigError(f"a model config must be a JSON object, not {type(config).__name__}")
+    model_type = config.get("model_type", _ABSENT)
+    if model_type is _ABSENT:
+        raise ModelConfigError(f"missing required key 'model_type' (supported families: {SUPPORTED})", "model_type")
+    if not isinstance(model_type, str):
+        raise ModelConfigError(f"'model_type' must be text (supported families: {SUPPORTED})", "model_type")
+    if model_type not in _READERS:
+        shown = repr(model_type[:40]) + ("…" if len(model_type) > 40 else "")
+        raise ModelConfigError(f"model_type {shown} is not supported; supported families: {SUPPORTED}", "model_type")
+    return FAMILIES[FAMILIES.index(model_type)]
+
+
+def architecture_from_config(config: Mapping[str, object]) -> Architecture:
+    """The Architecture a Hugging Face ``config.json`` (already parsed) describes.
+
+    Raises :class:`ModelConfigError` for a config that is not an object, an absent or unknown
+    ``model_type`` (the message lists the supported families), a missing required key (named),
+    or a value that is not an integer / boolean or lies out of bounds (named, with the bounds).
+    Keys the family's reader does not consult (``rms_norm_eps``, ``rope_theta``, a GPT-2 config's
+    ``hidden_size``, ...) are ignored: :data:`FAMILY_KEYS` lists the ones it does.
+    """
+    family = config_family(config)
+    return _READERS[family](config, family)
