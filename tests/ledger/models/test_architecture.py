@@ -316,3 +316,16 @@ def test_qwen3_reads_its_own_defaults() -> None:
     with pytest.raises(ModelConfigError) as caught:
         architecture_from_config({**qwen3, "use_sliding_window": True})
     assert caught.value.key == "use_sliding_window"
+
+
+def test_phi3_reads_fused_projections_and_refuses_a_reached_window() -> None:
+    """Phi3Config (transformers 5.23.0): fused qkv_proj and gate_up_proj; a sliding window the context never reaches
+    (Phi-3.5-mini's 262,144 over 131,072 positions) is none, a shorter one (Phi-3-mini-4k's 2,047 over 4,096) is
+    refused by name; a null one is none."""
+    phi = dict(known_model("phi-3.5-mini").config)
+    arch = architecture_from_config(phi)
+    assert (arch.fused, arch.sliding_window, arch.qkv_bias) == (True, 0, False)
+    assert architecture_from_config({**phi, "sliding_window": None}).sliding_window == 0
+    with pytest.raises(ModelConfigError) as caught:
+        architecture_from_config({**phi, "max_position_embeddings": 4096, "sliding_window": 2047})
+    assert caught.value.key == "sliding_window"
