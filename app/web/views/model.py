@@ -98,7 +98,7 @@ FAMILY_LABELS = {
     "mixtral": "Mixtral, mixture of experts (mixtral)",
     "qwen2": "Qwen2 and Qwen2.5 (qwen2)",
     "qwen3": "Qwen3 (qwen3)",
-    "phi3": "Phi-3.5 and Phi-4 (phi3)",
+    "phi3": "Phi-3, Phi-3.5 and Phi-4 (phi3)",
     "gpt2": "GPT-2 (gpt2)",
     "gpt_neox": "GPT-NeoX (gpt_neox)",
 }

@@ -127,6 +127,12 @@ PUBLISHED: tuple[Published, ...] = (
         "(model card: 32.8B, 31.2B non-embedding = 31,206,298,624 here)",
     ),
     Published(
+        "phi-3-mini",
+        3_821_079_552,
+        "transformers 5.23.0 Phi3ForCausalLM.num_parameters() on the meta device for "
+        "microsoft/Phi-3-mini-128k-instruct (model card: 3.8B)",
+    ),
+    Published(
         "phi-3.5-mini",
         3_821_079_552,
         "transformers 5.23.0 Phi3ForCausalLM.num_parameters() on the meta device for "
