@@ -21,7 +21,7 @@ TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "
 # --stack hf-fsdp2: the dense families whose transformers class runs on fake tensors (a MoE's routing has
 # data-dependent shapes). qwen3 only here: the lab's plain decoders (TRACEABLE_FAMILIES, --stack plain-fsdp2) have
 # no per-head q/k norms.
-HF_TRACEABLE: tuple[str, ...] = ("llama", "mistral", "phi3", "qwen2", "qwen3")
+HF_TRACEABLE: tuple[str, ...] = ("llama", "mistral", "olmo2", "phi3", "qwen2", "qwen3")
 # --stack torchtitan: torchtitan's Llama 3 model (no biases; Mistral's window and Qwen2's biases are not its).
 TITAN_TRACEABLE: tuple[str, ...] = ("llama",)
 TITAN_MAX_SEQ = 131_072  # the llama3 registry's RoPE max_seq_len, which training.seq_len may not exceed

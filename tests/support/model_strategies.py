@@ -55,7 +55,7 @@ def configs(draw: st.DrawFn, family: st.SearchStrategy[str] = ANY_FAMILY) -> dic
     config["num_key_value_heads"] = draw(st.sampled_from([k for k in range(1, heads + 1) if heads % k == 0]))
     if draw(st.booleans()):  # an explicit head_dim apart from hidden ÷ heads
         config["head_dim"] = draw(st.integers(1, 24))
-    if model_type in ("llama", "qwen3"):
+    if model_type in ("llama", "qwen3", "olmo2"):
         config["attention_bias"] = draw(st.booleans())
     if model_type == "llama":
         config["mlp_bias"] = draw(st.booleans())

@@ -15,11 +15,11 @@ from typing import Literal
 
 from app.ledger.arithmetic import shown_int
 
-Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"]
+Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3"]
 Norm = Literal["rmsnorm", "layernorm"]
 Mlp = Literal["swiglu", "gelu"]
 
-FAMILIES: tuple[Family, ...] = ("gpt2", "gpt_neox", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3")
+FAMILIES: tuple[Family, ...] = ("gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3")
 GPT_FAMILIES: frozenset[str] = frozenset({"gpt2", "gpt_neox"})
 
 # Inclusive bounds of every integer of an Architecture (and of the config keys feeding them).
@@ -77,7 +77,9 @@ class Architecture:
     mlp_bias: bool = False
     mlp: Mlp = "swiglu"  # swiglu: gate, up, down projections; gelu: up and down
     parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
-    qk_norm: bool = False  # qwen3: an RMSNorm of head_dim over each query and key head, before RoPE
+    qk_norm: str = ""  # an RMSNorm over the queries and keys before RoPE: "head" (qwen3), "projection" (olmo2)
+    post_norms: bool = False  # olmo2: the norms after the attention and the MLP, none before them
+    fp32_rope: bool = False  # olmo2: the rotary tables stay FP32 (transformers' Llama casts them to the compute dtype)
     sliding_window: int = 0  # mistral, mixtral: each token attends to the last sliding_window (0: no window)
     fused: bool = False  # phi3: q, k, v in one qkv_proj and gate, up in one gate_up_proj
 
@@ -109,8 +111,10 @@ class Architecture:
             raise ModelConfigError("a sliding window is read for mistral and mixtral only", "sliding_window")
         if self.fused != (self.family == "phi3"):
             raise ModelConfigError("fused projections are the phi3 family's, and phi3 has them", "fused")
-        if self.qk_norm != (self.family == "qwen3"):
-            raise ModelConfigError("qk_norm is the qwen3 family's, and qwen3 has it", "qk_norm")
+        if self.qk_norm != {"qwen3": "head", "olmo2": "projection"}.get(self.family, ""):
+            raise ModelConfigError("qk_norm is head for qwen3, projection for olmo2, and none otherwise", "qk_norm")
+        if self.post_norms != (self.family == "olmo2") or self.fp32_rope != (self.family == "olmo2"):
+            raise ModelConfigError("post_norms and fp32_rope are the olmo2 family's, and olmo2 has them", "post_norms")
         if (self.experts > 0) != (self.family == "mixtral"):
             raise ModelConfigError("experts > 0 is the mixtral family, and mixtral needs experts ≥ 1", "experts")
         if self.experts == 0 and self.experts_per_token != 0:

@@ -158,8 +158,10 @@ def _swiglu_layer(arch: Architecture) -> list[Tensor]:
     out += _linear("self_attn.k_proj", arch.kv_width, h, arch.qkv_bias)
     out += _linear("self_attn.v_proj", arch.kv_width, h, arch.qkv_bias)
     out += _linear("self_attn.o_proj", h, arch.q_width, arch.o_bias)
-    if arch.qk_norm:  # Qwen3Attention: one RMSNorm weight of head_dim for all query heads, one for all key heads
+    if arch.qk_norm == "head":  # Qwen3Attention: one RMSNorm weight of head_dim for all query heads, one for all keys
         out += [_t("self_attn.q_norm.weight", arch.head_dim), _t("self_attn.k_norm.weight", arch.head_dim)]
+    elif arch.qk_norm == "projection":  # Olmo2Attention: an RMSNorm over the whole q and k projections
+        out += [_t("self_attn.q_norm.weight", arch.q_width), _t("self_attn.k_norm.weight", arch.kv_width)]
     if arch.experts == 0:
         out += _linear("mlp.gate_proj", i, h, arch.mlp_bias)
         out += _linear("mlp.up_proj", i, h, arch.mlp_bias)
@@ -171,6 +173,8 @@ def _swiglu_layer(arch: Architecture) -> list[Tensor]:
         stem, e = "block_sparse_moe.experts.{e}", arch.experts
         out += [_t(f"{stem}.w1.weight", i, h, count=e), _t(f"{stem}.w2.weight", h, i, count=e)]
         out.append(_t(f"{stem}.w3.weight", i, h, count=e))
+    if arch.post_norms:  # Olmo2DecoderLayer: after the attention and after the MLP, none before
+        return out + _norm(arch, "post_attention_layernorm") + _norm(arch, "post_feedforward_layernorm")
     return out + _norm(arch, "input_layernorm") + _norm(arch, "post_attention_layernorm")
 
 

@@ -59,8 +59,9 @@ _MODULE_SPLIT: dict[str, str] = {
         (
             "input_layernorm",
             "post_attention_layernorm",
-            "q_norm",  # qwen3: head_dim wide, the same weight for every head: each rank keeps it whole
-            "k_norm",
+            "q_norm",  # qwen3: head_dim wide, the same weight for every head: each rank keeps it whole (olmo2's
+            "k_norm",  # span the projection: split by heads, in tp_elements)
+            "post_feedforward_layernorm",
             "ln_1",
             "ln_2",
             "ln_f",
@@ -109,11 +110,13 @@ def tp_elements(t: Tensor, tp: int, arch: Architecture | None = None) -> int:
     for the attention projections ⌈heads ÷ tp⌉ whole heads (a rank never holds part of a head: with fewer
     key/value heads than tp each rank keeps one, replicated). A fused projection (phi3) splits each of its
     parts so: ``qkv_proj`` ⌈a ÷ tp⌉ + 2 × ⌈kv ÷ tp⌉ heads, ``gate_up_proj`` 2 × ⌈i ÷ tp⌉ rows."""
+    module = t.name.split(".")[-2]
+    if arch is not None and arch.qk_norm == "projection" and module in ("q_norm", "k_norm") and tp > 1:
+        return ceil_div(t.numel // arch.head_dim, tp) * arch.head_dim  # OLMo 2: the rank's heads of the projection
     dim = _split_dim(t)
     if dim is None or tp == 1:
         return t.numel
     rest = t.numel // t.shape[dim]
-    module = t.name.split(".")[-2]
     if arch is not None and module == "qkv_proj":
         return (ceil_div(arch.heads, tp) + 2 * ceil_div(arch.kv_heads, tp)) * arch.head_dim * rest
     if arch is not None and module == "gate_up_proj":

@@ -84,6 +84,7 @@ _DEFAULT_POSITIONS: dict[str, int] = {
     "qwen2": 32_768,
     "qwen3": 32_768,
     "phi3": 4_096,
+    "olmo2": 2_048,
     "gpt_neox": 2_048,
 }
 # Qwen3Config's head_dim when a config omits it (transformers 5.23.0): 128, not hidden ÷ heads.
@@ -130,7 +131,9 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
     Qwen3 config) are refused, not modelled. mistral and mixtral read ``sliding_window`` (:func:`_window`):
     it sizes nothing, but from a sequence as long as the window transformers attends through a mask. phi3
     (``Phi3Attention``, ``Phi3MLP``) fuses q, k, v into one ``qkv_proj`` and gate, up into one ``gate_up_proj``,
-    no biases; its window: :func:`_phi3_window`.
+    no biases; its window: :func:`_phi3_window`. olmo2 (``Olmo2Attention``, ``Olmo2DecoderLayer``) normalises
+    the whole q and k projections (``q_norm`` [a·d], ``k_norm`` [kv·d]) and puts its two norms after the attention
+    and the MLP (``post_attention_layernorm``, ``post_feedforward_layernorm``), none before; ``attention_bias``.
     """
     hidden = _need_int(config, "hidden_size", "hidden", family)
     heads = _need_int(config, "num_attention_heads", "heads", family)
@@ -162,7 +165,12 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
                 "use_sliding_window",
             )
         attention_bias = _opt_bool(config, "attention_bias", False)
-        arch.update(qkv_bias=attention_bias, o_bias=attention_bias, qk_norm=True)
+        arch.update(qkv_bias=attention_bias, o_bias=attention_bias, qk_norm="head")
+    elif family == "olmo2":
+        attention_bias = _opt_bool(config, "attention_bias", False)
+        arch.update(
+            qkv_bias=attention_bias, o_bias=attention_bias, qk_norm="projection", post_norms=True, fp32_rope=True
+        )
     if family in ("mistral", "mixtral"):
         arch.update(sliding_window=_window(config, family))
     elif family == "phi3":
@@ -265,6 +273,7 @@ FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
     "qwen2": _SWIGLU_KEYS,
     "qwen3": (*_SWIGLU_KEYS, "attention_bias", "use_sliding_window"),
     "phi3": (*_SWIGLU_KEYS, "sliding_window"),
+    "olmo2": (*_SWIGLU_KEYS, "attention_bias"),
 }  # fmt: skip
 
 _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
@@ -276,6 +285,7 @@ _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
     "qwen2": _swiglu,
     "qwen3": _swiglu,
     "phi3": _swiglu,
+    "olmo2": _swiglu,
 }
 SUPPORTED = ", ".join(FAMILIES)
 

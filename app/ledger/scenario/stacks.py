@@ -176,23 +176,28 @@ _WINDOWED = Preset(
 )
 
 
+# transformers' OLMo 2 norm: the weight multiplies the normalised input in FP32, before the cast back.
+_OLMO2_NORMS = Preset(
+    "composite",
+    "transformers 5.23.0 Olmo2RMSNorm: hidden_states.to(torch.float32), pow, mean, rsqrt, then "
+    "(self.weight * hidden_states).to(input_dtype): the weight's mul keeps the normalised input in FP32",
+)
+
+
 def preset(stack: str, choice: str, model: str = "", seq_len: int = 0) -> Preset | None:
-    """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`), or None where it leaves it. The
-    hf-fsdp2 stack's ``gqa`` follows the scenario's ``model`` and ``seq_len``: expand from a sequence as long as
-    a grouped-query model's sliding window."""
-    if stack == "hf-fsdp2" and choice == "gqa" and _window_reached(model, seq_len):
-        return _WINDOWED
+    """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`), or None where it leaves it. Two of the
+    hf-fsdp2 stack's follow the scenario's ``model`` (and ``seq_len``): ``gqa`` is expand from a sequence as long
+    as a grouped-query model's sliding window, ``norms`` composite for OLMo 2's RMSNorm."""
+    if stack == "hf-fsdp2" and choice in ("gqa", "norms") and model:
+        try:
+            arch = resolve(model).architecture
+        except ModelConfigError:  # refused elsewhere, by the model field
+            arch = None
+        if arch is not None and choice == "gqa" and 0 < arch.sliding_window <= seq_len and arch.kv_heads < arch.heads:
+            return _WINDOWED
+        if arch is not None and choice == "norms" and arch.family == "olmo2":
+            return _OLMO2_NORMS
     return _PRESETS[stack].get(choice)
-
-
-def _window_reached(model: str, seq_len: int) -> bool:
-    if not model:
-        return False
-    try:
-        arch = resolve(model).architecture
-    except ModelConfigError:  # refused elsewhere, by the model field
-        return False
-    return 0 < arch.sliding_window <= seq_len and arch.kv_heads < arch.heads
 
 
 @dataclass(frozen=True, slots=True)

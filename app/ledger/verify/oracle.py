@@ -141,7 +141,7 @@ def rank_params(
     pp: int = 1,
     stage: str = "first",
     ep: int = 1,
-    qk_norm: bool = False,
+    qk_norm: str = "",
 ) -> tuple[int, int]:
     """(dense, experts): the parameters one rank holds under Megatron-LM's layout, before ZeRO shards them,
     spelled out family by family from the checkpoint shapes (Shoeybi et al. 2019; Narayanan et al. 2021).
@@ -156,7 +156,8 @@ def rank_params(
     last the final norm and the head, and with ``tied`` embeddings and pp > 1 a copy of the token embedding. A rank
     holds experts ÷ ep of each MoE layer's experts: ``experts`` of the answer counts theirs (at ep = 1 all of them,
     which ZeRO then shards like the rest). ``layernorm``: each norm has a weight and a bias (else a weight).
-    ``qk_norm`` (Qwen3): two more RMSNorm weights per layer of head_dim each, whole on every rank.
+    ``qk_norm``: two more RMSNorm weights per layer, of head_dim each and whole on every rank (``head``, Qwen3), or
+    over the whole q and k projections and split with their heads (``projection``, OLMo 2).
 
     Llama-2-7B, pp = 4, first stage: 8 layers × (4 × 4,096² + 3 × 4,096 × 11,008 + 2 × 4,096 = 202,383,360)
     + the embedding 32,000 × 4,096 = 131,072,000, so 1,750,138,880 dense. Mixtral-8x7B, ep = 4: 32 layers ×
@@ -177,7 +178,7 @@ def rank_params(
         layer += 2 * norm
         embed = vocab_rows * h
         final = norm + (0 if tied else vocab_rows * h)
-    elif family in ("llama", "mistral", "qwen2", "qwen3", "mixtral"):
+    elif family in ("llama", "mistral", "qwen2", "qwen3", "olmo2", "mixtral"):
         q = (heads + tp - 1) // tp * head_dim  # column parallel, whole heads: the query's output features
         kv = (kv_heads + tp - 1) // tp * head_dim  # each of the key's and the value's (fewer than tp: one, replicated)
         layer += q * h + (q if qkv_bias else 0)  # q_proj [heads·d, h]
@@ -191,7 +192,10 @@ def rank_params(
             layer += experts * h  # the router gate [E, h], whole on every rank
             expert = inner * h + h * inner + inner * h  # w1 [i, h] column, w2 [h, i] row, w3 [i, h] column
         layer += 2 * norm  # input_layernorm, post_attention_layernorm
-        layer += 2 * head_dim if qk_norm else 0  # self_attn.q_norm, self_attn.k_norm [d], whole
+        if qk_norm == "head":
+            layer += 2 * head_dim  # self_attn.q_norm, self_attn.k_norm [d], whole
+        elif qk_norm == "projection":
+            layer += q + kv  # self_attn.q_norm [a·d], k_norm [kv·d]: the rank's heads
         embed = vocab_rows * h  # model.embed_tokens [V, h]
         final = norm + (0 if tied else vocab_rows * h)  # model.norm, lm_head [V, h]
     elif family == "gpt2":

@@ -99,6 +99,7 @@ FAMILY_LABELS = {
     "qwen2": "Qwen2 and Qwen2.5 (qwen2)",
     "qwen3": "Qwen3 (qwen3)",
     "phi3": "Phi-3, Phi-3.5 and Phi-4 (phi3)",
+    "olmo2": "OLMo 2 (olmo2)",
     "gpt2": "GPT-2 (gpt2)",
     "gpt_neox": "GPT-NeoX (gpt_neox)",
 }

@@ -311,7 +311,7 @@ def test_qwen3_reads_its_own_defaults() -> None:
     q/k norms; a sliding window switched on is refused by name."""
     qwen3 = {k: v for k, v in known_model("qwen3-0.6b").config.items() if k not in ("head_dim", "attention_bias")}
     arch = architecture_from_config(qwen3)
-    assert (arch.head_dim, arch.q_width, arch.hidden, arch.qk_norm, arch.qkv_bias) == (128, 2048, 1024, True, False)
+    assert (arch.head_dim, arch.q_width, arch.hidden, arch.qk_norm, arch.qkv_bias) == (128, 2048, 1024, "head", False)
     assert architecture_from_config({**qwen3, "attention_bias": True}).o_bias
     with pytest.raises(ModelConfigError) as caught:
         architecture_from_config({**qwen3, "use_sliding_window": True})

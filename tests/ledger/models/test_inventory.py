@@ -145,6 +145,18 @@ PUBLISHED: tuple[Published, ...] = (
         "(model card: 14B; Hub: 14.7B)",
     ),
     Published(
+        "olmo-2-7b",
+        7_298_617_344,
+        "transformers 5.23.0 Olmo2ForCausalLM.num_parameters() on the meta device for allenai/OLMo-2-1124-7B "
+        "(Hub: 7.3B)",
+    ),
+    Published(
+        "olmo-2-13b",
+        13_716_198_400,
+        "transformers 5.23.0 Olmo2ForCausalLM.num_parameters() on the meta device for allenai/OLMo-2-1124-13B "
+        "(Hub: 13.7B)",
+    ),
+    Published(
         "mistral-small-24b",
         23_572_403_200,
         "transformers 5.23.0 MistralForCausalLM.num_parameters() on the meta device "

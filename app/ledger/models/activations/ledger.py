@@ -75,11 +75,17 @@ def _check_every(policy: str, every: int, layers: int) -> None:
         raise ActivationInputError("ac_every", f"{every} is above the model's {layers:,} layers (this stage's)")
 
 
+def llama_block(arch: Architecture) -> bool:
+    """A dense SwiGLU layer shaped as Llama's (no experts, q/k norms or fused projections, its norms before the
+    sublayers): what torchtitan's per-op checkpointing policy (``op``) is written for."""
+    return not (arch.family in GPT_FAMILIES or arch.experts or arch.qk_norm or arch.fused or arch.post_norms)
+
+
 def _check_policy(arch: Architecture, policy: str) -> None:
-    if policy == "op" and (arch.family in GPT_FAMILIES or arch.experts or arch.qk_norm or arch.fused):
+    if policy == "op" and not llama_block(arch):
         raise ActivationInputError(
             "act_policy",
-            "op is torchtitan's per-op checkpointing of its Llama block: a dense SwiGLU model without q/k norms "
+            "op is torchtitan's per-op checkpointing of its Llama block: a dense SwiGLU model shaped as Llama's "
             f"(llama, mistral, qwen2), not {arch.family}" + (" with experts" if arch.experts else ""),
         )
 

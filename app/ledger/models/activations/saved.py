@@ -35,6 +35,7 @@ class Saved:
     ``split``: divided over the ``tp`` ranks even without sequence parallelism (it lives inside
     the tensor-parallel region); with sequence parallelism every entry is divided.
     ``core``: inside the attention core, dropped (recomputed) by the selective policy.
+    ``layer_input``: an input of the layer besides the hidden state, which a checkpoint keeps too (full policy).
     """
 
     what: str
@@ -43,6 +44,7 @@ class Saved:
     width: int
     split: bool
     core: bool = False
+    layer_input: bool = False
 
     @property
     def bytes(self) -> int:
@@ -99,13 +101,14 @@ def _gpt_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
     )
 
 
-def _norm_inputs(sbh2: int, w: int, norms: str) -> list[Saved]:
+def _norm_inputs(sbh2: int, w: int, norms: str, post: bool = False) -> list[Saved]:
     """What the layer's two RMSNorms keep of their inputs (``sbh2`` = 2·s·b·h elements): the input itself
     (fused), an FP32 upcast and the normalised input in the activation width (unfused: transformers'
     LlamaRMSNorm), or the FP32 upcast and the normalised input still in FP32 (composite: torch.nn.RMSNorm as
     torch 2.13 decomposes it on CPU, x.float() · rsqrt(…) times the weight before the cast back)."""
     if norms == "fused":
-        return [Saved("RMSNorm inputs (layer input, post-attention residual)", "2·s·b·h", sbh2, w, False)]
+        read = "the attention's and the MLP's outputs" if post else "layer input, post-attention residual"
+        return [Saved(f"RMSNorm inputs ({read})", "2·s·b·h", sbh2, w, False)]
     upcast = Saved("RMSNorm FP32 upcasts of the inputs (kept by pow and mul)", "2·s·b·h", sbh2, FP32, False)
     if norms == "composite":
         return [upcast, Saved("RMSNorm normalised inputs in FP32 (composite: kept by the weight's mul)", "2·s·b·h",
@@ -115,11 +118,12 @@ def _norm_inputs(sbh2: int, w: int, norms: str) -> list[Saved]:
 
 
 def _qk_norms(arch: Architecture, sb: int, w: int, norms: str) -> list[Saved]:
-    """Qwen3's ``q_norm`` and ``k_norm`` (transformers 5.23.0 ``Qwen3Attention``: an RMSNorm of head_dim over
-    each query and key head of the q_proj and k_proj outputs, before RoPE): each keeps what the layer's norms
-    keep (``norms``), over s·b·(a + kv)·d elements, and its FP32 1/rms per head per token. RoPE after them keeps
-    only cos and sin (they need no gradient), so the normalised heads are not kept twice. Inside the
-    tensor-parallel region: each rank normalises its own heads."""
+    """The ``q_norm`` and ``k_norm`` of the q_proj and k_proj outputs, before RoPE (transformers 5.23.0): an RMSNorm
+    of head_dim over each query and key head (``Qwen3Attention``) or over the whole projections
+    (``Olmo2Attention``). Each keeps what the layer's norms keep (``norms``), over s·b·(a + kv)·d elements, and
+    its FP32 1/rms, per head per token (Qwen3) or per token (OLMo 2, one per norm). RoPE after them keeps only
+    cos and sin (they need no gradient), so the normalised heads are not kept twice. Inside the tensor-parallel
+    region: each rank normalises its own heads."""
     heads = arch.heads + arch.kv_heads
     elements = sb * heads * arch.head_dim
     shape = "s·b·(a + kv)·d"
@@ -130,6 +134,8 @@ def _qk_norms(arch: Architecture, sb: int, w: int, norms: str) -> list[Saved]:
         upcast = "q_norm and k_norm FP32 upcasts of the inputs (kept by pow and mul)"
         before_weight = f"q_norm and k_norm normalised inputs before the weight ({norms})"
         kept = [Saved(upcast, shape, elements, FP32, True), Saved(before_weight, shape, elements, normalised, True)]
+    if arch.qk_norm == "projection":
+        return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, True)]
     return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per head per token)", "s·b·(a + kv)", sb * heads, FP32, True)]
 
 
@@ -139,7 +145,14 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     keeps in the activation width (b·s², one per layer: each call converts it)."""
     h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
-    norm_inputs = _norm_inputs(2 * sb * h, w, norms)
+    norm_inputs = _norm_inputs(2 * sb * h, w, norms, arch.post_norms)
+    # OLMo 2 normalises after each sublayer: what q/k/v and the MLP read is the layer input and the residual
+    # stream after the attention, the same sizes as a pre-norm layer's norm outputs
+    read = (
+        "the layer input (q/k/v input) and the residual (MLP input)"
+        if arch.post_norms
+        else ("RMSNorm outputs (q/k/v input, MLP input)")
+    )
     fused: list[Saved] = []
     if arch.fused:
         # Phi3Attention (transformers 5.23.0): V is a view of the fused qkv_proj output, so SDPA's saved V keeps
@@ -161,10 +174,16 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     else:
         kv_saved = Saved("K and V (kv_heads × head_dim each)", "2·s·b·kv·d", 2 * sb * kv * d, w, True)
         mask = []
+    # OLMo 2's rotary tables stay FP32 (Olmo2RotaryEmbedding returns them uncast; Llama's casts them to x's
+    # dtype); FSDP2 casts each decoder layer's floating-point inputs to the compute width (MixedPrecisionPolicy
+    # cast_forward_inputs), so every layer holds its own cos and sin, (1, s, d) each, kept by RoPE's muls.
+    tables = [Saved("RoPE cos and sin, cast to the compute width for this layer (OLMo 2's tables are FP32)",
+                    "2·s·d", 2 * s * d, w, False, layer_input=True)] if arch.fp32_rope and w < FP32 else []  # fmt: skip
     return [
         *norm_inputs,
+        *tables,
         Saved("RMSNorm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, False),
-        Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False),
+        Saved(read, "2·s·b·h", 2 * sb * h, w, False),
         *(_qk_norms(arch, sb, w, norms) if arch.qk_norm else ()),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
         kv_saved,
@@ -278,7 +297,8 @@ def kept_saved(full_set: tuple[Saved, ...], policy: str, s: int, b: int, h: int,
         return full_set
     if policy == "selective":
         return tuple(x for x in full_set if not x.core)
-    return (Saved("checkpointed layer input", "s·b·h", s * b * h, w, False),)
+    inputs = tuple(x for x in full_set if x.layer_input)
+    return (Saved("checkpointed layer input", "s·b·h", s * b * h, w, False), *inputs)
 
 
 # ---------------------------------------------------------------------------------------------

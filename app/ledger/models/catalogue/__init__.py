@@ -7,7 +7,14 @@ report that introduced the model. The order here is the catalogue's: by family, 
 
 from __future__ import annotations
 
-from app.ledger.models.catalogue import gpt, llama, mistral, phi, qwen
+from app.ledger.models.catalogue import gpt, llama, mistral, olmo, phi, qwen
 from app.ledger.models.catalogue.sources import Entry
 
-ENTRIES: dict[str, Entry] = {**llama.ENTRIES, **mistral.ENTRIES, **qwen.ENTRIES, **phi.ENTRIES, **gpt.ENTRIES}
+ENTRIES: dict[str, Entry] = {
+    **llama.ENTRIES,
+    **mistral.ENTRIES,
+    **qwen.ENTRIES,
+    **phi.ENTRIES,
+    **olmo.ENTRIES,
+    **gpt.ENTRIES,
+}

@@ -22,6 +22,7 @@ from app.ledger.models.activations import (
     activation_ledger,
     layer_saved,
 )
+from app.ledger.models.activations.ledger import llama_block
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 from app.ledger.models.known import known_model
 from app.ledger.models.readers import architecture_from_config
@@ -218,15 +219,7 @@ def settings(draw: st.DrawFn) -> tuple[Architecture, dict[str, object], int]:
     kwargs: dict[str, object] = {
         "act_bytes": draw(st.sampled_from([1, 2, 4])),
         # op: torchtitan's per-op checkpointing of its dense Llama-style block, refused for other families
-        "policy": draw(
-            st.sampled_from(
-                [
-                    p
-                    for p in POLICIES
-                    if p != "op" or not (arch.experts or arch.qk_norm or arch.fused or arch.family in GPT_FAMILIES)
-                ]
-            )
-        ),
+        "policy": draw(st.sampled_from([p for p in POLICIES if p != "op" or llama_block(arch)])),
         "tp": tp,
         "sequence_parallel": draw(st.booleans()),
         "logits_bytes": draw(st.sampled_from([2, 4])),
