@@ -19,18 +19,11 @@ import pytest
 
 from app.ledger.models.reference import compact, resolve
 from app.ledger.scenario import parse_scenario
-from app.trace import hf_stack_installed, torch_installed
 from app.trace.setup import TraceSetupError, trace_setup
+from tests.support.hf_trace import FSDP2, MARKS
 
-pytestmark = [
-    pytest.mark.trace,
-    pytest.mark.skipif(
-        not (torch_installed() and hf_stack_installed()),
-        reason="the trace extra (torch, transformers) is not installed (pip install -e '.[trace]')",
-    ),
-]
+pytestmark = MARKS
 
-FSDP2 = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "opt_bytes": 4, "gather_bytes": 2, "act_bytes": 2}
 SMALL = {"hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
          "head_dim": 96, "intermediate_size": 688, "vocab_size": 16384}  # fmt: skip
 RUN = {"dp": 4, "seq_len": 256, "micro_batch": 2, "reduce_bytes": 2, "stack": "hf-fsdp2", **FSDP2}

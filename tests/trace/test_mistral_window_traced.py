@@ -13,18 +13,11 @@ import pytest
 
 from app.ledger.models.reference import compact
 from app.ledger.scenario import parse_scenario
-from app.trace import hf_stack_installed, torch_installed
 from app.trace.setup import trace_setup
+from tests.support.hf_trace import FSDP2, MARKS
 
-pytestmark = [
-    pytest.mark.trace,
-    pytest.mark.skipif(
-        not (torch_installed() and hf_stack_installed()),
-        reason="the trace extra (torch, transformers) is not installed (pip install -e '.[trace]')",
-    ),
-]
+pytestmark = MARKS
 
-FSDP2 = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "opt_bytes": 4, "gather_bytes": 2, "act_bytes": 2}
 # Mistral-7B-v0.1's shapes with 2 of its 32 layers (each layer alike; CI time) and its 4,096-token window.
 MISTRAL = {"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32,
            "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000,

@@ -11,15 +11,9 @@ import pytest
 
 from app.ledger.models.inventory import inventory
 from app.ledger.models.known import KNOWN_MODELS, KnownModel
-from app.trace import hf_stack_installed, torch_installed
+from tests.support.hf_trace import MARKS
 
-pytestmark = [
-    pytest.mark.trace,
-    pytest.mark.skipif(
-        not (torch_installed() and hf_stack_installed()),
-        reason="the trace extra (torch, transformers) is not installed (pip install -e '.[trace]')",
-    ),
-]
+pytestmark = MARKS
 
 
 def transformers_count(model: KnownModel) -> int:
