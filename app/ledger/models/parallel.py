@@ -59,8 +59,10 @@ _MODULE_SPLIT: dict[str, str] = {
         (
             "input_layernorm",
             "post_attention_layernorm",
-            "q_norm",  # qwen3: head_dim wide, the same weight for every head: each rank keeps it whole (olmo2's
-            "k_norm",  # span the projection: split by heads, in tp_elements)
+            # Qwen3's q_norm and k_norm are head_dim wide, one weight for every head: whole on each rank (OLMo 2's
+            # span the projections and split with their heads: tp_elements)
+            "q_norm",
+            "k_norm",
             "post_feedforward_layernorm",
             "ln_1",
             "ln_2",
