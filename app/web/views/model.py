@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from app.ledger.estimate import Estimate
+from app.ledger.models.architecture import Architecture
 from app.ledger.models.inventory import Unit, inventory
 from app.ledger.models.known import KNOWN_MODELS
 from app.receipts.sections.model import fsdp2_section
@@ -44,6 +45,42 @@ class ModelSection:
     fsdp2_lower_bound: int
     fsdp2_note: str
     units: tuple[UnitRow, ...]
+    traits: tuple[str, ...]  # what the family's layer means for memory, one line each
+
+
+def family_traits(arch: Architecture) -> tuple[str, ...]:
+    """What shapes this model's memory beyond its sizes, one line each, in the terms the ledger uses."""
+    a, kv, d, h = arch.heads, arch.kv_heads, arch.head_dim, arch.hidden
+    out = []
+    if kv < a:
+        out.append(f"Grouped-query attention: {kv} key/value heads for {a} query heads, so K and V are {kv}/{a} of "
+                   "Q's size, saved and gathered (unless the attention expands them: gqa).")  # fmt: skip
+    if a * d != h:
+        out.append(f"head_dim {d} × {a} heads = {a * d:,} ≠ hidden {h:,}: the attention's width is not the "
+                   "residual stream's.")  # fmt: skip
+    if arch.qk_norm == "head":
+        out.append("q/k RMSNorm per head (before RoPE): each keeps the q and k projections' outputs (FP32 upcasts "
+                   "under transformers) and a 1/rms per head per token.")  # fmt: skip
+    if arch.qk_norm == "projection":
+        out.append("q/k RMSNorm over the whole projections: their weights split with the heads under tensor "
+                   "parallelism; each keeps the projections' outputs and a 1/rms per token.")  # fmt: skip
+    if arch.post_norms:
+        out.append("Norms after the attention and the MLP, the weight multiplied in FP32 (norms = composite under "
+                   "transformers); FP32 rotary tables, cast by FSDP2 for every layer.")  # fmt: skip
+    if arch.fused:
+        out.append("Fused qkv_proj and gate_up_proj: one tensor where others have two or three (the largest tensor "
+                   "and FSDP2's padding follow it); V, a view of the fused output, keeps all of it.")  # fmt: skip
+    if arch.experts:
+        out.append(f"Mixture of experts: {arch.experts} experts a layer, {arch.experts_per_token} per token; every "
+                   "rank holds all of them unless expert parallelism (ep) splits them.")  # fmt: skip
+    if arch.sliding_window:
+        out.append(f"Sliding window of {arch.sliding_window:,} tokens: from a sequence that long, transformers "
+                   "attends through a mask (the hf-fsdp2 stack's gqa becomes expand).")  # fmt: skip
+    if arch.tied_embeddings:
+        out.append("Tied embeddings: the head is the embedding's tensor, counted once and gathered with it.")
+    if arch.learned_positions:
+        out.append(f"Learned positions: a parameter of {arch.max_positions:,} × {h:,}; sequences stop there.")
+    return tuple(out)
 
 
 def _unit_row(unit: Unit, layer: bool, layers: int) -> UnitRow:
@@ -88,6 +125,7 @@ def model_section(e: Estimate) -> ModelSection | None:
             _unit_row(inv.units[1], True, arch.layers),
             _unit_row(inv.final, False, arch.layers),
         ),
+        traits=family_traits(arch),
     )
 
 

@@ -236,3 +236,25 @@ def test_the_model_list_groups_the_catalogue_by_family_with_each_count(client: T
     assert '<option value="llama-3.2-1b" selected>Llama-3.2-1B · 1.24 B parameters</option>' in llama
     mixtral = next(g for g in groups if g.startswith('label="Mixtral'))
     assert re.findall(r'<option value="([^"]+)"', mixtral) == ["mixtral-8x7b-v0.1", "mixtral-8x22b"]
+
+
+def _traits(client: TestClient, model: str) -> list[str]:
+    page = client.get("/", params={"model": model}).text
+    found = re.search(r'<ul class="traits"[^>]*>(.*?)</ul>', page, re.S)
+    return [] if found is None else [html.unescape(t) for t in re.findall(r"<li>(.*?)</li>", found.group(1), re.S)]
+
+
+def test_the_model_section_says_what_each_family_means_for_memory(client: TestClient) -> None:
+    """Issue 27 item 4: one line per trait that shapes memory beyond the sizes, drawn from the architecture read."""
+    qwen3 = _traits(client, "qwen3-8b")
+    assert any(t.startswith("Grouped-query attention: 8 key/value heads for 32 query heads") for t in qwen3)
+    assert any(t.startswith("q/k RMSNorm per head") for t in qwen3)
+    phi4 = _traits(client, "phi-4")
+    assert any(t.startswith("Fused qkv_proj and gate_up_proj") for t in phi4)
+    assert any(t.startswith("Norms after the attention") for t in _traits(client, "olmo-2-7b"))
+    assert any(t.startswith("Sliding window of 4,096 tokens") for t in _traits(client, "mistral-7b-v0.1"))
+    assert any(
+        t.startswith("Mixture of experts: 8 experts a layer, 2 per token") for t in _traits(client, "mixtral-8x7b-v0.1")
+    )
+    assert any(t.startswith("head_dim 128 × 16 heads = 2,048 ≠ hidden 1,024") for t in _traits(client, "qwen3-0.6b"))
+    assert _traits(client, "llama-2-7b") == []  # multi-head, untied, no window: nothing beyond its sizes
