@@ -307,9 +307,19 @@ _NEAR = 4  # micro batches either side of the linear guess searched exactly
 def _over_d(s: Scenario) -> tuple[tuple[int | None, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
     """With a model: each stage's smallest D and the curve over D, which do not depend on the scenario's
     own D (``s`` comes with dp = 1 and no name), cached: editing D on the page reuses them."""
+    curve = _curve(s.with_(capacity_bytes=_ANY_CAPACITY, reserve_bytes=0, reserve_source="declared"))
     sched = _SchedulePeak(s, None)
-    curve = sched.curve()
     return tuple(sched.smallest_dp(stage, curve) for stage in STAGES), curve
+
+
+# The peaks over D do not read the device (no walk does: only the verdicts compare with it), so the curve is
+# cached apart from it: a capacity or reserve edit walks the smallest-D searches (1–15 walks), not the curve's 55.
+_ANY_CAPACITY = 80_000_000_000
+
+
+@lru_cache(maxsize=256)
+def _curve(s: Scenario) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    return _SchedulePeak(s, None).curve()
 
 
 def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) -> FitFinder:
