@@ -100,7 +100,10 @@ def _model(s: Scenario) -> tuple[Architecture | None, str, list[str]]:
         return (
             arch,
             ref.title,
-            [f"--model: family {arch.family!r} is not yet traceable (traceable: {', '.join(TRACEABLE_FAMILIES)})"],
+            [
+                f"--model: family {arch.family!r} is not yet traceable (traceable: {', '.join(TRACEABLE_FAMILIES)}; "
+                f"with --stack hf-fsdp2 also {', '.join(f for f in HF_TRACEABLE if f not in TRACEABLE_FAMILIES)})"
+            ],
         )
     return arch, ref.title, []
 
