@@ -25,7 +25,7 @@ from app.ledger.peak.schedule.layout import not_schedulable
 from app.ledger.peak.schedule.walk import totals
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
-from app.ledger.state.persistent import persistent_lines, shard, shard_elements, width_and_copies
+from app.ledger.state.persistent import LedgerLine, persistent_lines, shard, shard_elements, width_and_copies
 from app.ledger.state.rules import CLASSES, PRODUCTION, STAGES
 
 DP_MAX = FIELD_BY_NAME["dp"].maximum
@@ -173,7 +173,11 @@ def _smallest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
         return low
     if not fits(high):
         return None
-    # invariant: fits(high) and not fits(low)
+    return _boundary(fits, low, high)
+
+
+def _boundary(fits: Callable[[int], bool], low: int, high: int) -> int:
+    """The smallest x in (low, high] with fits(x), where fits(high) and not fits(low) are known."""
     while high - low > 1:
         mid = (low + high) // 2
         if fits(mid):
@@ -205,6 +209,8 @@ class _SchedulePeak:
         # walk's totals, made once: the searches start from points of the curve. Both go with the finder.
         self._at: dict[tuple[int, int], Scenario] = {}
         self._totals: dict[tuple[int, int, int, bool], list[int]] = {}
+        # The persistent lines do not read the micro batch: made once per (stage, D) for the micro-batch search.
+        self._lines: dict[tuple[int, int], tuple[LedgerLine, ...]] = {}
 
     def scenario(self, dp: int, micro_batch: int | None = None) -> Scenario:
         s, at = self.s, self.activations_at
@@ -224,8 +230,10 @@ class _SchedulePeak:
         key = (stage, s.dp, s.micro_batch, padded)
         found = self._totals.get(key)
         if found is None:
-            found = self._totals[key] = totals(s, stage, persistent_lines(s, stage, PRODUCTION), PRODUCTION,
-                                               padded=padded)  # fmt: skip
+            lines = self._lines.get((stage, s.dp))
+            if lines is None:
+                lines = self._lines[(stage, s.dp)] = persistent_lines(s, stage, PRODUCTION)
+            found = self._totals[key] = totals(s, stage, lines, PRODUCTION, padded=padded)
         return found
 
     def peak(self, stage: int, dp: int, micro_batch: int | None = None, *, padded: bool = True) -> int:
@@ -250,10 +258,13 @@ class _SchedulePeak:
         point of the curve that fits), then search up from there; past ``_SCAN`` steps, bisect the peak
         itself (a D that fits where D − 1 does not)."""
         cap = self.s.allocatable_bytes
-        first_fit = next((dp for dp, peaks in curve if peaks[stage] <= cap), DP_MAX)
+        first_fit = next((dp for dp, peaks in curve if peaks[stage] <= cap), None)
         if stage < 3:
-            below = max((dp for dp, peaks in curve if dp < first_fit), default=1)
-            return _smallest(lambda d: self.fits(stage, d), below, first_fit)
+            # the curve's points bracket the answer: the last that does not fit and the first that does
+            if first_fit is None or first_fit == 1:
+                return first_fit  # none fits, not even DP_MAX (the curve's last point); or D = 1 does
+            return _boundary(lambda d: self.fits(stage, d), first_fit // 2, first_fit)
+        first_fit = DP_MAX if first_fit is None else first_fit
         if curve[0][1][3] <= cap:
             return 1
         low = _smallest(lambda d: self.peak(3, d, padded=False) <= cap, 2, max(2, first_fit))
@@ -307,13 +318,18 @@ _NEAR = 4  # micro batches either side of the linear guess searched exactly
 def _over_d(s: Scenario) -> tuple[tuple[int | None, ...], tuple[tuple[int, tuple[int, ...]], ...]]:
     """With a model: each stage's smallest D and the curve over D, which do not depend on the scenario's
     own D (``s`` comes with dp = 1 and no name), cached: editing D on the page reuses them."""
-    curve = _curve(s.with_(capacity_bytes=_ANY_CAPACITY, reserve_bytes=0, reserve_source="declared"))
+    subtotals = _curve(
+        s.with_(capacity_bytes=_ANY_CAPACITY, reserve_bytes=0, reserve_source="declared", contingency_pct=0)
+    )
+    pct = s.contingency_pct
+    curve = tuple((dp, tuple(p + contingency(p, pct) for p in peaks)) for dp, peaks in subtotals)
     sched = _SchedulePeak(s, None)
     return tuple(sched.smallest_dp(stage, curve) for stage in STAGES), curve
 
 
-# The peaks over D do not read the device (no walk does: only the verdicts compare with it), so the curve is
-# cached apart from it: a capacity or reserve edit walks the smallest-D searches (1–15 walks), not the curve's 55.
+# The walks over D read neither the device nor the contingency (only the verdicts compare with the one, and the
+# other is added on top of the worst instant), so the curve is cached before both, as subtotals: a capacity,
+# reserve or contingency edit walks the smallest-D searches (1–15 walks), not the curve's 55.
 _ANY_CAPACITY = 80_000_000_000
 
 
