@@ -15,12 +15,16 @@ from typing import Literal
 
 from app.ledger.arithmetic import shown_int
 
-Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3"]
+Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe"]
 Norm = Literal["rmsnorm", "layernorm"]
 Mlp = Literal["swiglu", "gelu"]
 
-FAMILIES: tuple[Family, ...] = ("gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3")
+FAMILIES: tuple[Family, ...] = (
+    "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe",
+)  # fmt: skip
 GPT_FAMILIES: frozenset[str] = frozenset({"gpt2", "gpt_neox"})
+MOE_FAMILIES: frozenset[str] = frozenset({"mixtral", "qwen3_moe"})  # every layer's MLP a mixture of experts
+_QK_NORM: dict[str, str] = {"qwen3": "head", "qwen3_moe": "head", "olmo2": "projection"}
 
 # Inclusive bounds of every integer of an Architecture (and of the config keys feeding them).
 BOUNDS: dict[str, tuple[int, int]] = {
@@ -77,11 +81,12 @@ class Architecture:
     mlp_bias: bool = False
     mlp: Mlp = "swiglu"  # swiglu: gate, up, down projections; gelu: up and down
     parallel_residual: bool = False  # gpt_neox: attention and MLP read the same input
-    qk_norm: str = ""  # an RMSNorm over the queries and keys before RoPE: "head" (qwen3), "projection" (olmo2)
+    qk_norm: str = ""  # an RMSNorm over the queries and keys before RoPE: "head" (qwen3, qwen3_moe), "projection"
     post_norms: bool = False  # olmo2: the norms after the attention and the MLP, none before them
     fp32_rope: bool = False  # olmo2: the rotary tables stay FP32 (transformers' Llama casts them to the compute dtype)
     sliding_window: int = 0  # mistral, mixtral: each token attends to the last sliding_window (0: no window)
     fused: bool = False  # phi3: q, k, v in one qkv_proj and gate, up in one gate_up_proj
+    topk_renorm: bool = False  # qwen3_moe's norm_topk_prob: the k routing weights divided by their sum, in FP32
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -111,12 +116,14 @@ class Architecture:
             raise ModelConfigError("a sliding window is read for mistral and mixtral only", "sliding_window")
         if self.fused != (self.family == "phi3"):
             raise ModelConfigError("fused projections are the phi3 family's, and phi3 has them", "fused")
-        if self.qk_norm != {"qwen3": "head", "olmo2": "projection"}.get(self.family, ""):
-            raise ModelConfigError("qk_norm is head for qwen3, projection for olmo2, and none otherwise", "qk_norm")
+        if self.qk_norm != _QK_NORM.get(self.family, ""):
+            raise ModelConfigError("qk_norm is head for qwen3, qwen3_moe; projection for olmo2; else none", "qk_norm")
         if self.post_norms != (self.family == "olmo2") or self.fp32_rope != (self.family == "olmo2"):
             raise ModelConfigError("post_norms and fp32_rope are the olmo2 family's, and olmo2 has them", "post_norms")
-        if (self.experts > 0) != (self.family == "mixtral"):
-            raise ModelConfigError("experts > 0 is the mixtral family, and mixtral needs experts ≥ 1", "experts")
+        if (self.experts > 0) != (self.family in MOE_FAMILIES):
+            raise ModelConfigError("experts > 0 is a mixtral or qwen3_moe model, and those need experts ≥ 1", "experts")
+        if self.topk_renorm and self.family != "qwen3_moe":
+            raise ModelConfigError("topk_renorm (norm_topk_prob) is read for qwen3_moe only", "topk_renorm")
         if self.experts == 0 and self.experts_per_token != 0:
             raise ModelConfigError("experts_per_token must be 0 for a dense model", "experts_per_token")
         if self.experts > 0 and not 1 <= self.experts_per_token <= self.experts:
@@ -124,6 +131,13 @@ class Architecture:
                 f"experts_per_token = {shown_int(self.experts_per_token)} must be 1 … experts ({self.experts})",
                 "experts_per_token",
             )
+
+    @property
+    def fused_experts(self) -> bool:
+        """A MoE layer's experts held as one tensor per kind, [E, 2·i, h] and [E, h, i] (transformers 5.23.0's
+        ``Qwen3MoeExperts``, run by grouped GEMMs), which FSDP2 shards on the expert dimension; Mixtral's are counted
+        as the lab's plain decoder holds them, one [i, h] tensor per expert and kind."""
+        return self.family == "qwen3_moe"
 
     @property
     def q_width(self) -> int:

@@ -112,6 +112,11 @@ def tp_elements(t: Tensor, tp: int, arch: Architecture | None = None) -> int:
     for the attention projections ⌈heads ÷ tp⌉ whole heads (a rank never holds part of a head: with fewer
     key/value heads than tp each rank keeps one, replicated). A fused projection (phi3) splits each of its
     parts so: ``qkv_proj`` ⌈a ÷ tp⌉ + 2 × ⌈kv ÷ tp⌉ heads, ``gate_up_proj`` 2 × ⌈i ÷ tp⌉ rows."""
+    if len(t.shape) == 3:  # a MoE layer's experts in one tensor [E, out, in] (Qwen3MoeExperts, transformers 5.23.0)
+        experts, out, inner = t.shape
+        if t.name.endswith("gate_up_proj"):  # packed column parallel: the gate's and the up's features each split
+            return experts * 2 * ceil_div(out // 2, tp) * inner
+        return experts * out * ceil_div(inner, tp)  # down_proj, row parallel on its input features
     module = t.name.split(".")[-2]
     if arch is not None and arch.qk_norm == "projection" and module in ("q_norm", "k_norm") and tp > 1:
         return ceil_div(t.numel // arch.head_dim, tp) * arch.head_dim  # OLMo 2: the rank's heads of the projection
@@ -175,7 +180,7 @@ def _unit_share(unit: Unit, tp: int, ep: int, arch: Architecture, name: str | No
     for t in unit.tensors:
         each = tp_elements(t, tp, arch)
         if _is_expert(t):
-            experts += each * (t.count // ep)
+            experts += each * t.count // ep  # E tensors of one kind, or one [E, …] tensor: E ÷ ep experts a rank
         else:
             dense += each * t.count
     return UnitShare(name or unit.name, dense, experts)

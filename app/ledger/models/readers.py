@@ -83,6 +83,7 @@ _DEFAULT_POSITIONS: dict[str, int] = {
     "mixtral": 131_072,
     "qwen2": 32_768,
     "qwen3": 32_768,
+    "qwen3_moe": 32_768,
     "phi3": 4_096,
     "olmo2": 2_048,
     "gpt_neox": 2_048,
@@ -119,8 +120,60 @@ def _phi3_window(config: Mapping[str, object], positions: int) -> int:
     return 0
 
 
+# Per MoE family (transformers 5.23.0): the key of the experts per layer, and of each expert's intermediate width.
+_EXPERT_KEYS: dict[str, tuple[str, str]] = {
+    "mixtral": ("num_local_experts", "intermediate_size"),  # MixtralExperts
+    "qwen3_moe": ("num_experts", "moe_intermediate_size"),  # Qwen3MoeExperts; intermediate_size is the dense MLP's
+}
+
+
+def _intermediate_key(family: Family) -> str:
+    """The key of the MLP's width: a MoE family's expert width, else the dense MLP's."""
+    return _EXPERT_KEYS[family][1] if family in _EXPERT_KEYS else "intermediate_size"
+
+
+def _experts(config: Mapping[str, object], family: Family) -> dict[str, int]:
+    """A MoE family's experts per layer and per token, each checked against the other."""
+    experts_key, _ = _EXPERT_KEYS[family]
+    experts = _need_int(config, experts_key, "experts", family)
+    if experts < 1:
+        raise ModelConfigError(f"{experts_key!r} must be at least 1 for {family}", experts_key)
+    per_token = _need_int(config, "num_experts_per_tok", "experts_per_token", family)
+    if not 1 <= per_token <= experts:
+        raise ModelConfigError(
+            f"'num_experts_per_tok' = {per_token:,} must be 1 … {experts_key!r} ({experts:,})", "num_experts_per_tok"
+        )
+    return {"experts": experts, "experts_per_token": per_token}
+
+
+def _qwen3_moe_layers(config: Mapping[str, object]) -> bool:
+    """Qwen3MoeDecoderLayer (5.23.0) makes a layer dense when it is in ``mlp_only_layers`` or (layer + 1) is not a
+    multiple of ``decoder_sparse_step``. Every published Qwen3-MoE config has every layer sparse (step 1, no dense
+    layers), which is what the lab's one-layer-shape model counts: anything else is refused, by name. The router's
+    auxiliary loss (``output_router_logits`` true) keeps every layer's router logits to the loss: refused too.
+    Answers ``norm_topk_prob`` (default false): the k routing weights divided by their sum, which keeps that sum
+    and the k FP32 weights for backward."""
+    if _opt_int(config, "decoder_sparse_step", "layers", 1) != 1:
+        raise ModelConfigError(
+            "'decoder_sparse_step' other than 1 (dense layers among the sparse) is not modelled for qwen3_moe",
+            "decoder_sparse_step",
+        )
+    dense = config.get("mlp_only_layers")
+    if dense is not None and dense != []:
+        raise ModelConfigError(
+            "'mlp_only_layers' other than [] (dense layers among the sparse) is not modelled for qwen3_moe",
+            "mlp_only_layers",
+        )
+    if _opt_bool(config, "output_router_logits", False):
+        raise ModelConfigError(
+            "'output_router_logits' = true (the router's auxiliary loss) is not modelled for qwen3_moe",
+            "output_router_logits",
+        )
+    return _opt_bool(config, "norm_topk_prob", False)
+
+
 def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
-    """llama, mistral, mixtral, qwen2, qwen3: RMSNorm, rotary, SwiGLU MLP, optional GQA.
+    """llama, mistral, mixtral, qwen2, qwen3, qwen3_moe: RMSNorm, rotary, SwiGLU MLP, optional GQA.
 
     Biases: llama and qwen3 read ``attention_bias`` (q, k, v and o) and llama ``mlp_bias`` (default
     false); qwen2 always has q, k, v biases and none on o or the MLP (``Qwen2Attention``); mistral and
@@ -134,6 +187,9 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
     no biases; its window: :func:`_phi3_window`. olmo2 (``Olmo2Attention``, ``Olmo2DecoderLayer``) normalises
     the whole q and k projections (``q_norm`` [a·d], ``k_norm`` [kv·d]) and puts its two norms after the attention
     and the MLP (``post_attention_layernorm``, ``post_feedforward_layernorm``), none before; ``attention_bias``.
+    qwen3_moe (``Qwen3MoeAttention``, ``Qwen3MoeSparseMoeBlock``) is qwen3's attention (its ``head_dim`` defaulting
+    to hidden ÷ heads) over a MoE MLP of ``num_experts`` experts of ``moe_intermediate_size`` (:func:`_experts`,
+    :func:`_qwen3_moe_layers`).
     """
     hidden = _need_int(config, "hidden_size", "hidden", family)
     heads = _need_int(config, "num_attention_heads", "heads", family)
@@ -148,7 +204,7 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
         "heads": heads,
         "kv_heads": _kv_heads(config, heads),
         "head_dim": head_dim,
-        "intermediate": _need_int(config, "intermediate_size", "intermediate", family),
+        "intermediate": _need_int(config, _intermediate_key(family), "intermediate", family),
         "vocab": _need_int(config, "vocab_size", "vocab", family),
         "tied_embeddings": _opt_bool(config, "tie_word_embeddings", False),
         "max_positions": _opt_int(config, "max_position_embeddings", "max_positions", _DEFAULT_POSITIONS[family]),
@@ -158,10 +214,10 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
         arch.update(qkv_bias=attention_bias, o_bias=attention_bias, mlp_bias=_opt_bool(config, "mlp_bias", False))
     elif family == "qwen2":
         arch.update(qkv_bias=True)
-    elif family == "qwen3":
+    elif family in ("qwen3", "qwen3_moe"):
         if _opt_bool(config, "use_sliding_window", False):
             raise ModelConfigError(
-                "'use_sliding_window' = true is not modelled for qwen3 (every published Qwen3 config has false)",
+                f"'use_sliding_window' = true is not modelled for {family} (every published Qwen3 config has false)",
                 "use_sliding_window",
             )
         attention_bias = _opt_bool(config, "attention_bias", False)
@@ -175,17 +231,10 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
         arch.update(sliding_window=_window(config, family))
     elif family == "phi3":
         arch.update(fused=True, sliding_window=_phi3_window(config, arch["max_positions"]))  # type: ignore[arg-type]
-    if family == "mixtral":
-        experts = _need_int(config, "num_local_experts", "experts", family)
-        if experts < 1:
-            raise ModelConfigError("'num_local_experts' must be at least 1 for mixtral", "num_local_experts")
-        per_token = _need_int(config, "num_experts_per_tok", "experts_per_token", family)
-        if not 1 <= per_token <= experts:
-            raise ModelConfigError(
-                f"'num_experts_per_tok' = {per_token:,} must be 1 … 'num_local_experts' ({experts:,})",
-                "num_experts_per_tok",
-            )
-        arch.update(experts=experts, experts_per_token=per_token)
+    if family == "qwen3_moe":
+        arch.update(topk_renorm=_qwen3_moe_layers(config))
+    if family in _EXPERT_KEYS:
+        arch.update(_experts(config, family))
     return Architecture(**arch)  # type: ignore[arg-type]
 
 
@@ -272,6 +321,9 @@ FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
     "mixtral": (*_SWIGLU_KEYS, "num_local_experts", "num_experts_per_tok", "sliding_window"),
     "qwen2": _SWIGLU_KEYS,
     "qwen3": (*_SWIGLU_KEYS, "attention_bias", "use_sliding_window"),
+    "qwen3_moe": (*(k for k in _SWIGLU_KEYS if k != "intermediate_size"), "attention_bias", "use_sliding_window",
+                  "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                  "decoder_sparse_step", "mlp_only_layers", "output_router_logits"),
     "phi3": (*_SWIGLU_KEYS, "sliding_window"),
     "olmo2": (*_SWIGLU_KEYS, "attention_bias"),
 }  # fmt: skip
@@ -284,6 +336,7 @@ _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
     "mixtral": _swiglu,
     "qwen2": _swiglu,
     "qwen3": _swiglu,
+    "qwen3_moe": _swiglu,
     "phi3": _swiglu,
     "olmo2": _swiglu,
 }

@@ -2,7 +2,8 @@
 
 The address bar is the lab's state, so a config pasted into the page must fit in a link. Only
 the keys the config's family reader consults are kept, as ``cfg:model_type=llama;hidden_size=4096;...``
-(integers and true/false only): bounded, readable, and read back by the same reader as a file.
+(integers and true/false only; qwen3_moe's ``mlp_only_layers`` is read only as [], and left out): bounded,
+readable, and read back by the same reader as a file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ CONFIG_KEYS: tuple[str, ...] = (
     "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
     "attention_bias", "mlp_bias", "num_local_experts", "num_experts_per_tok", "n_embd", "n_layer", "n_head",
-    "n_inner", "n_positions", "use_parallel_residual", "use_sliding_window", "sliding_window",
+    "n_inner", "n_positions", "use_parallel_residual", "use_sliding_window", "sliding_window", "num_experts",
+    "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "output_router_logits",
 )  # fmt: skip
 assert set(CONFIG_KEYS) == {key for keys in FAMILY_KEYS.values() for key in keys}
 MAX_IGNORED_SHOWN = 20  # ignored keys named back to the user; the rest are counted
@@ -59,8 +61,8 @@ def compact(config: Mapping[str, object]) -> str:
         value = config.get(key)
         if key == "sliding_window" and key in config and value is None:
             value = 0  # a null window is no window; omitted, the family's default would apply on reading back
-        if value is None or key not in FAMILY_KEYS[family]:
-            continue
+        if value is None or value == [] or key not in FAMILY_KEYS[family]:
+            continue  # absent, null or qwen3_moe's no dense layers (mlp_only_layers []: the reader refuses any other)
         if isinstance(value, bool):
             parts.append(f"{key}={'true' if value else 'false'}")
         else:  # model_type (a family name) or an integer the reader has bounded

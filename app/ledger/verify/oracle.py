@@ -178,7 +178,7 @@ def rank_params(
         layer += 2 * norm
         embed = vocab_rows * h
         final = norm + (0 if tied else vocab_rows * h)
-    elif family in ("llama", "mistral", "qwen2", "qwen3", "olmo2", "mixtral"):
+    elif family in ("llama", "mistral", "qwen2", "qwen3", "olmo2", "mixtral", "qwen3_moe"):
         q = (heads + tp - 1) // tp * head_dim  # column parallel, whole heads: the query's output features
         kv = (kv_heads + tp - 1) // tp * head_dim  # each of the key's and the value's (fewer than tp: one, replicated)
         layer += q * h + (q if qkv_bias else 0)  # q_proj [heads·d, h]

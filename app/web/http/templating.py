@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 from fastapi.templating import Jinja2Templates
 
+from app.ledger.models.architecture import FAMILIES
 from app.receipts.display import billions, gb, gib, human_bytes, human_count, integer, percent_bp
 from app.web.http.settings import Settings
 
@@ -71,6 +72,7 @@ def _environment() -> jinja2.Environment:
     }
     env.filters.update(filters)
     env.globals["static_url"] = static_url
+    env.globals["model_families"] = ", ".join(FAMILIES)  # the config.json families a paste may name
     return env
 
 

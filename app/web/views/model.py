@@ -73,6 +73,13 @@ def family_traits(arch: Architecture) -> tuple[str, ...]:
     if arch.experts:
         out.append(f"Mixture of experts: {arch.experts} experts a layer, {arch.experts_per_token} per token; every "
                    "rank holds all of them unless expert parallelism (ep) splits them.")  # fmt: skip
+    if arch.fused_experts:
+        out.append(f"Experts in two tensors, [{arch.experts}, 2·i, h] and [{arch.experts}, h, i], run by grouped GEMMs "
+                   f"(transformers' default): FSDP2 shards them over the experts, so past D = {arch.experts} each "
+                   "rank holds a whole expert's rows, the rest padding.")  # fmt: skip
+    if arch.topk_renorm:
+        out.append("Routing weights renormalised over the top k (norm_topk_prob): the division keeps the k FP32 "
+                   "weights and their sum per token.")  # fmt: skip
     if arch.sliding_window:
         out.append(f"Sliding window of {arch.sliding_window:,} tokens: from a sequence that long, transformers "
                    "attends through a mask (the hf-fsdp2 stack's gqa becomes expand).")  # fmt: skip
@@ -136,6 +143,7 @@ FAMILY_LABELS = {
     "mixtral": "Mixtral, mixture of experts (mixtral)",
     "qwen2": "Qwen2 and Qwen2.5 (qwen2)",
     "qwen3": "Qwen3 (qwen3)",
+    "qwen3_moe": "Qwen3-MoE, mixture of experts (qwen3_moe)",
     "phi3": "Phi-3, Phi-3.5 and Phi-4 (phi3)",
     "olmo2": "OLMo 2 (olmo2)",
     "gpt2": "GPT-2 (gpt2)",

@@ -329,3 +329,25 @@ def test_phi3_reads_fused_projections_and_refuses_a_reached_window() -> None:
     with pytest.raises(ModelConfigError) as caught:
         architecture_from_config({**phi, "max_position_embeddings": 4096, "sliding_window": 2047})
     assert caught.value.key == "sliding_window"
+
+
+def test_qwen3_moe_reads_its_experts_and_refuses_what_it_does_not_model() -> None:
+    """Qwen3MoeConfig (transformers 5.23.0): experts of moe_intermediate_size (intermediate_size sizes only dense
+    layers, and is not read), head_dim hidden ÷ heads when absent, per-head q/k norms, norm_topk_prob; dense layers
+    among the sparse (decoder_sparse_step ≠ 1, mlp_only_layers), the router's auxiliary loss and a sliding window are
+    refused by name, as is a token routed to more experts than there are."""
+    config = dict(known_model("qwen3-30b-a3b").config)
+    arch = architecture_from_config(config)
+    assert (arch.experts, arch.experts_per_token, arch.intermediate, arch.head_dim) == (128, 8, 768, 128)
+    assert (arch.qk_norm, arch.topk_renorm, arch.fused_experts) == ("head", True, True)
+    assert architecture_from_config({**config, "intermediate_size": 1}) == arch
+    without = {k: v for k, v in config.items() if k not in ("head_dim", "norm_topk_prob", "mlp_only_layers")}
+    assert (architecture_from_config(without).head_dim, architecture_from_config(without).topk_renorm) == (64, False)
+    for key, value in [("decoder_sparse_step", 2), ("mlp_only_layers", [0, 47]), ("output_router_logits", True),
+                       ("use_sliding_window", True), ("num_experts_per_tok", 129), ("num_experts", 0),
+                       ("norm_topk_prob", 1), ("moe_intermediate_size", 0)]:  # fmt: skip
+        with pytest.raises(ModelConfigError) as caught:
+            architecture_from_config({**config, key: value})
+        assert caught.value.key == key, (key, caught.value)
+    with pytest.raises(ModelConfigError, match="missing required key 'moe_intermediate_size'"):
+        architecture_from_config({k: v for k, v in config.items() if k != "moe_intermediate_size"})

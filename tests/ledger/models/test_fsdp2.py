@@ -115,3 +115,21 @@ def test_padding_is_named_and_bounded(arch: Architecture, dp: int, width: int) -
     assert shard.padded_bytes - shard.lower_bound_bytes == shard.padding_bytes
     assert shard.largest_gather_elements >= inv.largest_unit.params
     assert fsdp2_shard(inv, 1, width).padding_bytes == 0
+
+
+def test_fused_experts_are_padded_on_the_expert_dimension() -> None:
+    """Qwen3-MoE's experts are one [E, 2·i, h] and one [E, h, i] tensor in transformers 5.23.0, which FSDP2 shards
+    on dim 0, the experts: past D = E every rank holds one expert's rows, half of them padding at D = 2·E. Worked by
+    hand for E = 8, i = 4, h = 6 at D = 16: gate_up 1 × 8 × 6 = 48, down 1 × 6 × 4 = 24 elements a rank, 72 in all,
+    twice the ⌈8 · 72 ÷ 16⌉ = 36 an expert-per-tensor count (rows of i and h over 16 ranks) would give."""
+    arch = architecture_from_config(
+        {"model_type": "qwen3_moe", "hidden_size": 6, "num_attention_heads": 1, "num_hidden_layers": 1,
+         "moe_intermediate_size": 4, "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 16}
+    )  # fmt: skip
+    experts = [t for t in inventory(arch).units[1].tensors if ".experts." in t.name]
+    assert [(t.name, t.shape, t.count) for t in experts] == [
+        ("mlp.experts.gate_up_proj", (8, 8, 6), 1), ("mlp.experts.down_proj", (8, 6, 4), 1),
+    ]  # fmt: skip
+    assert sum(padded_rows_elements(t, 16) for t in experts) == 72
+    assert sum(padded_rows_elements(t, 8) for t in experts) == 72  # one expert a rank, no padding
+    assert sum(padded_rows_elements(t, 4) for t in experts) == 144

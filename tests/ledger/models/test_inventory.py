@@ -127,6 +127,18 @@ PUBLISHED: tuple[Published, ...] = (
         "(model card: 32.8B, 31.2B non-embedding = 31,206,298,624 here)",
     ),
     Published(
+        "qwen3-30b-a3b",
+        30_532_122_624,
+        "transformers 5.23.0 Qwen3MoeForCausalLM.num_parameters() on the meta device for Qwen/Qwen3-30B-A3B "
+        "(model card: 30.5B total, 3.3B activated, 29.9B non-embedding = 29,909,792,768 here)",
+    ),
+    Published(
+        "qwen3-235b-a22b",
+        235_093_634_560,
+        "transformers 5.23.0 Qwen3MoeForCausalLM.num_parameters() on the meta device for Qwen/Qwen3-235B-A22B "
+        "(model card: 235B total, 22B activated, 234B non-embedding = 233,848,974,848 here)",
+    ),
+    Published(
         "phi-3-mini",
         3_821_079_552,
         "transformers 5.23.0 Phi3ForCausalLM.num_parameters() on the meta device for "

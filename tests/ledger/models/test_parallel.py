@@ -73,7 +73,9 @@ def models(draw: st.DrawFn, family: st.SearchStrategy[str] | None = None) -> str
 def layouts(draw: st.DrawFn, moe: bool = False, whole_kv_heads: bool = True) -> Layout:
     """A model with tp dividing its heads (and its key/value heads: see the GQA test below), pp dividing its
     layers, a pipeline end, and for a mixture of experts ep dividing the experts."""
-    model = draw(st.one_of(st.just("mixtral-8x7b-v0.1"), models(st.just("mixtral")))) if moe else draw(models())
+    moe_families = st.sampled_from(["mixtral", "qwen3_moe"])
+    moe_models = st.one_of(st.just("mixtral-8x7b-v0.1"), st.just("qwen3-30b-a3b"), models(moe_families))
+    model = draw(moe_models) if moe else draw(models())
     arch = resolve(model).architecture
     tp = draw(st.sampled_from(divisors(math.gcd(arch.heads, arch.kv_heads) if whole_kv_heads else arch.heads)))
     pp = draw(st.sampled_from(divisors(arch.layers)))

@@ -1,4 +1,5 @@
-"""The catalogue's Qwen2, Qwen2.5 and Qwen3 (qwen2, qwen3): each entry's config.json facts and their source."""
+"""The catalogue's Qwen2, Qwen2.5, Qwen3 and Qwen3-MoE (qwen2, qwen3, qwen3_moe): each entry's config.json facts and
+their source."""
 
 from __future__ import annotations
 
@@ -29,6 +30,19 @@ def _qwen3(hidden: int, intermediate: int, layers: int, heads: int, tied: bool) 
         "num_attention_heads": heads, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
         "max_position_embeddings": 40960, "attention_bias": False, "use_sliding_window": False,
         "sliding_window": None, "tie_word_embeddings": tied,
+    }  # fmt: skip
+
+
+def _qwen3_moe(hidden: int, expert: int, dense: int, layers: int, heads: int) -> dict[str, object]:
+    """A Qwen3-MoE config.json: 128 experts a layer, 8 per token, their weights renormalised (norm_topk_prob),
+    every layer sparse (decoder_sparse_step 1, no mlp_only_layers), 4 key/value heads of 128, untied.
+    ``intermediate_size`` (``dense``) sizes only the dense MLP layers, of which the released models have none."""
+    return {
+        "model_type": "qwen3_moe", "hidden_size": hidden, "intermediate_size": dense, "moe_intermediate_size": expert,
+        "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": 4, "head_dim": 128,
+        "num_experts": 128, "num_experts_per_tok": 8, "norm_topk_prob": True, "decoder_sparse_step": 1,
+        "mlp_only_layers": [], "output_router_logits": False, "vocab_size": 151936, "max_position_embeddings": 40960,
+        "attention_bias": False, "use_sliding_window": False, "sliding_window": None, "tie_word_embeddings": False,
     }  # fmt: skip
 
 
@@ -76,4 +90,6 @@ ENTRIES: dict[str, Entry] = {
     "qwen3-0.6b": ("Qwen3-0.6B-Base", hf("Qwen/Qwen3-0.6B-Base", _QWEN3), _qwen3(1024, 3072, 28, 16, True)),
     "qwen3-8b": ("Qwen3-8B-Base", hf("Qwen/Qwen3-8B-Base", _QWEN3), _qwen3(4096, 12288, 36, 32, False)),
     "qwen3-32b": ("Qwen3-32B", hf("Qwen/Qwen3-32B", _QWEN3), _qwen3(5120, 25600, 64, 64, False)),
+    "qwen3-30b-a3b": ("Qwen3-30B-A3B", hf("Qwen/Qwen3-30B-A3B", _QWEN3), _qwen3_moe(2048, 768, 6144, 48, 32)),
+    "qwen3-235b-a22b": ("Qwen3-235B-A22B", hf("Qwen/Qwen3-235B-A22B", _QWEN3), _qwen3_moe(4096, 1536, 12288, 94, 64)),
 }

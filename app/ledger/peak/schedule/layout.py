@@ -101,7 +101,8 @@ def layout(model: str, dp: int, padded: bool = True) -> Layout:
         largest_tensor=largest.numel,
         largest_tensor_shard=largest_shard,
         largest_tensor_name=largest.name,
-        mlp_out_params=arch.hidden * arch.intermediate,
+        # the experts' down projections in one tensor: the grouped GEMM's weight gradient is all of theirs at once
+        mlp_out_params=arch.hidden * arch.intermediate * (arch.experts if arch.fused_experts else 1),
         embed_params=inv.embed.params,
         embed_shard=embed_shard,
         embed_unsharded=dp * embed_shard if padded else inv.embed.params,
