@@ -179,5 +179,52 @@
       if (bad) input.setAttribute("aria-invalid", "true"); else input.removeAttribute("aria-invalid");
     });
   });
+  // The model search box (macros/fields.html): shown once this script runs; typing hides the options whose
+  // text (title, count, family label) lacks any of the typed words, Enter picks the first one still shown,
+  // Escape clears. Its input events stop here, in the capture phase, so they never reach the form's
+  // live-update trigger: the box is not part of the scenario.
+  function showSearch() {
+    document.querySelectorAll("input[data-filters][hidden]").forEach(function (box) { box.hidden = false; });
+  }
+  function filterModels(box) {
+    var select = document.querySelector(box.getAttribute("data-filters"));
+    if (!select) return null;
+    var words = box.value.toLowerCase().split(/\s+/).filter(Boolean);
+    var shown = 0, total = 0, first = null;
+    select.querySelectorAll("optgroup").forEach(function (group) {
+      var any = false;
+      group.querySelectorAll("option").forEach(function (option) {
+        var text = (option.textContent + " " + group.label + " " + option.value).toLowerCase();
+        var match = words.every(function (w) { return text.indexOf(w) >= 0; });
+        option.hidden = !match;
+        total += 1;
+        if (match) { shown += 1; any = true; if (!first) first = option; }
+      });
+      group.hidden = !any;
+    });
+    var count = document.getElementById(box.getAttribute("aria-describedby"));
+    if (count) count.textContent = words.length ? shown + " of " + total + " models" : "";
+    return first;
+  }
+  document.addEventListener("input", function (event) {
+    var box = event.target.closest && event.target.closest("input[data-filters]");
+    if (!box) return;
+    event.stopPropagation();
+    filterModels(box);
+  }, true);
+  document.addEventListener("keydown", function (event) {
+    var box = event.target.closest && event.target.closest("input[data-filters]");
+    if (!box) return;
+    if (event.key === "Escape") { box.value = ""; filterModels(box); return; }
+    if (event.key !== "Enter") return;
+    event.preventDefault();  // not the form's submit: picking a model is the change that updates the page
+    var first = filterModels(box);
+    var select = document.querySelector(box.getAttribute("data-filters"));
+    if (!first || !select || select.value === first.value) return;
+    select.value = first.value;
+    select.dispatchEvent(new Event("change", { bubbles: true }));
+  });
+  showSearch();
+  document.addEventListener("htmx:afterSettle", showSearch);
 })();
 
