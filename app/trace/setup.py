@@ -22,7 +22,7 @@ TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "
 # its default grouped-GEMM experts (fixed shapes; Mixtral's, held apart in the lab's own decoder, is not traced
 # so yet). qwen3 and qwen3_moe only here: the lab's plain decoders (TRACEABLE_FAMILIES, --stack plain-fsdp2) have
 # no per-head q/k norms.
-HF_TRACEABLE: tuple[str, ...] = ("llama", "mistral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe")
+HF_TRACEABLE: tuple[str, ...] = ("gemma2", "llama", "mistral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe")
 # --stack torchtitan: torchtitan's Llama 3 model (no biases; Mistral's window and Qwen2's biases are not its).
 TITAN_TRACEABLE: tuple[str, ...] = ("llama",)
 TITAN_MAX_SEQ = 131_072  # the llama3 registry's RoPE max_seq_len, which training.seq_len may not exceed

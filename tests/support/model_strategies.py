@@ -55,7 +55,7 @@ def configs(draw: st.DrawFn, family: st.SearchStrategy[str] = ANY_FAMILY) -> dic
     config["num_key_value_heads"] = draw(st.sampled_from([k for k in range(1, heads + 1) if heads % k == 0]))
     if draw(st.booleans()):  # an explicit head_dim apart from hidden ÷ heads
         config["head_dim"] = draw(st.integers(1, 24))
-    if model_type in ("llama", "qwen3", "olmo2", "qwen3_moe"):
+    if model_type in ("llama", "qwen3", "olmo2", "qwen3_moe", "gemma2"):
         config["attention_bias"] = draw(st.booleans())
     if model_type == "llama":
         config["mlp_bias"] = draw(st.booleans())
@@ -63,6 +63,11 @@ def configs(draw: st.DrawFn, family: st.SearchStrategy[str] = ANY_FAMILY) -> dic
         experts = draw(st.integers(1, 8))
         config["num_local_experts" if model_type == "mixtral" else "num_experts"] = experts
         config["num_experts_per_tok"] = draw(st.integers(1, experts))
+    if model_type == "gemma2":  # soft-caps: absent (on), null (off) or a number
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            cap = draw(st.sampled_from(["absent", None, 30.0, 50]))
+            if cap != "absent":
+                config[key] = cap
     if model_type == "qwen3_moe":  # the experts' width is its own key; intermediate_size sizes only dense layers
         config["moe_intermediate_size"] = draw(st.integers(1, 200))
         config["norm_topk_prob"] = draw(st.booleans())

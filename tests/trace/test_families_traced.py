@@ -46,7 +46,7 @@ def _traced(family: str, **raw: Any) -> tuple[Any, Any]:
     return peak, run_trace(trace_setup(s))
 
 
-@pytest.mark.parametrize("family", ["qwen3", "phi3", "olmo2", "qwen3_moe"])
+@pytest.mark.parametrize("family", ["qwen3", "phi3", "olmo2", "qwen3_moe", "gemma2"])
 @pytest.mark.parametrize("raw", [{}, {"act_policy": "full"}, {"wrap": "root", "loss": "outside"}],
                          ids=["embed-tail", "full", "root-outside"])  # fmt: skip
 def test_the_family_as_transformers_runs_it(family: str, raw: dict[str, Any]) -> None:

@@ -15,12 +15,14 @@ from typing import Literal
 
 from app.ledger.arithmetic import shown_int
 
-Family = Literal["gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe"]
+Family = Literal[
+    "gemma2", "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe"
+]
 Norm = Literal["rmsnorm", "layernorm"]
 Mlp = Literal["swiglu", "gelu"]
 
 FAMILIES: tuple[Family, ...] = (
-    "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe",
+    "gemma2", "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe",
 )  # fmt: skip
 GPT_FAMILIES: frozenset[str] = frozenset({"gpt2", "gpt_neox"})
 MOE_FAMILIES: frozenset[str] = frozenset({"mixtral", "qwen3_moe"})  # every layer's MLP a mixture of experts
@@ -87,6 +89,9 @@ class Architecture:
     sliding_window: int = 0  # mistral, mixtral: each token attends to the last sliding_window (0: no window)
     fused: bool = False  # phi3: q, k, v in one qkv_proj and gate, up in one gate_up_proj
     topk_renorm: bool = False  # qwen3_moe's norm_topk_prob: the k routing weights divided by their sum, in FP32
+    sandwich_norms: bool = False  # gemma2: an RMSNorm before and after the attention and the MLP (4 a layer)
+    attn_softcap: bool = False  # gemma2's attn_logit_softcapping: tanh over the scores (eager attention)
+    logit_softcap: bool = False  # gemma2's final_logit_softcapping: tanh over the logits
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -122,6 +127,9 @@ class Architecture:
             raise ModelConfigError("post_norms and fp32_rope are the olmo2 family's, and olmo2 has them", "post_norms")
         if (self.experts > 0) != (self.family in MOE_FAMILIES):
             raise ModelConfigError("experts > 0 is a mixtral or qwen3_moe model, and those need experts ≥ 1", "experts")
+        gemma = self.family == "gemma2"
+        if self.sandwich_norms != gemma or ((self.attn_softcap or self.logit_softcap) and not gemma):
+            raise ModelConfigError("sandwich norms and soft-capping are the gemma2 family's", "sandwich_norms")
         if self.topk_renorm and self.family != "qwen3_moe":
             raise ModelConfigError("topk_renorm (norm_topk_prob) is read for qwen3_moe only", "topk_renorm")
         if self.experts == 0 and self.experts_per_token != 0:
@@ -131,6 +139,13 @@ class Architecture:
                 f"experts_per_token = {shown_int(self.experts_per_token)} must be 1 … experts ({self.experts})",
                 "experts_per_token",
             )
+
+    @property
+    def eager_attention(self) -> bool:
+        """The attention as transformers' ``eager_attention_forward`` runs it, the s×s scores materialised: Gemma 2's
+        only kernel in transformers 5.23.0 besides the flash and flex kernels (``_supports_sdpa = False``: SDPA
+        cannot soft-cap), and the one its class takes by default."""
+        return self.family == "gemma2"
 
     @property
     def fused_experts(self) -> bool:

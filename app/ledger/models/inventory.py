@@ -179,6 +179,9 @@ def _swiglu_layer(arch: Architecture) -> list[Tensor]:
         # up projections of every expert in one [E, 2·i, h] and the down projections in one [E, h, i].
         out.append(_t("mlp.gate.weight", arch.experts, h))
         out += [_t("mlp.experts.gate_up_proj", arch.experts, 2 * i, h), _t("mlp.experts.down_proj", arch.experts, h, i)]
+    if arch.sandwich_norms:  # Gemma2DecoderLayer: before and after the attention and the MLP
+        names = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm")
+        return out + [t for name in (*names, "post_feedforward_layernorm") for t in _norm(arch, name)]
     if arch.post_norms:  # Olmo2DecoderLayer: after the attention and after the MLP, none before
         return out + _norm(arch, "post_attention_layernorm") + _norm(arch, "post_feedforward_layernorm")
     return out + _norm(arch, "input_layernorm") + _norm(arch, "post_attention_layernorm")

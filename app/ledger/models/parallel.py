@@ -64,6 +64,7 @@ _MODULE_SPLIT: dict[str, str] = {
             "q_norm",
             "k_norm",
             "post_feedforward_layernorm",
+            "pre_feedforward_layernorm",
             "ln_1",
             "ln_2",
             "ln_f",

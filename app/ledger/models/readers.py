@@ -88,8 +88,9 @@ _DEFAULT_POSITIONS: dict[str, int] = {
     "olmo2": 2_048,
     "gpt_neox": 2_048,
 }
-# Qwen3Config's head_dim when a config omits it (transformers 5.23.0): 128, not hidden ÷ heads.
+# Qwen3Config's head_dim when a config omits it (transformers 5.23.0): 128, not hidden ÷ heads; Gemma2Config's 256.
 _QWEN3_HEAD_DIM = 128
+_GEMMA2_HEAD_DIM = 256
 
 
 # MistralConfig's sliding_window when a config omits the key (transformers 5.23.0); MixtralConfig's is None.
@@ -238,6 +239,52 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
     return Architecture(**arch)  # type: ignore[arg-type]
 
 
+_SOFTCAP_MAX = 10_000  # a soft-cap is a positive number; Gemma 2's are 50 (scores) and 30 (logits)
+
+
+def _softcap(config: Mapping[str, object], key: str, default: bool) -> bool:
+    """Whether a soft-cap (``tanh(x ÷ cap) × cap``) is on: absent, the config class's default; null, off; a number
+    in (0, 10,000], on. Its value sizes nothing: only whether the tanh runs (and keeps its output) does."""
+    raw = config.get(key, _ABSENT)
+    if raw is _ABSENT:
+        return default
+    if raw is None:
+        return False
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw <= _SOFTCAP_MAX:
+        raise ModelConfigError(f"{key!r} must be null or a number in (0, {_SOFTCAP_MAX:,}]", key)
+    return True
+
+
+def _gemma2(config: Mapping[str, object], family: Family) -> Architecture:
+    """gemma2 as transformers 5.23.0 builds it (``Gemma2Config``, ``Gemma2DecoderLayer``, ``Gemma2Attention``): q, k,
+    v and o projections (``attention_bias``, default false), ``head_dim`` 256 when absent, an RMSNorm before and after
+    the attention and the MLP (four a layer, each weight used as 1 + w), a GeGLU MLP (gate, up, down: the same
+    tensors as SwiGLU's), embeddings tied by default and scaled by √h (a constant: it sizes nothing), soft-capped
+    attention scores (``attn_logit_softcapping``, default 50) and logits (``final_logit_softcapping``, default 30).
+    ``sliding_window``, ``layer_types`` and ``query_pre_attn_scalar`` size nothing under its eager attention (the
+    whole s×s scores either way; the window is a mask): they are not read."""
+    hidden = _need_int(config, "hidden_size", "hidden", family)
+    heads = _need_int(config, "num_attention_heads", "heads", family)
+    attention_bias = _opt_bool(config, "attention_bias", False)
+    return Architecture(
+        family=family,
+        hidden=hidden,
+        layers=_need_int(config, "num_hidden_layers", "layers", family),
+        heads=heads,
+        kv_heads=_kv_heads(config, heads),
+        head_dim=_opt_int(config, "head_dim", "head_dim", _GEMMA2_HEAD_DIM),  # type: ignore[arg-type]
+        intermediate=_need_int(config, "intermediate_size", "intermediate", family),
+        vocab=_need_int(config, "vocab_size", "vocab", family),
+        tied_embeddings=_opt_bool(config, "tie_word_embeddings", True),
+        max_positions=_opt_int(config, "max_position_embeddings", "max_positions", 8_192),  # type: ignore[arg-type]
+        qkv_bias=attention_bias,
+        o_bias=attention_bias,
+        sandwich_norms=True,
+        attn_softcap=_softcap(config, "attn_logit_softcapping", True),
+        logit_softcap=_softcap(config, "final_logit_softcapping", True),
+    )
+
+
 def _gpt2(config: Mapping[str, object], family: Family) -> Architecture:
     """GPT-2: learned positions (``wpe``, n_positions rows), LayerNorm with bias, Conv1D layers
     with biases everywhere, GELU MLP of ``n_inner`` (null or absent: 4 × n_embd), LM head tied to
@@ -311,6 +358,7 @@ _SWIGLU_KEYS = (
     "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
 )  # fmt: skip
 FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
+    "gemma2": (*_SWIGLU_KEYS, "attention_bias", "attn_logit_softcapping", "final_logit_softcapping"),
     "gpt2": ("model_type", "n_embd", "n_layer", "n_head", "n_inner", "vocab_size", "tie_word_embeddings",
              "n_positions"),
     "gpt_neox": ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -329,6 +377,7 @@ FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
 }  # fmt: skip
 
 _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
+    "gemma2": _gemma2,
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
     "llama": _swiglu,

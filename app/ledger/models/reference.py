@@ -8,6 +8,7 @@ readable, and read back by the same reader as a file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,6 +29,7 @@ CONFIG_KEYS: tuple[str, ...] = (
     "attention_bias", "mlp_bias", "num_local_experts", "num_experts_per_tok", "n_embd", "n_layer", "n_head",
     "n_inner", "n_positions", "use_parallel_residual", "use_sliding_window", "sliding_window", "num_experts",
     "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "output_router_logits",
+    "attn_logit_softcapping", "final_logit_softcapping",
 )  # fmt: skip
 assert set(CONFIG_KEYS) == {key for keys in FAMILY_KEYS.values() for key in keys}
 MAX_IGNORED_SHOWN = 20  # ignored keys named back to the user; the rest are counted
@@ -65,6 +67,8 @@ def compact(config: Mapping[str, object]) -> str:
             continue  # absent, null or qwen3_moe's no dense layers (mlp_only_layers []: the reader refuses any other)
         if isinstance(value, bool):
             parts.append(f"{key}={'true' if value else 'false'}")
+        elif isinstance(value, float):  # a soft-cap (gemma2): its value sizes nothing, so a link spells it whole
+            parts.append(f"{key}={math.ceil(value)}")
         else:  # model_type (a family name) or an integer the reader has bounded
             parts.append(f"{key}={value}")
     reference = PREFIX + ";".join(parts)

@@ -182,12 +182,19 @@ _OLMO2_NORMS = Preset(
     "transformers 5.23.0 Olmo2RMSNorm: hidden_states.to(torch.float32), pow, mean, rsqrt, then "
     "(self.weight * hidden_states).to(input_dtype): the weight's mul keeps the normalised input in FP32",
 )
+# transformers' Gemma 2 norm: all of it in FP32, the weight too, as (1 + weight), before the cast back.
+_GEMMA2_NORMS = Preset(
+    "composite",
+    "transformers 5.23.0 Gemma2RMSNorm: x.float(), pow, mean, rsqrt, then output * (1.0 + self.weight.float()), "
+    "cast back: the mul keeps the normalised input and (1 + weight) in FP32",
+)
+_MODEL_NORMS = {"olmo2": _OLMO2_NORMS, "gemma2": _GEMMA2_NORMS}
 
 
 def preset(stack: str, choice: str, model: str = "", seq_len: int = 0) -> Preset | None:
     """What ``stack`` gives ``choice`` (a name of :data:`STACK_CHOICES`), or None where it leaves it. Two of the
     hf-fsdp2 stack's follow the scenario's ``model`` (and ``seq_len``): ``gqa`` is expand from a sequence as long
-    as a grouped-query model's sliding window, ``norms`` composite for OLMo 2's RMSNorm."""
+    as a grouped-query model's sliding window, ``norms`` composite for OLMo 2's and Gemma 2's RMSNorms."""
     if stack == "hf-fsdp2" and choice in ("gqa", "norms") and model:
         try:
             arch = resolve(model).architecture
@@ -195,8 +202,8 @@ def preset(stack: str, choice: str, model: str = "", seq_len: int = 0) -> Preset
             arch = None
         if arch is not None and choice == "gqa" and 0 < arch.sliding_window <= seq_len and arch.kv_heads < arch.heads:
             return _WINDOWED
-        if arch is not None and choice == "norms" and arch.family == "olmo2":
-            return _OLMO2_NORMS
+        if arch is not None and choice == "norms" and arch.family in _MODEL_NORMS:
+            return _MODEL_NORMS[arch.family]
     return _PRESETS[stack].get(choice)
 
 

@@ -2,7 +2,8 @@
 
 The config.json facts the scenario names (:func:`app.ledger.models.reference.config_of`) become the
 family's transformers config (``AutoConfig.for_model``) and ``AutoModelForCausalLM.from_config`` builds
-the model class a Trainer run builds (transformers 5.23.0, ``attn_implementation="sdpa"``, its default;
+the model class a Trainer run builds (transformers 5.23.0, ``attn_implementation="sdpa"``, its default, or
+``"eager"`` for Gemma 2, whose class refuses SDPA;
 build it under ``FakeTensorMode``: no weights, no storage). Its forward takes ``labels=`` and computes
 the loss itself (``ForCausalLMLoss``: the logits upcast to FP32 inside the model).
 
@@ -20,24 +21,38 @@ from typing import Any
 
 from torch import nn
 
+from app.ledger.models.readers import architecture_from_config
 
-def build_hf_model(config: Mapping[str, object]) -> nn.Module:
-    """transformers' causal-LM class for ``config`` (its ``model_type`` picks the family), in training mode."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+# Keys transformers' config classes declare as floats, which the lab's links spell whole (Gemma 2's soft-caps)
+_FLOAT_KEYS = ("attn_logit_softcapping", "final_logit_softcapping")
 
-    facts = dict(config)
+
+def hf_config(config: Mapping[str, object]) -> Any:
+    """The family's transformers config for ``config``'s facts (``AutoConfig.for_model``), for training."""
+    from transformers import AutoConfig
+
+    facts = {k: float(v) if k in _FLOAT_KEYS and isinstance(v, int) else v for k, v in config.items()}
     model_type = str(facts.pop("model_type"))
     # use_cache=False: what the HF Trainer sets (trainer.py: model.config.use_cache = args.use_cache, default
     # False). Left True, a checkpointed layer's trace keeps s·b·i more bytes per layer to the end of backward.
-    hf_config = AutoConfig.for_model(model_type, **facts, use_cache=False)
+    made = AutoConfig.for_model(model_type, **facts, use_cache=False)
     # The facts the lab keeps carry no pad_token_id, so the config class's default stands, and Phi3Config's
     # (32,000) lies outside a smaller vocabulary, which nn.Embedding refuses as its padding_idx. The padding row
     # only has its gradient zeroed: no memory changes with it.
-    pad = getattr(hf_config, "pad_token_id", None)
-    if isinstance(pad, int) and pad >= int(hf_config.vocab_size):
-        hf_config.pad_token_id = None
+    pad = getattr(made, "pad_token_id", None)
+    if isinstance(pad, int) and pad >= int(made.vocab_size):
+        made.pad_token_id = None
+    return made
+
+
+def build_hf_model(config: Mapping[str, object]) -> nn.Module:
+    """transformers' causal-LM class for ``config`` (its ``model_type`` picks the family), in training mode."""
+    from transformers import AutoModelForCausalLM
+
+    # SDPA, transformers' default; Gemma 2's class refuses it (SDPA cannot soft-cap) and takes eager by default
+    kernel = "eager" if architecture_from_config(config).eager_attention else "sdpa"
     model: nn.Module = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
-        hf_config, attn_implementation="sdpa"
+        hf_config(config), attn_implementation=kernel
     )
     model.train()
     return model

@@ -73,6 +73,16 @@ def family_traits(arch: Architecture) -> tuple[str, ...]:
     if arch.experts:
         out.append(f"Mixture of experts: {arch.experts} experts a layer, {arch.experts_per_token} per token; every "
                    "rank holds all of them unless expert parallelism (ep) splits them.")  # fmt: skip
+    if arch.eager_attention:
+        out.append("Eager attention (transformers' default for it: SDPA cannot soft-cap): the s×s scores are kept "
+                   "three times a layer, soft-capped (tanh), as FP32 softmax and cast for ×V; K and V expanded to "
+                   "every head.")  # fmt: skip
+    if arch.sandwich_norms:
+        out.append("Four RMSNorms a layer, before and after the attention and the MLP, computed in FP32 with "
+                   "(1 + weight) (norms = composite under transformers).")  # fmt: skip
+    if arch.logit_softcap:
+        out.append("Logits soft-capped: the tanh output, s·b·V in the activation width, is kept to the loss's "
+                   "backward (on a 256k vocabulary as much as the logits again).")  # fmt: skip
     if arch.fused_experts:
         out.append(f"Experts in two tensors, [{arch.experts}, 2·i, h] and [{arch.experts}, h, i], run by grouped GEMMs "
                    f"(transformers' default): FSDP2 shards them over the experts, so past D = {arch.experts} each "
@@ -146,6 +156,7 @@ FAMILY_LABELS = {
     "qwen3_moe": "Qwen3-MoE, mixture of experts (qwen3_moe)",
     "phi3": "Phi-3, Phi-3.5 and Phi-4 (phi3)",
     "olmo2": "OLMo 2 (olmo2)",
+    "gemma2": "Gemma 2 (gemma2)",
     "gpt2": "GPT-2 (gpt2)",
     "gpt_neox": "GPT-NeoX (gpt_neox)",
 }

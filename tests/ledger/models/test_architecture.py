@@ -351,3 +351,25 @@ def test_qwen3_moe_reads_its_experts_and_refuses_what_it_does_not_model() -> Non
         assert caught.value.key == key, (key, caught.value)
     with pytest.raises(ModelConfigError, match="missing required key 'moe_intermediate_size'"):
         architecture_from_config({k: v for k, v in config.items() if k != "moe_intermediate_size"})
+
+
+def test_gemma2_reads_its_own_defaults_and_soft_caps() -> None:
+    """Gemma2Config (transformers 5.23.0): head_dim 256 and tied embeddings when absent, four norms a layer, the
+    scores and the logits soft-capped unless the key is null; a soft-cap that is not null or a positive number is
+    refused by name. A link spells a soft-cap whole (its value sizes nothing) and reads back the same model."""
+    from app.ledger.models.reference import compact, config_of, resolve
+
+    config = dict(known_model("gemma-2-9b").config)
+    arch = architecture_from_config({k: v for k, v in config.items() if k not in ("head_dim", "tie_word_embeddings")})
+    assert (arch.head_dim, arch.tied_embeddings, arch.sandwich_norms, arch.eager_attention) == (256, True, True, True)
+    assert (arch.attn_softcap, arch.logit_softcap) == (True, True)
+    off = architecture_from_config({**config, "attn_logit_softcapping": None, "final_logit_softcapping": None})
+    assert (off.attn_softcap, off.logit_softcap) == (False, False)
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        for bad in (0, -1.5, True, "50", 10_001):
+            with pytest.raises(ModelConfigError) as caught:
+                architecture_from_config({**config, key: bad})
+            assert caught.value.key == key, (key, bad)
+    link = compact({**config, "attn_logit_softcapping": 49.5})
+    assert "attn_logit_softcapping=50;" in link and resolve(link).architecture == arch
+    assert config_of(link)["final_logit_softcapping"] == 30

@@ -18,10 +18,11 @@ pytestmark = MARKS
 
 def transformers_count(model: KnownModel) -> int:
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    facts = dict(model.config)
-    config = AutoConfig.for_model(str(facts.pop("model_type")), **facts)
+    from app.trace.models.hf import hf_config
+
+    config = hf_config(model.config)  # the catalogue's facts as transformers' config class takes them
     with torch.device("meta"):
         built = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
     return int(built.num_parameters())

@@ -127,6 +127,24 @@ PUBLISHED: tuple[Published, ...] = (
         "(model card: 32.8B, 31.2B non-embedding = 31,206,298,624 here)",
     ),
     Published(
+        "gemma-2-2b",
+        2_614_341_888,
+        "transformers 5.23.0 Gemma2ForCausalLM.num_parameters() on the meta device for google/gemma-2-2b "
+        "(tied: the head is the embedding; model card: 2.6B)",
+    ),
+    Published(
+        "gemma-2-9b",
+        9_241_705_984,
+        "transformers 5.23.0 Gemma2ForCausalLM.num_parameters() on the meta device for google/gemma-2-9b "
+        "(tied; model card: 9.24B)",
+    ),
+    Published(
+        "gemma-2-27b",
+        27_227_128_320,
+        "transformers 5.23.0 Gemma2ForCausalLM.num_parameters() on the meta device for google/gemma-2-27b "
+        "(tied; model card: 27.2B)",
+    ),
+    Published(
         "qwen3-30b-a3b",
         30_532_122_624,
         "transformers 5.23.0 Qwen3MoeForCausalLM.num_parameters() on the meta device for Qwen/Qwen3-30B-A3B "

@@ -54,6 +54,13 @@ _MOE_NOTE = (
     "probabilities (s·b·E), the top-k weights and int64 indices, and for each token's k experts "
     "its dispatched input, the expert's gate/up/SiLU/down-input activations (4 × i) and its output."
 )
+_GEMMA2_NOTE = (
+    " Gemma 2 (transformers 5.23.0, eager attention: its class refuses SDPA, which cannot soft-cap; a flash or "
+    "flex kernel, if chosen, keeps no s×s scores and this count is then high): K and V expanded to every head, "
+    "the scores soft-capped (the tanh output, a·s²·b), the softmax in FP32 and its cast for ×V (a·s²·b each); "
+    "four RMSNorms a layer, computed in FP32 with (1 + weight); a GeGLU MLP (tanh GeLU: the same tensors as "
+    "SwiGLU's); the soft-capped logits' tanh output kept to the loss's backward."
+)
 _SELECTIVE_FLASH_NOTE = (
     " Selective recomputation of the attention core saves only the log-sum-exp here: a "
     "FlashAttention-style kernel already keeps no s×s scores, which is what the policy removes."
@@ -89,7 +96,9 @@ def assumptions(arch: Architecture, policy: str, norms: str) -> str:
         out += _NEOX_NOTE
     if arch.experts:
         out += _MOE_NOTE
-    if policy == "selective" and not gpt:
+    if arch.eager_attention:
+        out += _GEMMA2_NOTE
+    if policy == "selective" and not gpt and not arch.eager_attention:
         out += _SELECTIVE_FLASH_NOTE
     out += {"unfused": _UNFUSED_NOTE, "composite": _COMPOSITE_NOTE}.get(norms, "")
     return out + " " + POLICY_DESCRIPTIONS[policy][0].upper() + POLICY_DESCRIPTIONS[policy][1:] + "." + _COMMON

@@ -15,20 +15,11 @@ from dataclasses import replace
 from app.ledger.arithmetic import ceil_div
 from app.ledger.bounds import ACT_POLICIES, ACT_WIDTHS, LOGITS_WIDTHS, MICRO_BATCH, NORMS, SEQ_LEN, TP
 from app.ledger.formula import Formula
+from app.ledger.models.activations.ends import all_to_all_saved, embedding_saved, head_saved, per_rank
 from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
 from app.ledger.models.activations.recompute import recompute_fraction
-from app.ledger.models.activations.saved import (
-    all_to_all_saved,
-    embedding_saved,
-    head_saved,
-    kept_saved,
-    layer_saved,
-    op_recomputed,
-    op_released,
-    op_saved,
-    per_rank,
-)
+from app.ledger.models.activations.saved import kept_saved, layer_saved, op_recomputed, op_released, op_saved
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 POLICIES: tuple[str, ...] = ACT_POLICIES
@@ -165,7 +156,7 @@ def activation_ledger(
     if policy == "op":  # what the recompute rebuilds, less the cache entries it frees
         working_set -= per_rank(op_released(arch, s, b, w), t, sp)
 
-    mask_kept = gqa == "expand" and policy in ("full", "op")
+    mask_kept = (gqa == "expand" or arch.eager_attention) and policy in ("full", "op")
     embedding = per_rank(embedding_saved(arch, s, b, w, mask_kept), t, sp)
     head = per_rank(head_saved(arch, s, b, w, kernel), t, sp)
     logits = s * b * ceil_div(arch.vocab, t) * logits_bytes

@@ -11,6 +11,7 @@ Two models of a decoder layer, both stated tensor by tensor in :func:`layer_save
   FlashAttention-style kernel that keeps no s×s scores (only its FP32 log-sum-exp), RMSNorm that
   keeps its input and FP32 1/rms, no dropout; MoE keeps each token's top-k expert activations;
   Qwen3's per-head q/k RMSNorms keep theirs over the q and k heads.
+- ``gemma2``: eager attention (the s×s scores, soft-capped), four FP32 RMSNorms a layer, a GeGLU MLP.
 
 Integer arithmetic only. Where ``tp`` (or sequence parallelism) divides a sum, the per-rank figure
 is rounded **up** to a whole byte, once per figure (:func:`per_rank`): per layer, embedding, head, logits.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.ledger.arithmetic import ceil_div
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 FP32 = 4
@@ -101,20 +101,22 @@ def _gpt_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
     )
 
 
-def _norm_inputs(sbh2: int, w: int, norms: str, post: bool = False) -> list[Saved]:
-    """What the layer's two RMSNorms keep of their inputs (``sbh2`` = 2·s·b·h elements): the input itself
+def _norm_inputs(sbh: int, w: int, norms: str, post: bool = False, count: int = 2) -> list[Saved]:
+    """What the layer's ``count`` RMSNorms keep of their inputs (``sbh`` = s·b·h elements each): the input itself
     (fused), an FP32 upcast and the normalised input in the activation width (unfused: transformers'
     LlamaRMSNorm), or the FP32 upcast and the normalised input still in FP32 (composite: torch.nn.RMSNorm as
     torch 2.13 decomposes it on CPU, x.float() · rsqrt(…) times the weight before the cast back)."""
+    shape, elements = f"{count}·s·b·h", count * sbh
     if norms == "fused":
         read = "the attention's and the MLP's outputs" if post else "layer input, post-attention residual"
-        return [Saved(f"RMSNorm inputs ({read})", "2·s·b·h", sbh2, w, False)]
-    upcast = Saved("RMSNorm FP32 upcasts of the inputs (kept by pow and mul)", "2·s·b·h", sbh2, FP32, False)
+        read = "before and after each sublayer" if count == 4 else read
+        return [Saved(f"RMSNorm inputs ({read})", shape, elements, w, False)]
+    upcast = Saved("RMSNorm FP32 upcasts of the inputs (kept by pow and mul)", shape, elements, FP32, False)
     if norms == "composite":
-        return [upcast, Saved("RMSNorm normalised inputs in FP32 (composite: kept by the weight's mul)", "2·s·b·h",
-                              sbh2, FP32, False)]  # fmt: skip
+        return [upcast, Saved("RMSNorm normalised inputs in FP32 (composite: kept by the weight's mul)", shape,
+                              elements, FP32, False)]  # fmt: skip
     return [upcast, Saved("RMSNorm normalised inputs before the weight (unfused: kept by the weight's mul)",
-                          "2·s·b·h", sbh2, w, False)]  # fmt: skip
+                          shape, elements, w, False)]  # fmt: skip
 
 
 def _qk_norms(arch: Architecture, sb: int, w: int, norms: str) -> list[Saved]:
@@ -145,7 +147,7 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     keeps in the activation width (b·s², one per layer: each call converts it)."""
     h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
-    norm_inputs = _norm_inputs(2 * sb * h, w, norms, arch.post_norms)
+    norm_inputs = _norm_inputs(sb * h, w, norms, arch.post_norms)
     # OLMo 2 normalises after each sublayer: what q/k/v and the MLP read is the layer input and the residual
     # stream after the attention, the same sizes as a pre-norm layer's norm outputs
     read = (
@@ -195,14 +197,16 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
 
 
 def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
-    """A dense SwiGLU MLP, or a MoE block's router and each token's k expert passes."""
+    """A dense SwiGLU MLP (Gemma 2's GeGLU keeps the same: its tanh GeLU, like SiLU, needs only its input), or a MoE
+    block's router and each token's k expert passes."""
     h, i = arch.hidden, arch.intermediate
     sb = s * b
     if arch.experts == 0:
+        act = "GeLU (tanh)" if arch.family == "gemma2" else "SiLU"
         return [
             Saved("gate_proj and up_proj outputs", "2·s·b·i", 2 * sb * i, w, True),
-            Saved("SiLU output", "s·b·i", sb * i, w, True),
-            Saved("down_proj input (SiLU(gate) × up)", "s·b·i", sb * i, w, True),
+            Saved(f"{act} output", "s·b·i", sb * i, w, True),
+            Saved(f"down_proj input ({act}(gate) × up)", "s·b·i", sb * i, w, True),
         ]
     e, k = arch.experts, arch.experts_per_token
     out = [
@@ -241,6 +245,36 @@ def _swiglu_layer(
     return (*_swiglu_attention(arch, s, b, w, norms, gqa), *_swiglu_mlp(arch, s, b, w))
 
 
+def _gemma2_layer(arch: Architecture, s: int, b: int, w: int, norms: str) -> tuple[Saved, ...]:
+    """``Gemma2DecoderLayer`` (transformers 5.23.0) with its eager attention (:attr:`Architecture.eager_attention`).
+
+    Four RMSNorms, before and after each sublayer: ``Gemma2RMSNorm`` computes in FP32 and multiplies by (1 + weight)
+    in FP32 (``norms = composite``, the hf-fsdp2 stack's for Gemma 2), so each keeps the FP32 upcast, the FP32
+    normalised input, its 1/rms and its (1 + weight), h FP32 elements. The attention expands K and V to every head
+    (``repeat_kv``), materialises the s×s scores, soft-caps them (``tanh``, which keeps its output), takes the
+    softmax in FP32 (kept) and casts it back for ×V (kept). The post-norms' outputs are added to the residual
+    (nothing kept); the pre-norms' outputs are what q/k/v and the MLP read. Read off a probe of the layer (autograd's
+    saved tensors by storage) and held to the trace."""
+    h, a, d = arch.hidden, arch.heads, arch.head_dim
+    sb, ass = s * b, arch.heads * s * s * b
+    norm_inputs = _norm_inputs(sb * h, w, norms, count=4)
+    if norms != "fused":
+        norm_inputs.append(Saved("RMSNorm (1 + weight) in FP32, one per norm", "4·h", 4 * h, FP32, False))
+    capped = [Saved("soft-capped scores (tanh output)", "a·s²·b", ass, w, True, core=True)] if arch.attn_softcap else []
+    return (
+        *norm_inputs,
+        Saved("RMSNorm 1/rms (FP32, per token per norm)", "4·s·b", 4 * sb, FP32, False),
+        Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False),
+        Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
+        Saved("K and V expanded to every head (repeat_kv)", "2·s·b·a·d", 2 * sb * a * d, w, True),
+        *capped,
+        Saved("softmax output (FP32)", "a·s²·b", ass, FP32, True, core=True),
+        Saved("attention probabilities in the activation width (for ×V)", "a·s²·b", ass, w, True, core=True),
+        Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True),
+        *_swiglu_mlp(arch, s, b, w),
+    )
+
+
 def layer_saved(
     arch: Architecture, seq_len: int, micro_batch: int, act_bytes: int = 2, norms: str = "fused", gqa: str = "native"
 ) -> tuple[Saved, ...]:
@@ -248,6 +282,8 @@ def layer_saved(
     what an RMSNorm keeps, fused or unfused; LayerNorm models are the same either way)."""
     if arch.family in GPT_FAMILIES:
         return _gpt_layer(arch, seq_len, micro_batch, act_bytes)
+    if arch.eager_attention:
+        return _gemma2_layer(arch, seq_len, micro_batch, act_bytes, norms)
     return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms, gqa)
 
 
@@ -311,50 +347,3 @@ def kept_saved(full_set: tuple[Saved, ...], policy: str, s: int, b: int, h: int,
         return tuple(x for x in full_set if not x.core)
     inputs = tuple(x for x in full_set if x.layer_input)
     return (Saved("checkpointed layer input", "s·b·h", s * b * h, w, False), *inputs)
-
-
-# ---------------------------------------------------------------------------------------------
-# The model's ends and the expert-parallel buffers
-# ---------------------------------------------------------------------------------------------
-
-
-def embedding_saved(arch: Architecture, s: int, b: int, w: int, mask_kept: bool = False) -> tuple[Saved, ...]:
-    """The embedding output (and its dropout mask where the family trains with dropout); ``mask_kept``: the model's
-    boolean attention mask (b·s², one byte each), which checkpointed layers keep as an input to their recompute."""
-    out = [Saved("embedding output", "s·b·h", s * b * arch.hidden, w, False)]
-    if has_dropout(arch):
-        out.append(Saved("embedding dropout mask", "s·b·h", s * b * arch.hidden, MASK, False))
-    if mask_kept:
-        out.append(Saved("the model's attention mask (bool), kept by the checkpoints", "b·s²", b * s * s, MASK,
-                         False))  # fmt: skip
-    return tuple(out)
-
-
-def head_saved(arch: Architecture, s: int, b: int, w: int, norms: str) -> tuple[Saved, ...]:
-    """The final norm's output (the LM head input), and what an RMSNorm keeps besides."""
-    h = arch.hidden
-    out = [Saved("final norm output (LM head input)", "s·b·h", s * b * h, w, False)]
-    if arch.family not in GPT_FAMILIES:
-        out.append(Saved("final RMSNorm 1/rms (FP32)", "s·b", s * b, FP32, False))
-        # the FP32 upcast; the normalised input stands where the fused model has its input (the residual), in FP32
-        # under composite: (4 − w) bytes more per element
-        if norms != "fused":
-            out.append(Saved(f"final RMSNorm FP32 upcast ({norms})", "s·b·h", s * b * h, FP32, False))
-        if norms == "composite" and w < FP32:
-            out.append(Saved("final RMSNorm normalised input in FP32, beyond the residual's width", "s·b·h",
-                             s * b * h, FP32 - w, False))  # fmt: skip
-    return tuple(out)
-
-
-def all_to_all_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
-    """Expert parallelism: one MoE layer's all-to-all send and receive buffers of the k·s·b dispatched tokens."""
-    k = arch.experts_per_token
-    return (Saved("all-to-all send and receive buffers", "2·k·s·b·h", 2 * k * s * b * arch.hidden, w, False),)
-
-
-def per_rank(saved: tuple[Saved, ...], tp: int, sp: bool) -> int:
-    """Replicated bytes + ⌈split bytes ÷ tp⌉; with sequence parallelism ⌈all bytes ÷ tp⌉."""
-    if sp:
-        return ceil_div(sum(x.bytes for x in saved), tp)
-    replicated = sum(x.bytes for x in saved if not x.split)
-    return replicated + ceil_div(sum(x.bytes for x in saved if x.split), tp)

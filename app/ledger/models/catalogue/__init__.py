@@ -7,7 +7,7 @@ report that introduced the model. The order here is the catalogue's: by family, 
 
 from __future__ import annotations
 
-from app.ledger.models.catalogue import gpt, llama, mistral, olmo, phi, qwen
+from app.ledger.models.catalogue import gemma, gpt, llama, mistral, olmo, phi, qwen
 from app.ledger.models.catalogue.sources import Entry
 
 ENTRIES: dict[str, Entry] = {
@@ -16,5 +16,6 @@ ENTRIES: dict[str, Entry] = {
     **qwen.ENTRIES,
     **phi.ENTRIES,
     **olmo.ENTRIES,
+    **gemma.ENTRIES,
     **gpt.ENTRIES,
 }
