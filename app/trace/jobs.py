@@ -87,7 +87,8 @@ class QueueDown(Exception):
 
 
 def trace_tensors(query: str) -> int:
-    """The parameter tensors a trace of ``query`` runs (its model's, each expert's counted): its cost here."""
+    """The parameter tensors a trace of ``query`` runs (its model's; a MoE layer's experts are two fused tensors):
+    its cost here."""
     s = scenario_of(query)
     return resolve(s.model).inventory.tensor_count if s.model else 0
 

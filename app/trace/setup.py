@@ -17,12 +17,14 @@ from app.ledger.models.reference import resolve
 from app.ledger.scenario import Scenario
 from app.trace import HF_STACK_HINT, TITAN_HINT, hf_stack_installed, titan_installed
 
-TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox")
-# --stack hf-fsdp2: the families whose transformers class runs on fake tensors: the dense ones, and qwen3_moe through
-# its default grouped-GEMM experts (fixed shapes; Mixtral's, held apart in the lab's own decoder, is not traced
-# so yet). qwen3 and qwen3_moe only here: the lab's plain decoders (TRACEABLE_FAMILIES, --stack plain-fsdp2) have
-# no per-head q/k norms.
-HF_TRACEABLE: tuple[str, ...] = ("gemma2", "llama", "mistral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe")
+TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "qwen2", "gpt2", "gpt_neox")
+# --stack hf-fsdp2: the families whose transformers class runs on fake tensors: the dense ones, and the MoE ones
+# through their default grouped-GEMM experts (fixed shapes). qwen3, qwen3_moe, mixtral, phi3, olmo2 and gemma2 only
+# here: the lab's plain decoders (TRACEABLE_FAMILIES, --stack plain-fsdp2) have no per-head q/k norms, fused
+# experts or projections, post-norms or eager soft-capped attention.
+HF_TRACEABLE: tuple[str, ...] = (
+    "gemma2", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe",
+)  # fmt: skip
 # --stack torchtitan: torchtitan's Llama 3 model (no biases; Mistral's window and Qwen2's biases are not its).
 TITAN_TRACEABLE: tuple[str, ...] = ("llama",)
 TITAN_MAX_SEQ = 131_072  # the llama3 registry's RoPE max_seq_len, which training.seq_len may not exceed

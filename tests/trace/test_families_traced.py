@@ -27,8 +27,12 @@ pytestmark = MARKS
 SMALL = {"hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
          "head_dim": 96, "intermediate_size": 688, "vocab_size": 16384}  # fmt: skip
 RUN = {"dp": 4, "seq_len": 256, "micro_batch": 2, "reduce_bytes": 2, "stack": "hf-fsdp2", **FSDP2}
-# Qwen3-MoE's experts: 8 of moe_intermediate_size each, 2 a token (intermediate_size, read by no sparse layer, drops)
-MOE = {"moe_intermediate_size": 176, "num_experts": 8, "num_experts_per_tok": 2}
+# The MoE families' experts: 8 a layer, 2 a token, 176 wide (Qwen3-MoE's intermediate_size, read by no sparse layer,
+# drops; Mixtral's is its experts' width)
+MOE = {
+    "qwen3_moe": {"moe_intermediate_size": 176, "num_experts": 8, "num_experts_per_tok": 2},
+    "mixtral": {"intermediate_size": 176, "num_local_experts": 8, "num_experts_per_tok": 2},
+}
 
 
 def _traced(family: str, **raw: Any) -> tuple[Any, Any]:
@@ -39,14 +43,14 @@ def _traced(family: str, **raw: Any) -> tuple[Any, Any]:
     import_torch()
     from app.trace.tracer import run_trace
 
-    extra = MOE if family == "qwen3_moe" else {}
+    extra = MOE.get(family, {})
     s = parse_scenario({**RUN, "model": compact({**SMALL, **extra, "model_type": family}), **raw})
     peak = estimate(s).ledger.stages[3].peak
     assert peak.schedule is not None
     return peak, run_trace(trace_setup(s))
 
 
-@pytest.mark.parametrize("family", ["qwen3", "phi3", "olmo2", "qwen3_moe", "gemma2"])
+@pytest.mark.parametrize("family", ["qwen3", "phi3", "olmo2", "qwen3_moe", "mixtral", "gemma2"])
 @pytest.mark.parametrize("raw", [{}, {"act_policy": "full"}, {"wrap": "root", "loss": "outside"}],
                          ids=["embed-tail", "full", "root-outside"])  # fmt: skip
 def test_the_family_as_transformers_runs_it(family: str, raw: dict[str, Any]) -> None:
@@ -55,7 +59,7 @@ def test_the_family_as_transformers_runs_it(family: str, raw: dict[str, Any]) ->
     forward (the step from one forward instant to the next: its saved activations, the q/k norms', the fused
     projections' or the per-layer rotary tables' included) equal to the trace's to the byte."""
     peak, result = _traced(family, **raw)
-    extra = MOE if family == "qwen3_moe" else {}
+    extra = MOE.get(family, {})
     assert result.params == resolve(compact({**SMALL, **extra, "model_type": family})).inventory.params
     measured = result.peak["total"]
     assert abs(peak.total - measured) * 400 <= measured, (peak.total, measured)
@@ -76,15 +80,27 @@ def test_qwen3_is_traced_with_transformers_class_only() -> None:
     assert any("traced with transformers' own class only" in p for p in caught.value.problems), caught.value.problems
 
 
-@pytest.mark.parametrize("raw", [{"dp": 16}, {"dp": 16, "act_policy": "full"}, {"norm_topk_prob": False}],
-                         ids=["dp16", "dp16-full", "no-renorm"])  # fmt: skip
-def test_qwen3_moe_as_transformers_runs_it(raw: dict[str, Any]) -> None:
-    """Qwen3MoeForCausalLM with its default grouped-GEMM experts (fixed shapes: it traces on fake tensors, and what it
-    keeps does not depend on the routing). At D = 16 over 8 experts FSDP2 pads the fused expert tensors to one
-    expert a rank (twice the experts' share a per-expert count gives); without norm_topk_prob the renormalising
-    division and what it keeps are gone. The peak within 0.25 % and one layer's saved set to the byte."""
+MOE_RUNS = [
+    ("qwen3_moe", {"dp": 16}),
+    ("qwen3_moe", {"dp": 16, "act_policy": "full"}),
+    ("qwen3_moe", {"norm_topk_prob": False}),
+    ("mixtral", {"dp": 16}),
+    ("mixtral", {"dp": 16, "act_policy": "full"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("family", "raw"), MOE_RUNS, ids=lambda x: x if isinstance(x, str) else "-".join(map(str, x.values()))
+)
+def test_moe_as_transformers_runs_it(family: str, raw: dict[str, Any]) -> None:
+    """Qwen3MoeForCausalLM and MixtralForCausalLM with their default grouped-GEMM experts (fixed shapes: they trace on
+    fake tensors, and what they keep does not depend on the routing). At D = 16 over 8 experts FSDP2 pads the fused
+    expert tensors to one expert a rank (twice the experts' share a per-expert count gives); without norm_topk_prob
+    the renormalising division and what it keeps are gone. The peak within 0.25 % and one layer's saved set to the
+    byte."""
+    raw = dict(raw)
     renorm = raw.pop("norm_topk_prob", True)
-    config = compact({**SMALL, **MOE, "norm_topk_prob": renorm, "model_type": "qwen3_moe"})
+    config = compact({**SMALL, **MOE[family], "norm_topk_prob": renorm, "model_type": family})
     from app.ledger.estimate import estimate
     from app.trace import import_torch
 

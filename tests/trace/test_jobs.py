@@ -271,12 +271,11 @@ def test_a_failed_trace_is_not_run_again_for_a_while(jobs: Jobs, tmp_path: Path)
 
 
 def test_a_model_past_the_pages_trace_budget_is_refused_before_it_queues(jobs: Jobs, tmp_path: Path) -> None:
-    """The budget counts parameter tensors (each expert's): a trace's time on fake tensors follows them."""
+    """The budget counts parameter tensors: a trace's time on fake tensors follows them (160 small layers of 9)."""
     queue = jobs()
-    moe = compact({"model_type": "mixtral", "hidden_size": 256, "num_hidden_layers": 48, "num_attention_heads": 4,
-                   "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "num_local_experts": 64,
-                   "num_experts_per_tok": 2})  # fmt: skip
-    query = canonical_query(parse_scenario({"model": moe, "dp": 8}))
+    deep = compact({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 160, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024})  # fmt: skip
+    query = canonical_query(parse_scenario({"model": deep, "dp": 8}))
     with pytest.raises(TooLarge) as caught:
         queue.submit(query)
     assert caught.value.tensors == trace_tensors(query) > BUDGET_TENSORS

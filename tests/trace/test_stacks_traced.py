@@ -99,8 +99,7 @@ def test_accelerates_units_on_llama_3_8b() -> None:
 @pytest.mark.parametrize(("raw", "needle"), [
     ({"stack": "plain-fsdp2", "loss": "inside"}, "--loss inside: the plain decoders return their logits"),
     ({"stack": "plain-fsdp2", "wrap": "embed-tail"}, "--wrap embed-tail: the plain decoders are wrapped"),
-    ({"stack": "hf-fsdp2", "model": compact({**LLAMA, "model_type": "mixtral", "num_local_experts": 4,
-                                               "num_experts_per_tok": 2})}, "family 'mixtral' is not yet traceable"),
+    ({"stack": "hf-fsdp2", "model": "gpt2"}, "family 'gpt2' is not yet traceable"),
 ])  # fmt: skip
 def test_what_a_stack_cannot_trace_is_named(raw: dict[str, Any], needle: str) -> None:
     with pytest.raises(TraceSetupError) as caught:

@@ -88,7 +88,7 @@ class Architecture:
     fp32_rope: bool = False  # olmo2: the rotary tables stay FP32 (transformers' Llama casts them to the compute dtype)
     sliding_window: int = 0  # mistral, mixtral: each token attends to the last sliding_window (0: no window)
     fused: bool = False  # phi3: q, k, v in one qkv_proj and gate, up in one gate_up_proj
-    topk_renorm: bool = False  # qwen3_moe's norm_topk_prob: the k routing weights divided by their sum, in FP32
+    topk_renorm: bool = False  # the k routing weights over their sum, in FP32: mixtral's; qwen3_moe's norm_topk_prob
     sandwich_norms: bool = False  # gemma2: an RMSNorm before and after the attention and the MLP (4 a layer)
     attn_softcap: bool = False  # gemma2's attn_logit_softcapping: tanh over the scores (eager attention)
     logit_softcap: bool = False  # gemma2's final_logit_softcapping: tanh over the logits
@@ -130,8 +130,8 @@ class Architecture:
         gemma = self.family == "gemma2"
         if self.sandwich_norms != gemma or ((self.attn_softcap or self.logit_softcap) and not gemma):
             raise ModelConfigError("sandwich norms and soft-capping are the gemma2 family's", "sandwich_norms")
-        if self.topk_renorm and self.family != "qwen3_moe":
-            raise ModelConfigError("topk_renorm (norm_topk_prob) is read for qwen3_moe only", "topk_renorm")
+        if self.topk_renorm != (self.family == "mixtral") and self.family != "qwen3_moe":
+            raise ModelConfigError("topk_renorm is mixtral's (always) and qwen3_moe's (norm_topk_prob)", "topk_renorm")
         if self.experts == 0 and self.experts_per_token != 0:
             raise ModelConfigError("experts_per_token must be 0 for a dense model", "experts_per_token")
         if self.experts > 0 and not 1 <= self.experts_per_token <= self.experts:
@@ -149,10 +149,16 @@ class Architecture:
 
     @property
     def fused_experts(self) -> bool:
-        """A MoE layer's experts held as one tensor per kind, [E, 2·i, h] and [E, h, i] (transformers 5.23.0's
-        ``Qwen3MoeExperts``, run by grouped GEMMs), which FSDP2 shards on the expert dimension; Mixtral's are counted
-        as the lab's plain decoder holds them, one [i, h] tensor per expert and kind."""
-        return self.family == "qwen3_moe"
+        """A MoE layer's experts held as one tensor per kind, [E, 2·i, h] and [E, h, i], as transformers 5.23.0 holds
+        them in memory (``MixtralExperts``, ``Qwen3MoeExperts``: the checkpoint's per-expert tensors are fused on
+        loading) and runs them (grouped GEMMs), which FSDP2 shards on the expert dimension."""
+        return self.experts > 0
+
+    @property
+    def fp32_routing_weights(self) -> bool:
+        """The k routing weights stay FP32 into the experts' product (``MixtralTopKRouter``; Qwen3-MoE's router
+        casts them back to the compute dtype)."""
+        return self.family == "mixtral"
 
     @property
     def q_width(self) -> int:

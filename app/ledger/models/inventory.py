@@ -166,17 +166,11 @@ def _swiglu_layer(arch: Architecture) -> list[Tensor]:
         out += _linear("mlp.gate_proj", i, h, arch.mlp_bias)
         out += _linear("mlp.up_proj", i, h, arch.mlp_bias)
         out += _linear("mlp.down_proj", h, i, arch.mlp_bias)
-    elif arch.family == "mixtral":
-        # Mixtral's checkpoint names: a router ``gate`` [E, h] and per expert w1 (gate), w2 (down), w3 (up).
-        # The experts are identical: one entry per kind with a count, whatever the expert count.
-        out.append(_t("block_sparse_moe.gate.weight", arch.experts, h))
-        stem, e = "block_sparse_moe.experts.{e}", arch.experts
-        out += [_t(f"{stem}.w1.weight", i, h, count=e), _t(f"{stem}.w2.weight", h, i, count=e)]
-        out.append(_t(f"{stem}.w3.weight", i, h, count=e))
     else:
-        # Qwen3-MoE as transformers 5.23.0 holds it in memory (what FSDP2 shards; the checkpoint's per-expert tensors
-        # are fused on loading): the router ``mlp.gate`` [E, h] and ``mlp.experts`` (Qwen3MoeExperts), the gate and
-        # up projections of every expert in one [E, 2·i, h] and the down projections in one [E, h, i].
+        # Mixtral and Qwen3-MoE as transformers 5.23.0 holds them in memory (what FSDP2 shards; the checkpoint's
+        # per-expert tensors are fused on loading): the router ``mlp.gate`` [E, h] and ``mlp.experts``
+        # (MixtralExperts, Qwen3MoeExperts), the gate and up projections of every expert in one [E, 2·i, h] and the
+        # down projections in one [E, h, i].
         out.append(_t("mlp.gate.weight", arch.experts, h))
         out += [_t("mlp.experts.gate_up_proj", arch.experts, 2 * i, h), _t("mlp.experts.down_proj", arch.experts, h, i)]
     if arch.sandwich_norms:  # Gemma2DecoderLayer: before and after the attention and the MLP

@@ -236,6 +236,8 @@ def _swiglu(config: Mapping[str, object], family: Family) -> Architecture:
         arch.update(topk_renorm=_qwen3_moe_layers(config))
     if family in _EXPERT_KEYS:
         arch.update(_experts(config, family))
+    if family == "mixtral":  # MixtralTopKRouter divides the k weights by their sum, always
+        arch.update(topk_renorm=True)
     return Architecture(**arch)  # type: ignore[arg-type]
 
 

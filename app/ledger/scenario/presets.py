@@ -126,7 +126,8 @@ PRESETS: tuple[Preset, ...] = (
     Preset(
         "model-mixtral-full-dp64",
         "Mixtral-8x7B from its config.json, full recompute, 64 × H100",
-        "the built-in Mixtral-8x7B-v0.1 config (MoE: 8 experts, top-2); activations modelled",
+        "the built-in Mixtral-8x7B-v0.1 config (MoE: 8 experts, top-2, fused as transformers holds them: at D = 64 "
+        "FSDP2 pads them to a whole expert per rank; try ep = 8); activations modelled",
         parse_scenario(
             {
                 "model": "mixtral-8x7b-v0.1",

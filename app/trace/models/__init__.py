@@ -8,7 +8,7 @@ tensors, and a test holds every name, shape and the count to :func:`app.ledger.m
 
 What each family computes (the choices a trace reproduces) is stated once, in its module:
 
-- :mod:`app.trace.models.swiglu`: llama, mistral, qwen2 and mixtral (balanced, static-shape routing).
+- :mod:`app.trace.models.swiglu`: llama, mistral, qwen2 (mixtral: transformers' own class, ``hf.py``).
 - :mod:`app.trace.models.gpt2`: gpt2 (eager attention, dropout 0.1).
 - :mod:`app.trace.models.gpt_neox`: gpt_neox (partial rotary, parallel residual, no dropout).
 - :mod:`app.trace.models.blocks`: what they share (RMSNorm, rotary tables, dropout as CUDA runs it,

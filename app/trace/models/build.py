@@ -26,7 +26,7 @@ def build_model(arch: Architecture, progress: Progress | None = None) -> nn.Modu
         return GPT2LMHeadModel(arch, report)
     if arch.family == "gpt_neox":
         return GPTNeoXForCausalLM(arch, report)
-    if arch.family in ("llama", "mistral", "qwen2", "mixtral"):
+    if arch.family in ("llama", "mistral", "qwen2"):
         return SwiGLUForCausalLM(arch, report)
     raise ModelBuildError(f"family {arch.family!r} is not yet traceable (traceable: {', '.join(TRACEABLE_FAMILIES)})")
 

@@ -41,18 +41,18 @@ def test_model_inventory_lists_every_kind_of_tensor_once_with_its_count(client: 
     assert page.status_code == 200
 
 
-def test_a_mixtral_inventory_counts_its_experts_instead_of_listing_them(client: TestClient) -> None:
-    """Mixtral-8x7B: w1, w2, w3 once each with count 8, not 24 entries per layer."""
+def test_a_mixtral_inventory_lists_its_experts_as_transformers_holds_them(client: TestClient) -> None:
+    """Mixtral-8x7B in transformers 5.23.0: every expert's gate and up projections in one [8, 2·14336, 4096] tensor,
+    the down projections in one [8, 4096, 14336] (the checkpoint's 24 per-expert tensors are fused on loading)."""
     body = client.post("/api/model-inventory", json=dict(KNOWN_BY_ID["mixtral-8x7b-v0.1"].config)).json()
     layer = body["units"][1]
     experts = {t["name"]: (t["shape"], t["count"]) for t in layer["tensors"] if "experts" in t["name"]}
     assert experts == {
-        "model.layers.{k}.block_sparse_moe.experts.{e}.w1.weight": ([14336, 4096], 8),
-        "model.layers.{k}.block_sparse_moe.experts.{e}.w2.weight": ([4096, 14336], 8),
-        "model.layers.{k}.block_sparse_moe.experts.{e}.w3.weight": ([14336, 4096], 8),
+        "model.layers.{k}.mlp.experts.gate_up_proj": ([8, 28672, 4096], 1),
+        "model.layers.{k}.mlp.experts.down_proj": ([8, 4096, 14336], 1),
     }
     assert body["params"] == 46_702_792_704
-    assert body["tensor_count"] == 3 + 32 * (4 + 1 + 8 * 3 + 2)  # 995
+    assert body["tensor_count"] == 3 + 32 * (4 + 1 + 2 + 2)  # 291
 
 
 DOS_CONFIG = {
@@ -63,8 +63,8 @@ DOS_CONFIG = {
 
 
 def test_a_thousand_layers_of_a_thousand_experts_answer_in_a_few_kilobytes(client: TestClient) -> None:
-    """The 228-byte request that answered 339,651,958 bytes after 11.5 s (every one of 3,150,850
-    tensors listed): now one entry per kind of tensor, the totals exact."""
+    """The 228-byte request that answered 339,651,958 bytes after 11.5 s (every one of 3,150,850 tensors listed):
+    now a layer's nine tensors (the experts fused in two, as transformers holds them), the totals exact."""
     r = client.post("/api/model-inventory", json=DOS_CONFIG)
     assert r.status_code == 200
     assert len(r.content) < 8_000
@@ -72,11 +72,11 @@ def test_a_thousand_layers_of_a_thousand_experts_answer_in_a_few_kilobytes(clien
     h, i, e, kv, v = 4096, 14336, 1024, 8 * 128, 32000
     layer = 2 * h * h + 2 * kv * h + e * h + e * 3 * h * i + 2 * h
     assert body["params"] == 1024 * layer + 2 * v * h + h
-    assert body["tensor_count"] == 1 + 1024 * (4 + 1 + 3 * 1024 + 2) + 2
-    # the same config as a scenario's model: the page lists one layer's tensor kinds, not 3,072 names
+    assert body["tensor_count"] == 1 + 1024 * (4 + 1 + 2 + 2) + 2
+    # the same config as a scenario's model: the page lists one layer's tensors, not 3,072 names
     page = client.get("/", params={"model": body["model"], "seq_len": "1024", "micro_batch": "1"})
     assert page.status_code == 200
-    assert "block_sparse_moe.experts.{e}.w1.weight [14336 &times; 4096] &times; 1,024" in page.text
+    assert "mlp.experts.gate_up_proj [1024 &times; 28672 &times; 4096]" in page.text
     assert len(page.content) < 256 * 1024
 
 

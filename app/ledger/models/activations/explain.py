@@ -50,9 +50,11 @@ _SWIGLU_ASSUMPTIONS = (
     "down_proj input (4 × s·b·i); the attention output is the o_proj input (one tensor)."
 )
 _MOE_NOTE = (
-    " MoE (token-choice top-k, no capacity limit, no token dropping): the router's FP32 "
-    "probabilities (s·b·E), the top-k weights and int64 indices, and for each token's k experts "
-    "its dispatched input, the expert's gate/up/SiLU/down-input activations (4 × i) and its output."
+    " MoE (token-choice top-k, no capacity limit, no token dropping) as transformers 5.23.0 runs it, grouped GEMMs "
+    "over the k·s·b token slots sorted by expert (its default experts implementation: what it keeps does not "
+    "depend on the routing): the router's FP32 probabilities (s·b·E), the top-k weights and int64 indices, the "
+    "sort, gather and scatter indices, and for each token's k experts its dispatched input, the expert's "
+    "gate/up/SiLU/down-input activations (4 × i) and its output; renormalised weights keep their FP32 sum."
 )
 _GEMMA2_NOTE = (
     " Gemma 2 (transformers 5.23.0, eager attention: its class refuses SDPA, which cannot soft-cap; a flash or "

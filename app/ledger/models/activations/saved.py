@@ -208,28 +208,27 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
             Saved(f"{act} output", "s·b·i", sb * i, w, True),
             Saved(f"down_proj input ({act}(gate) × up)", "s·b·i", sb * i, w, True),
         ]
+    # transformers' grouped-GEMM experts (5.23.0 integrations/moe.py, the default experts_implementation): the k·s·b
+    # token slots sorted by expert (the order, the gather of the inputs, the scatter back: int64 each) and one int32
+    # offset per expert; the routing weights renormalised in FP32 keep their sum and the k weights before any cast.
+    # Read off a probe of each family's MoE block and held to the trace.
     e, k = arch.experts, arch.experts_per_token
+    weights = FP32 if arch.fp32_routing_weights else w
     out = [
         Saved("router probabilities (FP32 softmax)", "s·b·E", sb * e, FP32, False),
-        Saved("top-k routing weights", "s·b·k", sb * k, w, False),
+        Saved("top-k routing weights, in expert order (for their product)", "k·s·b", k * sb, weights, False),
         Saved("top-k dispatch indices (int64)", "s·b·k", sb * k, INDEX, False),
+        Saved("grouped GEMM's sort order, gather and scatter indices (int64)", "3·k·s·b", 3 * k * sb, INDEX, False),
+        Saved("grouped GEMM's offsets, one per expert (int32)", "E", e, 4, False),
         Saved("expert inputs (each token to its k experts)", "k·s·b·h", k * sb * h, w, False),
-        Saved("expert w1 (gate) and w3 (up) outputs", "2·k·s·b·i", 2 * k * sb * i, w, True),
+        Saved("expert gate and up outputs", "2·k·s·b·i", 2 * k * sb * i, w, True),
         Saved("expert SiLU outputs", "k·s·b·i", k * sb * i, w, True),
-        Saved("expert w2 (down) inputs", "k·s·b·i", k * sb * i, w, True),
+        Saved("expert down_proj inputs", "k·s·b·i", k * sb * i, w, True),
         Saved("expert outputs (for the routing-weight product)", "k·s·b·h", k * sb * h, w, False),
     ]
-    if arch.family == "qwen3_moe":
-        # transformers' grouped-GEMM experts (5.23.0 integrations/moe.py, the default experts_implementation): the
-        # k·s·b token slots sorted by expert (the order, the gather of the inputs, the scatter back: int64 each)
-        # and one int32 offset per expert; the routing weights renormalised in FP32 (norm_topk_prob) keep their sum
-        # and the k weights before the cast to the compute dtype.
-        out.append(Saved("grouped GEMM's sort order, gather and scatter indices (int64)", "3·k·s·b", 3 * k * sb,
-                         INDEX, False))  # fmt: skip
-        out.append(Saved("grouped GEMM's offsets, one per expert (int32)", "E", e, 4, False))
-        if arch.topk_renorm:
-            out.append(Saved("top-k weights and their sum before the renormalising division (FP32)", "(k + 1)·s·b",
-                             (k + 1) * sb, FP32, False))  # fmt: skip
+    if arch.topk_renorm:
+        out.append(Saved("top-k weights and their sum before the renormalising division (FP32)", "(k + 1)·s·b",
+                         (k + 1) * sb, FP32, False))  # fmt: skip
     return out
 
 

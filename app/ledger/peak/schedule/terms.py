@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from app.ledger.arithmetic import ceil_div, n
+from app.ledger.arithmetic import n
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 from app.ledger.models.defaults import ModelQuery, model_defaults
 from app.ledger.scenario import Scenario
@@ -98,10 +98,9 @@ def _activation_terms(
 
 
 def _mlp_tokens(arch: Architecture, tokens: int) -> int:
-    """Tokens through one MLP at a time: all of them, or one expert's balanced share ⌈k·s·b ÷ E⌉."""
-    if arch.experts:
-        return ceil_div(arch.experts_per_token * tokens, arch.experts)
-    return tokens
+    """Token slots through the MLP at once: all the tokens, or for a MoE layer's grouped GEMMs all k·s·b slots (every
+    expert in one call)."""
+    return arch.experts_per_token * tokens if arch.experts else tokens
 
 
 def _op_pair(arch: Architecture, seq: int, b: int) -> int:
@@ -112,7 +111,7 @@ def _op_pair(arch: Architecture, seq: int, b: int) -> int:
 
 def _op_pair_formula(arch: Architecture, seq: int, b: int, w: int) -> str:
     mlp_tokens = _mlp_tokens(arch, seq * b)
-    tokens = f"⌈{arch.experts_per_token}·{n(seq * b)} ÷ {arch.experts}⌉" if arch.experts else f"{n(seq)}·{b}"
+    tokens = f"{arch.experts_per_token}·{n(seq * b)}" if arch.experts else f"{n(seq)}·{b}"
     mlp = f"2·{tokens}·{n(arch.intermediate)}"
     if arch.family in GPT_FAMILIES and 2 * arch.heads * seq * seq * b > 2 * mlp_tokens * arch.intermediate:
         return f"2·a·s²·b × {w} B = 2·{arch.heads}·{n(seq)}²·{b} × {w} B (the attention scores' gradients)"

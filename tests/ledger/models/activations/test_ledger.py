@@ -169,13 +169,15 @@ def test_grouped_query_attention_keeps_narrow_k_and_v() -> None:
 
 
 def test_mixtral_keeps_each_tokens_top_k_experts() -> None:
-    """Per token, BF16, k = 2 of E = 8: norm inputs 16,384 + 1/rms 8 + norm outputs 16,384 + q 8,192
-    + k, v 4,096 + attention output 8,192 + log-sum-exp 128; router FP32 probabilities 32, top-k
-    weights 4, int64 indices 16; expert inputs 2 × 4096 × 2 = 16,384; gate and up 2 × 2 × 14336 × 2
-    = 114,688; SiLU 57,344; down inputs 57,344; expert outputs 16,384 → 315,580 bytes."""
+    """Per token, BF16, k = 2 of E = 8, as transformers 5.23.0's grouped-GEMM experts keep them: norm inputs 16,384
+    + 1/rms 8 + norm outputs 16,384 + q 8,192 + k, v 4,096 + attention output 8,192 + log-sum-exp 128; router FP32
+    probabilities 32, top-k weights in FP32 (Mixtral's router keeps them so) 2 × 4 = 8, int64 indices 16, the sort,
+    gather and scatter indices 3 × 2 × 8 = 48, the renormalising division's FP32 weights and sum (2 + 1) × 4 = 12;
+    expert inputs 2 × 4096 × 2 = 16,384; gate and up 2 × 2 × 14336 × 2 = 114,688; SiLU 57,344; down inputs 57,344;
+    expert outputs 16,384 → 315,644 bytes a token, and one int32 offset per expert, 32 bytes a layer."""
     arch = known_model("mixtral-8x7b-v0.1").architecture()
-    assert activation_ledger(arch, seq_len=1, micro_batch=1).per_layer_bytes == 315_580
-    assert activation_ledger(arch, seq_len=4096, micro_batch=1).per_layer_bytes == 315_580 * 4096
+    assert activation_ledger(arch, seq_len=1, micro_batch=1).per_layer_bytes == 315_644 + 32
+    assert activation_ledger(arch, seq_len=4096, micro_batch=1).per_layer_bytes == 315_644 * 4096 + 32
 
 
 def test_selective_saves_only_the_log_sum_exp_with_flash_attention() -> None:
