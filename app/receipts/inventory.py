@@ -1,9 +1,9 @@
-"""A model's inventory as JSON: every kind of tensor once, with how many there are.
+"""A model's inventory as JSON: one decoder layer's tensors, with how many layers there are.
 
 The response follows the model's *shape*, not its size: the identical decoder layers are one
-unit entry with ``count`` = L, and a MoE layer's identical experts are one tensor entry per kind
-with ``count`` = E, so 1,024 layers of 1,024 experts answer in as few bytes as one layer of eight.
-Names keep the checkpoint's spelling with ``{k}`` for the layer index and ``{e}`` for the expert.
+unit entry with ``count`` = L, and a MoE layer's experts are two fused tensors (as transformers holds
+them), so 1,024 layers of 1,024 experts answer in as few bytes as one layer of eight.
+Names keep transformers' spelling with ``{k}`` for the layer index.
 :class:`InventoryOut` describes it (``POST /api/model-inventory``); :class:`KnownModelOut` is one
 built-in model as ``GET /api/models`` lists it.
 """
@@ -21,9 +21,8 @@ from app.receipts.strict import Count, Strict
 
 
 class TensorGroup(Strict):
-    name: str = Field(description="checkpoint name; {k} is the layer index, {e} the expert index")
+    name: str = Field(description="transformers' parameter name; {k} is the layer index")
     shape: list[Count]
-    count: Count = Field(description="identical tensors of this kind in one unit (experts)")
 
 
 class UnitGroup(Strict):
@@ -60,7 +59,7 @@ def _unit(unit: Unit, name: str, prefix: str, count: int) -> dict[str, Any]:
         "name": name,
         "count": count,
         "params": unit.params,
-        "tensors": [{"name": prefix + t.name, "shape": list(t.shape), "count": t.count} for t in unit.tensors],
+        "tensors": [{"name": prefix + t.name, "shape": list(t.shape)} for t in unit.tensors],
     }
 
 

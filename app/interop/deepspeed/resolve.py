@@ -157,11 +157,11 @@ def _persistence(sizes: _Sizes, threshold: int, source: str) -> None:
     cap_key = _Z + "stage3_model_persistence_threshold"
     cap = elements(cap_key, zero_value(sizes.zero, "stage3_model_persistence_threshold"), ELEMENTS_MAX)
     assert cap is not None
-    # Per unit, its grouped tensors (an expert kind is one entry with a count): bounded by the units, never the
-    # millions of tensors of a large MoE one by one.
+    # Per unit kind, its tensors (the decoder layers' one tuple, a MoE layer's experts two fused tensors): bounded
+    # by the model's shape, never its size.
     small = [t for unit in md.model.inventory.units for t in unit.tensors if t.numel < threshold]
-    total = min(cap, sum(t.total for t in small))
-    count = sum(t.count for t in small)
+    total = min(cap, sum(t.numel for t in small))
+    count = len(small)
     extra = total * s.param_bytes - -(-total * s.param_bytes // s.dp)
     sizes.r.line(
         key,

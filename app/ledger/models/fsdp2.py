@@ -55,7 +55,7 @@ def padded_rows_elements(t: Tensor, dp: int) -> int:
 
 
 def _padded(tensors: tuple[Tensor, ...], dp: int) -> int:
-    return sum(padded_rows_elements(t, dp) * t.count for t in tensors)
+    return sum(padded_rows_elements(t, dp) for t in tensors)
 
 
 def fsdp2_shard(inv: Inventory, dp: int, width: int) -> Fsdp2Shard:

@@ -11,10 +11,9 @@ norm with the untied LM head, which the root unit holds when nothing else wraps 
 head the ``final`` unit is the norm alone: the head's matmul reuses the ``embed`` unit's weight.
 
 Decoder layers are identical, so all layer units share one tuple of tensors whose names are
-relative to the unit's prefix, and a MoE layer's identical experts are one entry per tensor kind
-with a count; :meth:`Inventory.tensors` spells out every full name lazily. That keeps an inventory
-of Llama-2-70B (80 layers) or of 1,024 layers of 1,024 experts a few dozen objects, cheap to build
-and to answer per request.
+relative to the unit's prefix, and a MoE layer's experts are two fused tensors, as transformers 5.23.0 holds
+them; :meth:`Inventory.tensors` spells out every full name lazily. That keeps an inventory of Llama-2-70B
+(80 layers) or of 1,024 layers of 1,024 experts a few dozen objects, cheap to build and to answer per request.
 """
 
 from __future__ import annotations
@@ -29,30 +28,11 @@ from app.ledger.models.architecture import Architecture
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
-    """``count`` identical parameter tensors: their name, shape, and elements each (the shape's product).
-
-    ``count`` is 1 except for a MoE layer's experts, whose E tensors of one kind are one entry
-    named with ``{e}`` for the expert index: an inventory's size follows the model's shape, not
-    its expert count.
-    """
+    """One parameter tensor: its name, shape, and elements (the shape's product)."""
 
     name: str
     shape: tuple[int, ...]
     numel: int
-    count: int = 1
-
-    @property
-    def total(self) -> int:
-        """Elements in all ``count`` tensors."""
-        return self.numel * self.count
-
-    def expanded(self) -> Iterator[Tensor]:
-        """Each of the ``count`` tensors with its own name (``{e}`` replaced by 0 … count − 1)."""
-        if self.count == 1:
-            yield self
-            return
-        for e in range(self.count):
-            yield Tensor(self.name.replace("{e}", str(e)), self.shape, self.numel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +50,8 @@ class Unit:
 
     def full_tensors(self) -> Iterator[Tensor]:
         """This unit's tensors one by one, with their full checkpoint names."""
-        for group in self.tensors:
-            for t in group.expanded():
-                yield Tensor(self.prefix + t.name, t.shape, t.numel)
+        for t in self.tensors:
+            yield Tensor(self.prefix + t.name, t.shape, t.numel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +94,8 @@ class Inventory:
         return tuple((u.name, u.params) for u in self.units)
 
 
-def _t(name: str, *shape: int, count: int = 1) -> Tensor:
-    return Tensor(name, shape, math.prod(shape), count)
+def _t(name: str, *shape: int) -> Tensor:
+    return Tensor(name, shape, math.prod(shape))
 
 
 def _norm(arch: Architecture, name: str) -> list[Tensor]:
@@ -207,7 +186,7 @@ def _gpt_neox_layer(arch: Architecture) -> list[Tensor]:
 
 def _unit(name: str, prefix: str, tensors: list[Tensor] | tuple[Tensor, ...]) -> Unit:
     tensors = tuple(tensors)
-    return Unit(name, prefix, tensors, sum(t.total for t in tensors))
+    return Unit(name, prefix, tensors, sum(t.numel for t in tensors))
 
 
 def _ends(arch: Architecture) -> tuple[list[Tensor], str, list[Tensor]]:
@@ -230,7 +209,7 @@ def _ends(arch: Architecture) -> tuple[list[Tensor], str, list[Tensor]]:
 
 
 def _count(unit: Unit) -> int:
-    return sum(t.count for t in unit.tensors)
+    return len(unit.tensors)
 
 
 @lru_cache(maxsize=64)

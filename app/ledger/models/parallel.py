@@ -181,9 +181,9 @@ def _unit_share(unit: Unit, tp: int, ep: int, arch: Architecture, name: str | No
     for t in unit.tensors:
         each = tp_elements(t, tp, arch)
         if _is_expert(t):
-            experts += each * t.count // ep  # E tensors of one kind, or one [E, …] tensor: E ÷ ep experts a rank
+            experts += each // ep  # one [E, …] tensor: E ÷ ep experts a rank (ep divides E)
         else:
-            dense += each * t.count
+            dense += each
     return UnitShare(name or unit.name, dense, experts)
 
 

@@ -19,7 +19,7 @@ class UnitRow:
     last_layer: int | None  # for the decoder layer: the index of the last one ("layers.0 … layers.31")
     params: int
     each: bool  # the count is per layer
-    tensors: tuple[tuple[str, tuple[int, ...], int], ...]  # (name, shape, count)
+    tensors: tuple[tuple[str, tuple[int, ...]], ...]  # (name, shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,7 @@ def _unit_row(unit: Unit, layer: bool, layers: int) -> UnitRow:
         last_layer=layers - 1 if layer and layers > 1 else None,
         params=unit.params,
         each=layer,
-        tensors=tuple((t.name, t.shape, t.count) for t in unit.tensors),
+        tensors=tuple((t.name, t.shape) for t in unit.tensors),
     )
 
 

@@ -29,7 +29,7 @@ def test_model_inventory_lists_every_kind_of_tensor_once_with_its_count(client: 
     assert [(u["name"], u["count"]) for u in body["units"]] == [("embed", 1), ("layers.{k}", 32), ("final", 1)]
     assert sum(u["params"] * u["count"] for u in body["units"]) == body["params"]
     for unit in body["units"]:
-        assert sum(math.prod(t["shape"]) * t["count"] for t in unit["tensors"]) == unit["params"]
+        assert sum(math.prod(t["shape"]) for t in unit["tensors"]) == unit["params"]
     shapes = {t["name"]: t["shape"] for u in body["units"] for t in u["tensors"]}
     assert shapes["model.layers.{k}.mlp.down_proj.weight"] == [4096, 11008]
     assert shapes["lm_head.weight"] == [32000, 4096]
@@ -46,10 +46,10 @@ def test_a_mixtral_inventory_lists_its_experts_as_transformers_holds_them(client
     the down projections in one [8, 4096, 14336] (the checkpoint's 24 per-expert tensors are fused on loading)."""
     body = client.post("/api/model-inventory", json=dict(KNOWN_BY_ID["mixtral-8x7b-v0.1"].config)).json()
     layer = body["units"][1]
-    experts = {t["name"]: (t["shape"], t["count"]) for t in layer["tensors"] if "experts" in t["name"]}
+    experts = {t["name"]: t["shape"] for t in layer["tensors"] if "experts" in t["name"]}
     assert experts == {
-        "model.layers.{k}.mlp.experts.gate_up_proj": ([8, 28672, 4096], 1),
-        "model.layers.{k}.mlp.experts.down_proj": ([8, 4096, 14336], 1),
+        "model.layers.{k}.mlp.experts.gate_up_proj": [8, 28672, 4096],
+        "model.layers.{k}.mlp.experts.down_proj": [8, 4096, 14336],
     }
     assert body["params"] == 46_702_792_704
     assert body["tensor_count"] == 3 + 32 * (4 + 1 + 2 + 2)  # 291

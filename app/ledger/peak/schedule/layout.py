@@ -59,7 +59,7 @@ class Layout:
 
 
 def _padded_shard(tensors: tuple[Tensor, ...], dp: int) -> int:
-    return sum(padded_rows_elements(t, dp) * t.count for t in tensors)
+    return sum(padded_rows_elements(t, dp) for t in tensors)
 
 
 @lru_cache(maxsize=4096)
@@ -76,7 +76,7 @@ def layout(model: str, dp: int, padded: bool = True) -> Layout:
     root_params = inv.embed.params + inv.final.params
     head = arch.vocab * arch.hidden if arch.tied_embeddings else 0
     head_tensors = tuple(t for t in inv.final.tensors if t.numel == arch.vocab * arch.hidden)
-    head_params = sum(t.numel * t.count for t in head_tensors)
+    head_params = sum(t.numel for t in head_tensors)
     if padded:
         embed_shard, tail_shard = _padded_shard(inv.embed.tensors, dp), _padded_shard(inv.final.tensors, dp)
         head_whole = dp * _padded_shard(head_tensors, dp)
