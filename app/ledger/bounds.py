@@ -24,6 +24,7 @@ MICRO_BATCH = (1, 4_096)
 TP = (1, 1_024)
 AC_EVERY = (1, 1_024)  # checkpoint every N-th decoder layer
 LOSS_CHUNKS = (1, 1_024)  # loss = chunked: the sequence split into N chunks for the head and the loss
+ROUTING_IMBALANCE = (100, 1_000)  # %: the busiest expert-parallel rank's routed token slots over the balanced share
 
 # The training stacks a scenario names (its presets: app/ledger/scenario/stacks.py) and where its loss runs.
 TrainingStack = Literal["plain-fsdp2", "hf-fsdp2", "torchtitan"]

@@ -78,6 +78,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "pp": 1,
         "pp_stage": "first",
         "ep": 1,
+        "routing_imbalance_pct": 100,
     }
 
 

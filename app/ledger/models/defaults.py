@@ -54,6 +54,7 @@ class ModelQuery(NamedTuple):
     ep: int = 1
     ac_every: int = 1
     gqa: str = "native"
+    routing_imbalance_pct: int = 100
 
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
@@ -92,6 +93,7 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         ep=q.ep,
         every=q.ac_every,
         gqa=q.gqa,
+        imbalance_pct=q.routing_imbalance_pct,
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)

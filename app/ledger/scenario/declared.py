@@ -21,6 +21,7 @@ from app.ledger.bounds import (
     MICRO_BATCH,
     MODEL_MAX_CHARS,
     NAME_MAX_CHARS,
+    ROUTING_IMBALANCE,
     SEQ_LEN,
     TEN_13,
     TP,
@@ -221,6 +222,17 @@ class ScenarioFields(BaseModel):
         "all-to-alls its tokens.",
         examples=[1],
         json_schema_extra=form("parallelism", "ranks", 1),
+    )
+    routing_imbalance_pct: Plain = optional(
+        ge=ROUTING_IMBALANCE[0],
+        le=ROUTING_IMBALANCE[1],
+        title="Routing imbalance (busiest expert)",
+        description="With expert parallelism on a mixture-of-experts model: the busiest rank's routed token slots "
+        "over the balanced k·s·b, in percent (100 = balanced). Its experts' activations and its all-to-all "
+        "receive buffer grow with it. Without ep every rank runs all experts on its own tokens in one grouped "
+        "GEMM, and the routing moves nothing.",
+        examples=[100],
+        json_schema_extra=form("parallelism", "%", 100),
     )
     prefetch: Plain = optional(
         ge=0,

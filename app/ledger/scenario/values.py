@@ -61,3 +61,4 @@ class ScenarioValues:
     optimizer_impl: str = "for-loop"  # Optimizer implementation
     gqa: str = "native"  # Grouped K/V heads
     loss_chunks: int = 8  # Loss chunks
+    routing_imbalance_pct: int = 100  # Routing imbalance (busiest expert)

@@ -153,6 +153,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "ranks_per_node",
         "host_bytes",
         "zero_init",
+        "routing_imbalance_pct",
         "shard_group",
         "hpz",
         "pp",

@@ -48,10 +48,16 @@ def head_saved(arch: Architecture, s: int, b: int, w: int, norms: str) -> tuple[
     return tuple(out)
 
 
-def all_to_all_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
-    """Expert parallelism: one MoE layer's all-to-all send and receive buffers of the k·s·b dispatched tokens."""
-    k = arch.experts_per_token
-    return (Saved("all-to-all send and receive buffers", "2·k·s·b·h", 2 * k * s * b * arch.hidden, w, False),)
+def all_to_all_saved(arch: Architecture, s: int, b: int, w: int, pct: int = 100) -> tuple[Saved, ...]:
+    """Expert parallelism: one MoE layer's all-to-all send buffer of the k·s·b dispatched token slots and its receive
+    buffer, ``pct`` % of them on the busiest rank (100: balanced)."""
+    slots = arch.experts_per_token * s * b
+    received = ceil_div(slots * pct, 100)
+    shape = "k·s·b·h" if pct == 100 else f"{pct}% × k·s·b·h"
+    return (
+        Saved("all-to-all send buffer", "k·s·b·h", slots * arch.hidden, w, False),
+        Saved("all-to-all receive buffer (the busiest rank's)", shape, received * arch.hidden, w, False),
+    )
 
 
 def per_rank(saved: tuple[Saved, ...], tp: int, sp: bool) -> int:

@@ -13,13 +13,29 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.ledger.arithmetic import ceil_div
-from app.ledger.bounds import ACT_POLICIES, ACT_WIDTHS, LOGITS_WIDTHS, MICRO_BATCH, NORMS, SEQ_LEN, TP
+from app.ledger.bounds import (
+    ACT_POLICIES,
+    ACT_WIDTHS,
+    LOGITS_WIDTHS,
+    MICRO_BATCH,
+    NORMS,
+    ROUTING_IMBALANCE,
+    SEQ_LEN,
+    TP,
+)
 from app.ledger.formula import Formula
 from app.ledger.models.activations.ends import all_to_all_saved, embedding_saved, head_saved, per_rank
 from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
 from app.ledger.models.activations.recompute import recompute_fraction
-from app.ledger.models.activations.saved import kept_saved, layer_saved, op_recomputed, op_released, op_saved
+from app.ledger.models.activations.saved import (
+    kept_saved,
+    layer_saved,
+    op_recomputed,
+    op_released,
+    op_saved,
+    routed,
+)
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 POLICIES: tuple[str, ...] = ACT_POLICIES
@@ -27,6 +43,7 @@ POLICIES: tuple[str, ...] = ACT_POLICIES
 SEQ_LEN_BOUNDS = SEQ_LEN
 MICRO_BATCH_BOUNDS = MICRO_BATCH
 TP_BOUNDS = TP
+IMBALANCE_BOUNDS = ROUTING_IMBALANCE
 
 
 def _check(field: str, value: object, lo: int, hi: int) -> int:
@@ -112,6 +129,7 @@ def activation_ledger(
     ep: int = 1,
     every: int = 1,
     gqa: str = "native",
+    imbalance_pct: int = 100,
 ) -> ActivationLedger:
     """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
 
@@ -130,7 +148,9 @@ def activation_ledger(
     keeps pp micro batches' activations (embedding output included) and no logits; the last keeps one
     micro batch's, with the head's and the logits. Assumes at least pp micro batches per step.
     ``ep`` > 1 (a MoE model): one layer's all-to-all send and receive buffers of the k·s·b dispatched
-    tokens are resident beside the saved set (balanced routing, no capacity padding).
+    tokens are resident beside the saved set (no capacity padding); ``imbalance_pct`` (100–1,000) is the busiest
+    rank's routed token slots over the balanced k·s·b: its experts' per-slot activations and its receive buffer
+    grow with it (at ep = 1 every rank runs all experts on its own tokens, and the routing moves nothing).
     ``every`` > 1 (``full`` only): layers 0, every, 2·every, … are checkpointed and the others keep their whole
     saved set (transformers' ``activation_checkpointing_enable(every_n_layers=every)``).
     Raises :class:`ActivationInputError`.
@@ -146,7 +166,8 @@ def activation_ledger(
 
     kernel = norms if arch.norm == "rmsnorm" else "fused"  # LayerNorm models: one kind
     _check_gqa(arch, gqa)
-    full_set = layer_saved(arch, s, b, w, kernel, gqa)
+    pct = _check("routing_imbalance_pct", imbalance_pct, *IMBALANCE_BOUNDS) if ep > 1 and arch.experts else 100
+    full_set = routed(layer_saved(arch, s, b, w, kernel, gqa), pct)
     if policy == "op":
         kept, working = op_saved(arch, s, b, w), op_recomputed(full_set, arch, s, b, w)
     else:
@@ -165,7 +186,7 @@ def activation_ledger(
         head = logits = 0
     elif stage == "last":
         embedding = 0
-    all_to_all = per_rank(all_to_all_saved(arch, s, b, w), t, sp) if ep > 1 and arch.experts else 0
+    all_to_all = per_rank(all_to_all_saved(arch, s, b, w, pct), t, sp) if ep > 1 and arch.experts else 0
     stage_layers = arch.layers // pp
     _check_every(policy, every, stage_layers)
     full_layer = per_rank(full_set, t, sp)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.ledger.arithmetic import ceil_div
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 FP32 = 4
@@ -36,6 +37,8 @@ class Saved:
     the tensor-parallel region); with sequence parallelism every entry is divided.
     ``core``: inside the attention core, dropped (recomputed) by the selective policy.
     ``layer_input``: an input of the layer besides the hidden state, which a checkpoint keeps too (full policy).
+    ``slots``: one per routed token slot an expert computes on, which the busiest rank under expert parallelism
+    holds more of when the routing is imbalanced (:func:`routed`).
     """
 
     what: str
@@ -45,6 +48,7 @@ class Saved:
     split: bool
     core: bool = False
     layer_input: bool = False
+    slots: bool = False
 
     @property
     def bytes(self) -> int:
@@ -220,11 +224,11 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
         Saved("top-k dispatch indices (int64)", "s·b·k", sb * k, INDEX, False),
         Saved("grouped GEMM's sort order, gather and scatter indices (int64)", "3·k·s·b", 3 * k * sb, INDEX, False),
         Saved("grouped GEMM's offsets, one per expert (int32)", "E", e, 4, False),
-        Saved("expert inputs (each token to its k experts)", "k·s·b·h", k * sb * h, w, False),
-        Saved("expert gate and up outputs", "2·k·s·b·i", 2 * k * sb * i, w, True),
-        Saved("expert SiLU outputs", "k·s·b·i", k * sb * i, w, True),
-        Saved("expert down_proj inputs", "k·s·b·i", k * sb * i, w, True),
-        Saved("expert outputs (for the routing-weight product)", "k·s·b·h", k * sb * h, w, False),
+        Saved("expert inputs (each token to its k experts)", "k·s·b·h", k * sb * h, w, False, slots=True),
+        Saved("expert gate and up outputs", "2·k·s·b·i", 2 * k * sb * i, w, True, slots=True),
+        Saved("expert SiLU outputs", "k·s·b·i", k * sb * i, w, True, slots=True),
+        Saved("expert down_proj inputs", "k·s·b·i", k * sb * i, w, True, slots=True),
+        Saved("expert outputs (for the routing-weight product)", "k·s·b·h", k * sb * h, w, False, slots=True),
     ]
     if arch.topk_renorm:
         out.append(Saved("top-k weights and their sum before the renormalising division (FP32)", "(k + 1)·s·b",
@@ -272,6 +276,18 @@ def _gemma2_layer(arch: Architecture, s: int, b: int, w: int, norms: str) -> tup
         Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True),
         *_swiglu_mlp(arch, s, b, w),
     )
+
+
+def routed(saved: tuple[Saved, ...], pct: int) -> tuple[Saved, ...]:
+    """``saved`` on the busiest rank under expert parallelism when the routing sends it ``pct`` % of the balanced
+    k·s·b token slots: each per-slot entry ⌈elements × pct ÷ 100⌉ (100: unchanged)."""
+    if pct == 100:
+        return saved
+    return tuple(
+        Saved(x.what, f"{pct}% × {x.shape}", ceil_div(x.elements * pct, 100), x.width, x.split, x.core,
+              x.layer_input, x.slots) if x.slots else x
+        for x in saved
+    )  # fmt: skip
 
 
 def layer_saved(

@@ -209,6 +209,7 @@ def test_there_is_no_dp_input() -> None:
         "ep",
         "every",
         "gqa",
+        "imbalance_pct",
     }
     assert not any("dp" in name or "data" in name or "world" in name for name in names)
 
@@ -330,3 +331,20 @@ def test_bad_inputs_name_their_field(change: dict[str, object], field: str) -> N
         activation_ledger(gpt(), **kwargs)  # type: ignore[arg-type]
     assert caught.value.field == field
     assert str(caught.value).startswith(f"{field}: ")
+
+
+def test_an_imbalanced_routing_grows_the_busiest_expert_parallel_rank() -> None:
+    """Mixtral-8x7B, ep = 4, s = 4,096, BF16: at 150 % the busiest rank computes on 1.5 × k·s·b = 12,288 token slots
+    a layer: its experts' per-slot tensors (inputs and outputs 2 × h, gate/up, SiLU and down inputs 4 × i) grow by
+    4,096 slots × (2 × 4,096 + 4 × 14,336) × 2 B = 536,870,912 B a layer, and the all-to-all receive buffer by 4,096
+    × 4,096 × 2 B = 33,554,432 B. At ep = 1 (every rank runs all experts on its own tokens) nothing moves."""
+    arch = known_model("mixtral-8x7b-v0.1").architecture()
+    base = activation_ledger(arch, seq_len=4096, micro_batch=1, ep=4)
+    busy = activation_ledger(arch, seq_len=4096, micro_batch=1, ep=4, imbalance_pct=150)
+    assert busy.per_layer_bytes - base.per_layer_bytes == 536_870_912
+    assert busy.all_to_all_bytes - base.all_to_all_bytes == 33_554_432
+    assert busy.total_bytes - base.total_bytes == 32 * 536_870_912 + 33_554_432
+    alone = activation_ledger(arch, seq_len=4096, micro_batch=1, imbalance_pct=150)
+    assert alone == activation_ledger(arch, seq_len=4096, micro_batch=1)
+    with pytest.raises(ActivationInputError, match="routing_imbalance_pct"):
+        activation_ledger(arch, seq_len=4096, micro_batch=1, ep=4, imbalance_pct=99)
