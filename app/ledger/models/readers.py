@@ -134,9 +134,20 @@ def _intermediate_key(family: Family) -> str:
 
 
 def _experts(config: Mapping[str, object], family: Family) -> dict[str, int]:
-    """A MoE family's experts per layer and per token, each checked against the other."""
+    """A MoE family's experts per layer and per token, each checked against the other. Qwen3MoeConfig maps
+    ``num_experts`` (the Hub's config.json files) onto ``num_local_experts`` (what it writes itself): either is read,
+    and both only if they agree."""
     experts_key, _ = _EXPERT_KEYS[family]
+    alias = config.get("num_local_experts") if family == "qwen3_moe" else None
+    if alias is not None and "num_experts" not in config:
+        experts_key = "num_local_experts"
     experts = _need_int(config, experts_key, "experts", family)
+    aliased = None if alias is None else _check_int(alias, "num_local_experts", "experts")
+    if aliased is not None and aliased != experts:
+        raise ModelConfigError(
+            f"'num_local_experts' = {aliased:,} disagrees with 'num_experts' = {experts:,} (its alias)",
+            "num_local_experts",
+        )
     if experts < 1:
         raise ModelConfigError(f"{experts_key!r} must be at least 1 for {family}", experts_key)
     per_token = _need_int(config, "num_experts_per_tok", "experts_per_token", family)
@@ -372,7 +383,7 @@ FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
     "qwen2": _SWIGLU_KEYS,
     "qwen3": (*_SWIGLU_KEYS, "attention_bias", "use_sliding_window"),
     "qwen3_moe": (*(k for k in _SWIGLU_KEYS if k != "intermediate_size"), "attention_bias", "use_sliding_window",
-                  "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                  "num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
                   "decoder_sparse_step", "mlp_only_layers", "output_router_logits"),
     "phi3": (*_SWIGLU_KEYS, "sliding_window"),
     "olmo2": (*_SWIGLU_KEYS, "attention_bias"),

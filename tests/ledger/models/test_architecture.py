@@ -373,3 +373,15 @@ def test_gemma2_reads_its_own_defaults_and_soft_caps() -> None:
     link = compact({**config, "attn_logit_softcapping": 49.5})
     assert "attn_logit_softcapping=50;" in link and resolve(link).architecture == arch
     assert config_of(link)["final_logit_softcapping"] == 30
+
+
+def test_qwen3_moe_reads_num_local_experts_as_num_experts_alias() -> None:
+    """Qwen3MoeConfig's attribute_map: the Hub's files say num_experts, a config transformers writes says
+    num_local_experts; either is read, both only when they agree (a disagreement names the alias)."""
+    config = dict(known_model("qwen3-30b-a3b").config)
+    written = {k: v for k, v in config.items() if k != "num_experts"} | {"num_local_experts": 128}
+    assert architecture_from_config(written) == architecture_from_config(config)
+    assert architecture_from_config({**config, "num_local_experts": 128}).experts == 128
+    with pytest.raises(ModelConfigError) as caught:
+        architecture_from_config({**config, "num_local_experts": 64})
+    assert caught.value.key == "num_local_experts"
