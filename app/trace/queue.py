@@ -112,6 +112,16 @@ def make_huey(url: str) -> Huey:
     return Huey(NAME, storage_class=HealingSqliteStorage, filename=url.removeprefix("sqlite:///"), create_tables=False)
 
 
+def release(huey: Huey) -> None:
+    """Close what ``huey``'s storage holds open in this process (a Redis connection pool, SQLite connections): a web
+    worker that stops, or a test that is done with a queue, leaves no socket for the collector to find."""
+    pool = getattr(huey.storage, "pool", None)
+    if pool is not None:
+        pool.disconnect()
+    else:
+        huey.storage.close()
+
+
 def describe(url: str) -> str:
     """``url`` without a password, for a log line."""
     scheme, _, rest = url.partition("://")

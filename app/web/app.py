@@ -15,6 +15,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.routing import Match
 
 from app import __version__
+from app.trace.queue import release
 from app.web.http.errors import validation_error_response
 from app.web.http.limits import RequestLimits
 from app.web.http.security import SecurityHeaders
@@ -48,6 +49,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # FastAPI runs the plain ``def`` routes on anyio's thread pool: size it for CPU-bound work (Settings).
     anyio.to_thread.current_default_thread_limiter().total_tokens = app.state.settings.threads
     yield
+    queue = getattr(app.state, "trace_queue", None)
+    if queue is not None:  # made on first use (routes/trace_jobs.queue_for): its storage's connections close with us
+        release(queue.huey)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from huey import Huey
 from huey.consumer import Consumer
 
 from app.trace.jobs import TraceQueue
-from app.trace.queue import make_huey
+from app.trace.queue import make_huey, release
 from app.trace.runner import TraceRunner
 from app.trace.store import TraceStore
 from app.trace.worker import consumer_for
@@ -47,11 +48,13 @@ def stop_consumer(consumer: Consumer) -> None:
 
 
 class Jobs:
-    """Makes trace queues in ``folder`` and stops their consumers at the end of the test."""
+    """Makes trace queues in ``folder`` and stops their consumers (and releases their storages' connections: a
+    Redis socket left to the collector warns in whichever later test collects it) at the end of the test."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.consumers: list[Consumer] = []
+        self.hueys: list[Huey] = []
 
     def __call__(
         self,
@@ -70,6 +73,7 @@ class Jobs:
         at once, unless ``options`` say otherwise (the tests of those limits)."""
         store = store or TraceStore(self.folder / "cache" / "traces.sqlite3", version)
         huey = make_huey(queue_url or f"sqlite:///{queue_file or self.folder / 'queue' / 'queue.sqlite3'}")
+        self.hueys.append(huey)
         extra = {} if clock is None else {"clock": clock}
         runner = TraceRunner(huey, store.version, fake_command(self.folder, modes), timeout_s=timeout_s,
                              heartbeat_s=0.05, cwd=None, **extra)  # fmt: skip
@@ -80,6 +84,8 @@ class Jobs:
     def stop(self) -> None:
         while self.consumers:
             stop_consumer(self.consumers.pop())
+        while self.hueys:
+            release(self.hueys.pop())
 
 
 @contextmanager
