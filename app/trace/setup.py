@@ -23,7 +23,7 @@ TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "qwen2", "gpt2", "gpt
 # here: the lab's plain decoders (TRACEABLE_FAMILIES, --stack plain-fsdp2) have no per-head q/k norms, fused
 # experts or projections, post-norms or eager soft-capped attention.
 HF_TRACEABLE: tuple[str, ...] = (
-    "gemma2", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe",
+    "gemma2", "gemma3_text", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe",
 )  # fmt: skip
 # --stack torchtitan: torchtitan's Llama 3 model (no biases; Mistral's window and Qwen2's biases are not its).
 TITAN_TRACEABLE: tuple[str, ...] = ("llama",)

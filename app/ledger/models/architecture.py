@@ -16,17 +16,31 @@ from typing import Literal
 from app.ledger.arithmetic import shown_int
 
 Family = Literal[
-    "gemma2", "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe"
+    "gemma2",
+    "gemma3_text",
+    "gpt2",
+    "gpt_neox",
+    "llama",
+    "mistral",
+    "mixtral",
+    "olmo2",
+    "phi3",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
 ]
 Norm = Literal["rmsnorm", "layernorm"]
 Mlp = Literal["swiglu", "gelu"]
 
 FAMILIES: tuple[Family, ...] = (
-    "gemma2", "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe",
+    "gemma2", "gemma3_text", "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3",
+    "qwen3_moe",
 )  # fmt: skip
 GPT_FAMILIES: frozenset[str] = frozenset({"gpt2", "gpt_neox"})
 MOE_FAMILIES: frozenset[str] = frozenset({"mixtral", "qwen3_moe"})  # every layer's MLP a mixture of experts
-_QK_NORM: dict[str, str] = {"qwen3": "head", "qwen3_moe": "head", "olmo2": "projection"}
+_QK_NORM: dict[str, str] = {"qwen3": "head", "qwen3_moe": "head", "gemma3_text": "head", "olmo2": "projection"}
+GEMMA_FAMILIES: frozenset[str] = frozenset({"gemma2", "gemma3_text"})  # four norms a layer, each weight used as 1 + w
+_WINDOWED: frozenset[str] = frozenset({"mistral", "mixtral", "gemma3_text"})
 
 # Inclusive bounds of every integer of an Architecture (and of the config keys feeding them).
 BOUNDS: dict[str, tuple[int, int]] = {
@@ -39,6 +53,7 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "vocab": (1, 2**22),
     "max_positions": (1, 2**24),
     "experts": (0, 1_024),
+    "global_every": (0, 1_024),
     "experts_per_token": (0, 1_024),
     "sliding_window": (0, 2**24),
 }
@@ -89,9 +104,10 @@ class Architecture:
     sliding_window: int = 0  # mistral, mixtral: each token attends to the last sliding_window (0: no window)
     fused: bool = False  # phi3: q, k, v in one qkv_proj and gate, up in one gate_up_proj
     topk_renorm: bool = False  # the k routing weights over their sum, in FP32: mixtral's; qwen3_moe's norm_topk_prob
-    sandwich_norms: bool = False  # gemma2: an RMSNorm before and after the attention and the MLP (4 a layer)
+    sandwich_norms: bool = False  # gemma2, gemma3_text: an RMSNorm before and after the attention and the MLP
     attn_softcap: bool = False  # gemma2's attn_logit_softcapping: tanh over the scores (eager attention)
     logit_softcap: bool = False  # gemma2's final_logit_softcapping: tanh over the logits
+    global_every: int = 0  # gemma3_text: layers N − 1, 2N − 1, … attend globally, the others through the window
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -117,8 +133,10 @@ class Architecture:
             )
         if self.family in GPT_FAMILIES and self.heads * self.head_dim != self.hidden:
             raise ModelConfigError(f"heads × head_dim must equal hidden for fused QKV ({self.family})", "head_dim")
-        if self.sliding_window and self.family not in ("mistral", "mixtral"):
-            raise ModelConfigError("a sliding window is read for mistral and mixtral only", "sliding_window")
+        if self.sliding_window and self.family not in _WINDOWED:
+            raise ModelConfigError(
+                "a sliding window is read for mistral, mixtral and gemma3_text only", "sliding_window"
+            )
         if self.fused != (self.family == "phi3"):
             raise ModelConfigError("fused projections are the phi3 family's, and phi3 has them", "fused")
         if self.qk_norm != _QK_NORM.get(self.family, ""):
@@ -127,9 +145,12 @@ class Architecture:
             raise ModelConfigError("post_norms and fp32_rope are the olmo2 family's, and olmo2 has them", "post_norms")
         if (self.experts > 0) != (self.family in MOE_FAMILIES):
             raise ModelConfigError("experts > 0 is a mixtral or qwen3_moe model, and those need experts ≥ 1", "experts")
-        gemma = self.family == "gemma2"
-        if self.sandwich_norms != gemma or ((self.attn_softcap or self.logit_softcap) and not gemma):
-            raise ModelConfigError("sandwich norms and soft-capping are the gemma2 family's", "sandwich_norms")
+        if self.sandwich_norms != (self.family in GEMMA_FAMILIES):
+            raise ModelConfigError("sandwich norms are the gemma families', and they have them", "sandwich_norms")
+        if (self.attn_softcap or self.logit_softcap) and self.family != "gemma2":
+            raise ModelConfigError("soft-capping is read for gemma2 only", "attn_softcap")
+        if (self.global_every > 0) != (self.family == "gemma3_text") or self.global_every < 0:
+            raise ModelConfigError("global_every ≥ 1 is gemma3_text's (its layer pattern), 0 otherwise", "global_every")
         if self.topk_renorm != (self.family == "mixtral") and self.family != "qwen3_moe":
             raise ModelConfigError("topk_renorm is mixtral's (always) and qwen3_moe's (norm_topk_prob)", "topk_renorm")
         if self.experts == 0 and self.experts_per_token != 0:

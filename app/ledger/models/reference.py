@@ -29,7 +29,7 @@ CONFIG_KEYS: tuple[str, ...] = (
     "attention_bias", "mlp_bias", "num_local_experts", "num_experts_per_tok", "n_embd", "n_layer", "n_head",
     "n_inner", "n_positions", "use_parallel_residual", "use_sliding_window", "sliding_window", "num_experts",
     "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "output_router_logits",
-    "attn_logit_softcapping", "final_logit_softcapping",
+    "attn_logit_softcapping", "final_logit_softcapping", "sliding_window_pattern", "layer_types",
 )  # fmt: skip
 assert set(CONFIG_KEYS) == {key for keys in FAMILY_KEYS.values() for key in keys}
 MAX_IGNORED_SHOWN = 20  # ignored keys named back to the user; the rest are counted
@@ -57,7 +57,9 @@ def compact(config: Mapping[str, object]) -> str:
     reference this returns always resolves.
     """
     family = config_family(config)
-    architecture_from_config(config)  # refuse a bad config here, naming its key
+    arch = architecture_from_config(config)  # refuse a bad config here, naming its key
+    if arch.global_every:  # gemma3_text's layer kinds travel as their pattern (a link holds no list)
+        config = {k: v for k, v in config.items() if k != "layer_types"} | {"sliding_window_pattern": arch.global_every}
     parts = []
     for key in CONFIG_KEYS:
         value = config.get(key)

@@ -188,7 +188,7 @@ _GEMMA2_NORMS = Preset(
     "transformers 5.23.0 Gemma2RMSNorm: x.float(), pow, mean, rsqrt, then output * (1.0 + self.weight.float()), "
     "cast back: the mul keeps the normalised input and (1 + weight) in FP32",
 )
-_MODEL_NORMS = {"olmo2": _OLMO2_NORMS, "gemma2": _GEMMA2_NORMS}
+_MODEL_NORMS = {"olmo2": _OLMO2_NORMS, "gemma2": _GEMMA2_NORMS, "gemma3_text": _GEMMA2_NORMS}  # Gemma3RMSNorm: the same
 
 
 def preset(stack: str, choice: str, model: str = "", seq_len: int = 0) -> Preset | None:

@@ -178,7 +178,7 @@ def rank_params(
         layer += 2 * norm
         embed = vocab_rows * h
         final = norm + (0 if tied else vocab_rows * h)
-    elif family in ("llama", "mistral", "qwen2", "qwen3", "olmo2", "mixtral", "qwen3_moe", "gemma2"):
+    elif family in ("llama", "mistral", "qwen2", "qwen3", "olmo2", "mixtral", "qwen3_moe", "gemma2", "gemma3_text"):
         q = (heads + tp - 1) // tp * head_dim  # column parallel, whole heads: the query's output features
         kv = (kv_heads + tp - 1) // tp * head_dim  # each of the key's and the value's (fewer than tp: one, replicated)
         layer += q * h + (q if qkv_bias else 0)  # q_proj [heads·d, h]
@@ -192,7 +192,7 @@ def rank_params(
             layer += experts * h  # the router gate [E, h], whole on every rank
             expert = inner * h + h * inner + inner * h  # w1 [i, h] column, w2 [h, i] row, w3 [i, h] column
         layer += 2 * norm  # input_layernorm, post_attention_layernorm
-        if family == "gemma2":
+        if family in ("gemma2", "gemma3_text"):
             layer += 2 * norm  # and pre_feedforward_layernorm, post_feedforward_layernorm: a norm after each sublayer
         if qk_norm == "head":
             layer += 2 * head_dim  # self_attn.q_norm, self_attn.k_norm [d], whole

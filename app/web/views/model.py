@@ -90,6 +90,10 @@ def family_traits(arch: Architecture) -> tuple[str, ...]:
     if arch.topk_renorm:
         out.append("Routing weights renormalised over the top k (norm_topk_prob): the division keeps the k FP32 "
                    "weights and their sum per token.")  # fmt: skip
+    if arch.global_every > 1:
+        out.append(f"Every {arch.global_every}th layer attends globally, the others through the window: from a "
+                   "sequence longer than the window the two kinds keep different sets (a mask and expanded K and V "
+                   "in the sliding ones, under transformers' SDPA).")  # fmt: skip
     if arch.sliding_window:
         out.append(f"Sliding window of {arch.sliding_window:,} tokens: from a sequence that long, transformers "
                    "attends through a mask (the hf-fsdp2 stack's gqa becomes expand).")  # fmt: skip
@@ -157,6 +161,7 @@ FAMILY_LABELS = {
     "phi3": "Phi-3, Phi-3.5 and Phi-4 (phi3)",
     "olmo2": "OLMo 2 (olmo2)",
     "gemma2": "Gemma 2 (gemma2)",
+    "gemma3_text": "Gemma 3 (gemma3_text)",
     "gpt2": "GPT-2 (gpt2)",
     "gpt_neox": "GPT-NeoX (gpt_neox)",
 }

@@ -385,3 +385,27 @@ def test_qwen3_moe_reads_num_local_experts_as_num_experts_alias() -> None:
     with pytest.raises(ModelConfigError) as caught:
         architecture_from_config({**config, "num_local_experts": 64})
     assert caught.value.key == "num_local_experts"
+
+
+def test_gemma3_reads_its_layer_pattern_and_window() -> None:
+    """Gemma3TextConfig (transformers 5.23.0): layer_types, when given, must be every N-th layer global (N read from
+    the list; any other list refused by name), else sliding_window_pattern (default 6); the window 4,096 when absent,
+    none when null; a soft-cap other than null refused; a link carries the pattern, not the list."""
+    from app.ledger.models.reference import compact, resolve
+
+    config = dict(known_model("gemma-3-1b").config)
+    arch = architecture_from_config(config)
+    assert (arch.global_every, arch.sliding_window, arch.qk_norm, arch.sandwich_norms) == (6, 512, "head", True)
+    kinds = ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(26)]
+    listed = {k: v for k, v in config.items() if k != "sliding_window_pattern"} | {"layer_types": kinds}
+    assert architecture_from_config(listed).global_every == 4
+    assert resolve(compact(listed)).architecture == architecture_from_config(listed)
+    assert "sliding_window_pattern=4" in compact(listed) and "layer_types" not in compact(listed)
+    assert architecture_from_config({k: v for k, v in config.items() if k != "sliding_window"}).sliding_window == 4096
+    assert architecture_from_config({**config, "sliding_window": None}).sliding_window == 0
+    for key, value in [("layer_types", kinds[:-1]), ("layer_types", ["full_attention"] + kinds[1:]),
+                       ("layer_types", "sliding_attention"), ("sliding_window_pattern", 0),
+                       ("attn_logit_softcapping", 50.0), ("final_logit_softcapping", 30)]:  # fmt: skip
+        with pytest.raises(ModelConfigError) as caught:
+            architecture_from_config({**config, key: value})
+        assert caught.value.key == key, (key, value)

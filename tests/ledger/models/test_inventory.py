@@ -145,6 +145,30 @@ PUBLISHED: tuple[Published, ...] = (
         "(tied; model card: 27.2B)",
     ),
     Published(
+        "gemma-3-1b",
+        999_885_952,
+        "transformers 5.23.0 Gemma3ForCausalLM.num_parameters() on the meta device for google/gemma-3-1b-pt "
+        "(tied; model card: 1B)",
+    ),
+    Published(
+        "gemma-3-4b",
+        3_880_263_168,
+        "transformers 5.23.0 Gemma3ForCausalLM.num_parameters() of google/gemma-3-4b-pt's text_config on the meta "
+        "device (the language model of the 4.3B model card's total, its SigLIP vision tower apart)",
+    ),
+    Published(
+        "gemma-3-12b",
+        11_766_034_176,
+        "transformers 5.23.0 Gemma3ForCausalLM.num_parameters() of google/gemma-3-12b-pt's text_config on the meta "
+        "device (the language model of the 12.2B model card's total, its vision tower apart)",
+    ),
+    Published(
+        "gemma-3-27b",
+        27_009_346_304,
+        "transformers 5.23.0 Gemma3ForCausalLM.num_parameters() of google/gemma-3-27b-pt's text_config on the meta "
+        "device (the language model of the 27.4B model card's total, its vision tower apart)",
+    ),
+    Published(
         "qwen3-30b-a3b",
         30_532_122_624,
         "transformers 5.23.0 Qwen3MoeForCausalLM.num_parameters() on the meta device for Qwen/Qwen3-30B-A3B "

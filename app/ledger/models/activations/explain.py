@@ -63,6 +63,11 @@ _GEMMA2_NOTE = (
     "four RMSNorms a layer, computed in FP32 with (1 + weight); a GeGLU MLP (tanh GeLU: the same tensors as "
     "SwiGLU's); the soft-capped logits' tanh output kept to the loss's backward."
 )
+_GEMMA3_NOTE = (
+    " Gemma 3 (transformers 5.23.0, SDPA): four RMSNorms a layer and the q/k norms per head, computed in FP32 with "
+    "(1 + weight); a GeGLU MLP; every N-th layer global, the others through a sliding window, which from a longer "
+    "sequence attend through a mask (K and V expanded, the mask kept per call): two kinds of layer, each counted."
+)
 _SELECTIVE_FLASH_NOTE = (
     " Selective recomputation of the attention core saves only the log-sum-exp here: a "
     "FlashAttention-style kernel already keeps no s×s scores, which is what the policy removes."
@@ -100,6 +105,8 @@ def assumptions(arch: Architecture, policy: str, norms: str) -> str:
         out += _MOE_NOTE
     if arch.eager_attention:
         out += _GEMMA2_NOTE
+    elif arch.sandwich_norms:
+        out += _GEMMA3_NOTE
     if policy == "selective" and not gpt and not arch.eager_attention:
         out += _SELECTIVE_FLASH_NOTE
     out += {"unfused": _UNFUSED_NOTE, "composite": _COMPOSITE_NOTE}.get(norms, "")
@@ -157,18 +164,22 @@ def _closed_form(arch: Architecture, policy: str, s: int, b: int, w: int, t: int
 
 
 def _total_line(led: ActivationLedger, pp: int) -> Formula:
-    layers = f"{led.layers} layer{'' if led.layers == 1 else 's'}"
     all_to_all = f" + all-to-all {n(led.all_to_all_bytes)} B" if led.all_to_all_bytes else ""
-    if led.every > 1:  # full, every N-th layer: the checkpointed layers and the others, each at their own size
+    if led.alt_every:  # two kinds of layer, each at its own size
+        alt = sum(led.is_alt(k) for k in range(led.layers))
+        kept = n(sum(led.kept(k) for k in range(led.layers)))
+        layers = f"{led.layers - alt} sliding-window and {alt} global layers {kept} B"
+    elif led.every > 1:  # full, every N-th layer: the checkpointed layers and the others, each at their own size
         c = led.checkpointed(led.layers)
+        others = led.layers - c
         layers = (f"{c} checkpointed layer{'' if c == 1 else 's'} (every {led.every}) × {n(led.per_layer_bytes)} B"
-                  f" + {led.layers - c} other{'' if led.layers - c == 1 else 's'}")  # fmt: skip
-        per_layer = n(led.full_layer_bytes)
+                  f" + {others} other{'' if others == 1 else 's'} × {n(led.full_layer_bytes)} B")  # fmt: skip
     else:
-        per_layer = n(led.per_layer_bytes)
+        layers = f"{led.layers} layer{'' if led.layers == 1 else 's'} × {n(led.per_layer_bytes)} B"
+    working = max(led.working_set_bytes, led.alt_working_set_bytes)
     if led.stage == "only":
         return Formula.of(
-            f"total = {layers} × {per_layer} B + working set {n(led.working_set_bytes)} B"
+            f"total = {layers} + working set {n(working)} B"
             f" + embedding {n(led.embedding_bytes)} B + head {n(led.head_bytes)} B + logits {n(led.logits_bytes)} B"
             + all_to_all
             + f" = {n(led.total_bytes)} B"
@@ -181,8 +192,9 @@ def _total_line(led: ActivationLedger, pp: int) -> Formula:
     return Formula.of(
         "total",
         Remark(f"{where}, {held}", subject="total"),
-        f" = {led.in_flight} × ({layers} × {per_layer} B{ends}) + working set "
-        f"{n(led.working_set_bytes)} B{tail}" + all_to_all + f" = {n(led.total_bytes)} B",
+        f" = {led.in_flight} × ({layers}{ends}) + working set {n(working)} B{tail}"
+        + all_to_all
+        + f" = {n(led.total_bytes)} B",
     )
 
 
@@ -225,6 +237,14 @@ def formula(
                 "working set",
                 Remark(what, subject="working set"),
                 f" = {layer_formula(rebuilt, t, sp, True)}{freed} = {n(led.working_set_bytes)} B",
+            )
+        )
+    if led.alt_every:
+        lines.append(
+            Formula.of(
+                f"a global layer (every {led.alt_every}th: no mask, K and V not expanded) keeps "
+                f"{n(led.alt_per_layer_bytes)} B"
+                + (f", rebuilds {n(led.alt_working_set_bytes)} B" if led.alt_working_set_bytes else "")
             )
         )
     lines.append(

@@ -51,20 +51,34 @@ class ActivationLedger:
     # their whole saved set (full_layer_bytes each)
     every: int = 1
     full_layer_bytes: int = 0
+    # Two kinds of layer (gemma3_text from a sequence longer than its window): the model's layers N − 1, 2N − 1, …
+    # (``alt_every`` = N) attend globally and keep the ``alt_`` figures, the others through the window the figures
+    # above; 0: every layer alike. ``first_layer``: the stage's first layer in the model (pp > 1, the last stage).
+    alt_every: int = 0
+    first_layer: int = 0
+    alt_per_layer_bytes: int = 0
+    alt_full_layer_bytes: int = 0
+    alt_working_set_bytes: int = 0
 
     def checkpointed(self, k: int) -> int:
         """How many of layers 0 … k − 1 keep ``per_layer_bytes``: all of them, or under ``full`` every
         ``every``-th from layer 0 (⌈k ÷ every⌉)."""
         return -(-k // self.every) if self.policy == "full" else k
 
-    def saved_layers(self, k: int) -> int:
-        """Bytes layers 0 … k − 1 keep for backward."""
-        c = self.checkpointed(k)
-        return c * self.per_layer_bytes + (k - c) * self.full_layer_bytes
+    def is_alt(self, k: int) -> bool:
+        """Whether the stage's layer k is of the second kind (a global layer of gemma3_text)."""
+        return self.alt_every > 0 and (self.first_layer + k + 1) % self.alt_every == 0
 
-    def recomputes(self, k: int) -> bool:
-        """Whether layer k rebuilds its working set in its backward (a checkpointed layer under full or op)."""
-        return self.working_set_bytes > 0 and k % self.every == 0
+    def kept(self, k: int) -> int:
+        """Bytes the stage's layer k keeps for backward: a checkpointed layer its checkpoint, another its whole set."""
+        checkpointed = self.policy != "full" or k % self.every == 0
+        if self.is_alt(k):
+            return self.alt_per_layer_bytes if checkpointed else self.alt_full_layer_bytes
+        return self.per_layer_bytes if checkpointed else self.full_layer_bytes
+
+    def working(self, k: int) -> int:
+        """What the stage's layer k rebuilds in its backward when it recomputes (its kind's working set)."""
+        return self.alt_working_set_bytes if self.is_alt(k) else self.working_set_bytes
 
     def recompute_fraction_text(self, places: int = 3) -> str:
         """The recompute fraction as a decimal, rounded half up to ``places`` digits (e.g. "0.326")."""

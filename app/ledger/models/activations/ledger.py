@@ -29,6 +29,7 @@ from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
 from app.ledger.models.activations.recompute import recompute_fraction
 from app.ledger.models.activations.saved import (
+    Saved,
     kept_saved,
     layer_saved,
     op_recomputed,
@@ -113,6 +114,25 @@ def _stage(arch: Architecture, pp: int, pp_stage: str) -> tuple[str, int]:
     return stage, pp if stage == "first" else 1
 
 
+_Kind = tuple[tuple[Saved, ...], tuple[Saved, ...], int, int, int]
+
+
+def _layer_kind(
+    arch: Architecture, s: int, b: int, w: int, t: int, sp: bool, policy: str, kernel: str, gqa: str, pct: int
+) -> _Kind:
+    """One kind of layer: (its whole saved set, what it keeps under ``policy``, those bytes per rank, the working set
+    its recompute rebuilds, its whole set's bytes per rank)."""
+    full_set = routed(layer_saved(arch, s, b, w, kernel, gqa), pct)
+    if policy == "op":
+        kept, working = op_saved(arch, s, b, w), op_recomputed(full_set, arch, s, b, w)
+    else:
+        kept, working = kept_saved(full_set, policy, s, b, arch.hidden, w), full_set
+    working_set = per_rank(working, t, sp) if policy in ("full", "op") else 0
+    if policy == "op":  # what the recompute rebuilds, less the cache entries it frees
+        working_set -= per_rank(op_released(arch, s, b, w), t, sp)
+    return full_set, kept, per_rank(kept, t, sp), working_set, per_rank(full_set, t, sp)
+
+
 def activation_ledger(
     arch: Architecture,
     *,
@@ -167,15 +187,11 @@ def activation_ledger(
     kernel = norms if arch.norm == "rmsnorm" else "fused"  # LayerNorm models: one kind
     _check_gqa(arch, gqa)
     pct = _check("routing_imbalance_pct", imbalance_pct, *IMBALANCE_BOUNDS) if ep > 1 and arch.experts else 100
-    full_set = routed(layer_saved(arch, s, b, w, kernel, gqa), pct)
-    if policy == "op":
-        kept, working = op_saved(arch, s, b, w), op_recomputed(full_set, arch, s, b, w)
-    else:
-        kept, working = kept_saved(full_set, policy, s, b, arch.hidden, w), full_set
-    per_layer = per_rank(kept, t, sp)
-    working_set = per_rank(working, t, sp) if policy in ("full", "op") else 0
-    if policy == "op":  # what the recompute rebuilds, less the cache entries it frees
-        working_set -= per_rank(op_released(arch, s, b, w), t, sp)
+    # gemma3_text: its global layers attend without a mask, natively; the sliding-window ones as ``gqa`` says
+    alt_every = arch.global_every if arch.global_every > 1 and gqa == "expand" else 0
+    kinds = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native" if arch.global_every == 1 else gqa, pct)
+    full_set, kept, per_layer, working_set, full_layer = kinds
+    alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native", pct) if alt_every else kinds
 
     mask_kept = (gqa == "expand" or arch.eager_attention) and policy in ("full", "op")
     embedding = per_rank(embedding_saved(arch, s, b, w, mask_kept), t, sp)
@@ -189,11 +205,7 @@ def activation_ledger(
     all_to_all = per_rank(all_to_all_saved(arch, s, b, w, pct), t, sp) if ep > 1 and arch.experts else 0
     stage_layers = arch.layers // pp
     _check_every(policy, every, stage_layers)
-    full_layer = per_rank(full_set, t, sp)
-    checkpointed = -(-stage_layers // every) if policy == "full" else stage_layers
-    layers_bytes = checkpointed * per_layer + (stage_layers - checkpointed) * full_layer
-    total = in_flight * (layers_bytes + embedding) + working_set + head + logits + all_to_all
-
+    first_layer = arch.layers - stage_layers if stage == "last" else 0
     figures = ActivationLedger(
         policy=policy,
         per_layer_bytes=per_layer,
@@ -202,7 +214,7 @@ def activation_ledger(
         embedding_bytes=embedding,
         head_bytes=head,
         logits_bytes=logits,
-        total_bytes=total,
+        total_bytes=0,  # below: what each of the stage's layers keeps, summed
         recompute_flops=recompute_fraction(arch, s, b, policy, every),
         formula=Formula(),
         assumptions=assumptions(arch, policy, kernel),
@@ -212,6 +224,16 @@ def activation_ledger(
         all_to_all_bytes=all_to_all,
         every=every,
         full_layer_bytes=full_layer,
+        alt_every=alt_every,
+        first_layer=first_layer,
+        alt_per_layer_bytes=alt[2],
+        alt_full_layer_bytes=alt[4],
+        alt_working_set_bytes=alt[3],
+    )
+    layers_bytes = sum(figures.kept(k) for k in range(stage_layers))  # ≤ 1,024 layers, once per cached ledger
+    working = max(working_set, alt[3])  # one layer recomputes at a time: the larger kind's set
+    figures = replace(
+        figures, total_bytes=in_flight * (layers_bytes + embedding) + working + head + logits + all_to_all
     )
     text = formula(figures, arch, kept, s=s, b=b, w=w, t=t, sp=sp, logits_width=logits_bytes, pp=pp)
     return replace(figures, formula=text)

@@ -142,6 +142,8 @@ def _qk_norms(arch: Architecture, sb: int, w: int, norms: str) -> list[Saved]:
         kept = [Saved(upcast, shape, elements, FP32, True), Saved(before_weight, shape, elements, normalised, True)]
     if arch.qk_norm == "projection":
         return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, True)]
+    if arch.sandwich_norms and norms != "fused":  # Gemma3RMSNorm: (1 + weight) in FP32, one of head_dim per norm
+        kept.append(Saved("q_norm and k_norm (1 + weight) in FP32", "2·d", 2 * arch.head_dim, FP32, False))
     return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per head per token)", "s·b·(a + kv)", sb * heads, FP32, True)]
 
 
@@ -151,7 +153,10 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     keeps in the activation width (b·s², one per layer: each call converts it)."""
     h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
-    norm_inputs = _norm_inputs(sb * h, w, norms, arch.post_norms)
+    count = 4 if arch.sandwich_norms else 2  # Gemma 3: before and after each sublayer
+    norm_inputs = _norm_inputs(sb * h, w, norms, arch.post_norms, count)
+    if arch.sandwich_norms and norms != "fused":  # Gemma3RMSNorm multiplies by (1 + weight) in FP32
+        norm_inputs.append(Saved("RMSNorm (1 + weight) in FP32, one per norm", "4·h", 4 * h, FP32, False))
     # OLMo 2 normalises after each sublayer: what q/k/v and the MLP read is the layer input and the residual
     # stream after the attention, the same sizes as a pre-norm layer's norm outputs
     read = (
@@ -188,7 +193,7 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     return [
         *norm_inputs,
         *tables,
-        Saved("RMSNorm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, False),
+        Saved("RMSNorm 1/rms (FP32, per token per norm)", f"{count}·s·b", count * sb, FP32, False),
         Saved(read, "2·s·b·h", 2 * sb * h, w, False),
         *(_qk_norms(arch, sb, w, norms) if arch.qk_norm else ()),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
@@ -206,7 +211,7 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
     h, i = arch.hidden, arch.intermediate
     sb = s * b
     if arch.experts == 0:
-        act = "GeLU (tanh)" if arch.family == "gemma2" else "SiLU"
+        act = "GeLU (tanh)" if arch.sandwich_norms else "SiLU"  # the Gemma families' MLP is GeGLU
         return [
             Saved("gate_proj and up_proj outputs", "2·s·b·i", 2 * sb * i, w, True),
             Saved(f"{act} output", "s·b·i", sb * i, w, True),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 from app.ledger.models.architecture import FAMILIES, Architecture, Family, ModelConfigError
 from app.ledger.models.readers.keys import ABSENT
-from app.ledger.models.readers.others import gemma2, gpt2, gpt_neox
+from app.ledger.models.readers.others import gemma2, gemma3_text, gpt2, gpt_neox
 from app.ledger.models.readers.swiglu import swiglu
 
 # The keys each family's reader consults, and nothing else: a config is compacted to these keys
@@ -25,6 +25,8 @@ _SWIGLU_KEYS = (
 )  # fmt: skip
 FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
     "gemma2": (*_SWIGLU_KEYS, "attention_bias", "attn_logit_softcapping", "final_logit_softcapping"),
+    "gemma3_text": (*_SWIGLU_KEYS, "attention_bias", "attn_logit_softcapping", "final_logit_softcapping",
+                    "sliding_window", "layer_types", "sliding_window_pattern"),
     "gpt2": ("model_type", "n_embd", "n_layer", "n_head", "n_inner", "vocab_size", "tie_word_embeddings",
              "n_positions"),
     "gpt_neox": ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -44,6 +46,7 @@ FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
 
 _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
     "gemma2": gemma2,
+    "gemma3_text": gemma3_text,
     "gpt2": gpt2,
     "gpt_neox": gpt_neox,
     "llama": swiglu,

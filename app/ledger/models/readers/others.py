@@ -1,4 +1,4 @@
-"""The other families' readers: gemma2, gpt2, gpt_neox (transformers 5.23.0)."""
+"""The other families' readers: gemma2, gemma3_text, gpt2, gpt_neox (transformers 5.23.0)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,66 @@ def gemma2(config: Mapping[str, object], family: Family) -> Architecture:
         sandwich_norms=True,
         attn_softcap=softcap(config, "attn_logit_softcapping", True),
         logit_softcap=softcap(config, "final_logit_softcapping", True),
+    )
+
+
+_GEMMA3_HEAD_DIM = 256  # Gemma3TextConfig's head_dim, sliding_window and max_position_embeddings when absent
+_GEMMA3_WINDOW = 4_096
+_GEMMA3_POSITIONS = 131_072
+_SLIDING, _GLOBAL = "sliding_attention", "full_attention"
+
+
+def _global_every(config: Mapping[str, object], layers: int) -> int:
+    """N where layers N − 1, 2N − 1, … attend globally and the others through the window: Gemma3TextConfig's
+    ``layer_types`` when given (a list, which must follow such a pattern: any other is refused, by name), else its
+    ``sliding_window_pattern`` (default 6), as ``Gemma3TextConfig.__post_init__`` spells the list from it."""
+    kinds = config.get("layer_types")
+    if kinds is None:
+        every = opt_int(config, "sliding_window_pattern", "global_every", 6)
+        if not every:  # 0: Gemma3TextConfig would divide by it
+            raise ModelConfigError("'sliding_window_pattern' must be at least 1", "sliding_window_pattern")
+        return every
+    if not isinstance(kinds, list) or len(kinds) != layers or _GLOBAL not in kinds:
+        raise ModelConfigError(f"'layer_types' must list {layers:,} layer kinds, some {_GLOBAL!r}", "layer_types")
+    every = kinds.index(_GLOBAL) + 1
+    if kinds != [_SLIDING if (i + 1) % every else _GLOBAL for i in range(layers)]:
+        raise ModelConfigError("'layer_types' other than every N-th layer global is not modelled", "layer_types")
+    return every
+
+
+def gemma3_text(config: Mapping[str, object], family: Family) -> Architecture:
+    """gemma3_text as transformers 5.23.0 builds it (``Gemma3TextConfig``, ``Gemma3DecoderLayer``, ``Gemma3Attention``):
+    Gemma 2's layer (four norms with 1 + weight, GeGLU, tied and √h-scaled embeddings) with q/k RMSNorms per head and
+    SDPA (no soft-capping: a non-null cap is refused, every published Gemma 3 config has none). Its layers attend
+    through a ``sliding_window`` (default 4,096; null: none) but every N-th (:func:`_global_every`), which attends
+    globally: from a sequence longer than the window the two kinds keep different sets (the sliding ones a mask and
+    expanded K/V). ``query_pre_attn_scalar`` and ``rope_scaling`` size nothing: not read."""
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if softcap(config, key, False):
+            raise ModelConfigError(f"{key!r} other than null is not modelled for gemma3_text", key)
+    hidden = need_int(config, "hidden_size", "hidden", family)
+    heads = need_int(config, "num_attention_heads", "heads", family)
+    layers = need_int(config, "num_hidden_layers", "layers", family)
+    # absent: the config class's 4,096; null (or 0, how a link spells null): no window
+    window = opt_int(config, "sliding_window", "sliding_window", 0) if "sliding_window" in config else _GEMMA3_WINDOW
+    attention_bias = opt_bool(config, "attention_bias", False)
+    return Architecture(
+        family=family,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=read_kv_heads(config, heads),
+        head_dim=opt_int(config, "head_dim", "head_dim", _GEMMA3_HEAD_DIM),  # type: ignore[arg-type]
+        intermediate=need_int(config, "intermediate_size", "intermediate", family),
+        vocab=need_int(config, "vocab_size", "vocab", family),
+        tied_embeddings=opt_bool(config, "tie_word_embeddings", True),
+        max_positions=opt_int(config, "max_position_embeddings", "max_positions", _GEMMA3_POSITIONS),  # type: ignore[arg-type]
+        qkv_bias=attention_bias,
+        o_bias=attention_bias,
+        sandwich_norms=True,
+        qk_norm="head",
+        sliding_window=window or 0,
+        global_every=_global_every(config, layers),
     )
 
 

@@ -189,7 +189,11 @@ class Pieces:
         return (
             value,
             lambda: (
-                (f"{layers} layers × {n(a.per_layer)} B" if a.every == 1 else f"layers {a.saved_formula(layers)}")
+                (
+                    f"{layers} layers × {n(a.per_layer)} B"
+                    if a.every == 1 and not a.alt_every
+                    else f"layers {a.saved_formula(layers)}"
+                )
                 + f" + residual {n(a.extra_residual)} B + head input {n(a.head)} B"
                 f" = {n(value)} B"
             ),

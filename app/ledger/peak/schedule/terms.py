@@ -6,6 +6,7 @@ The saved activations are the lab's activation ledger (``app/ledger/models/``) w
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -35,6 +36,11 @@ class ActivationTerms:
     hidden: int = 0  # h: the chunked loss's slices are s ÷ N · b · h
     every: int = 1  # full: every N-th layer checkpointed (per_layer), the others keep full_layer
     full_layer: int = 0
+    # gemma3_text from a sequence longer than its window: layers N − 1, 2N − 1, … (alt_every = N) are of a second
+    # kind; kept_before[k] is then what layers 0 … k − 1 keep, and alt_recomputed what such a layer rebuilds
+    alt_every: int = 0
+    kept_before: tuple[int, ...] = ()
+    alt_recomputed: int = 0
 
     def checkpointed(self, k: int) -> int:
         """How many of layers 0 … k − 1 are checkpointed: all (every = 1, or a policy that treats every layer
@@ -43,20 +49,27 @@ class ActivationTerms:
 
     def saved_before(self, k: int) -> int:
         """Bytes layers 0 … k − 1 keep for backward."""
+        if self.alt_every:
+            return self.kept_before[k]
         c = self.checkpointed(k)
         return c * self.per_layer + (k - c) * self.full_layer
 
     def saved_formula(self, k: int) -> str:
         """:meth:`saved_before`'s arithmetic (without its result)."""
+        if self.alt_every:
+            alt = k // self.alt_every
+            return f"the sum over {k - alt} sliding-window and {alt} global layers ({n(self.kept_before[k])} B)"
         if self.every == 1:
             return f"{k} × {n(self.per_layer)} B"
         c = self.checkpointed(k)
         return f"{c} × {n(self.per_layer)} B (checkpointed) + {k - c} × {n(self.full_layer)} B"
 
     def recomputed_at(self, k: int) -> int:
-        """What layer k's backward rebuilds beside what it keeps: its recomputed set, or nothing for a layer that
-        every-N-th checkpointing leaves whole."""
-        return self.recomputed if k % self.every == 0 else 0
+        """What layer k's backward rebuilds beside what it keeps: its recomputed set (its kind's), or nothing for a
+        layer that every-N-th checkpointing leaves whole."""
+        if k % self.every:
+            return 0
+        return self.alt_recomputed if self.alt_every and (k + 1) % self.alt_every == 0 else self.recomputed
 
 
 def activation_terms(s: Scenario) -> ActivationTerms:
@@ -77,6 +90,10 @@ def _activation_terms(
     # During a layer's backward: full and op rebuild their working set beside what the layer keeps; selective
     # rebuilds what it dropped (the layer then holds its whole saved set again).
     recomputed = a.working_set_bytes if a.policy in ("full", "op") else full - a.per_layer_bytes
+    alt_recomputed = (
+        a.alt_working_set_bytes if a.policy in ("full", "op") else a.alt_full_layer_bytes - a.alt_per_layer_bytes
+    )
+    kept_before = tuple(itertools.accumulate((a.kept(k) for k in range(a.layers)), initial=0)) if a.alt_every else ()
     tokens = seq * b
     return ActivationTerms(
         per_layer=a.per_layer_bytes,
@@ -94,6 +111,9 @@ def _activation_terms(
         hidden=arch.hidden,
         every=a.every,
         full_layer=a.full_layer_bytes,
+        alt_every=a.alt_every,
+        kept_before=kept_before,
+        alt_recomputed=alt_recomputed,
     )
 
 

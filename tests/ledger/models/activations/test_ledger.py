@@ -348,3 +348,19 @@ def test_an_imbalanced_routing_grows_the_busiest_expert_parallel_rank() -> None:
     assert alone == activation_ledger(arch, seq_len=4096, micro_batch=1)
     with pytest.raises(ActivationInputError, match="routing_imbalance_pct"):
         activation_ledger(arch, seq_len=4096, micro_batch=1, ep=4, imbalance_pct=99)
+
+
+def test_gemma3_keeps_two_kinds_of_layer_past_its_window() -> None:
+    """Gemma-3-27B (62 layers, every 6th global: layers 5, 11, …, 59, ten of them), s = 4,096 past its 1,024-token
+    window, BF16: a sliding layer attends through a mask, so it keeps K and V expanded to every head, 2·s·(a − kv)·d
+    × 2 B = 2·4,096·16·128·2 = 33,554,432 B more, and the mask SDPA converts per call, s² × 2 B = 33,554,432 B; a
+    global layer neither. The total counts 52 sliding and 10 global layers; with native attention (gqa) all alike."""
+    arch = known_model("gemma-3-27b").architecture()
+    two = activation_ledger(arch, seq_len=4096, micro_batch=1, gqa="expand", norms="composite")
+    one = activation_ledger(arch, seq_len=4096, micro_batch=1, gqa="native", norms="composite")
+    assert (two.alt_every, one.alt_every) == (6, 0)
+    assert two.per_layer_bytes - two.alt_per_layer_bytes == 2 * 33_554_432
+    assert two.alt_per_layer_bytes == one.per_layer_bytes
+    ends = two.embedding_bytes + two.head_bytes + two.logits_bytes
+    assert two.total_bytes == 52 * two.per_layer_bytes + 10 * two.alt_per_layer_bytes + ends
+    assert one.total_bytes == 62 * one.per_layer_bytes + ends
