@@ -22,7 +22,7 @@ from functools import lru_cache
 from app.ledger.arithmetic import ceil_div
 from app.ledger.peak.declared import contingency, declared_subtotal, gather_bytes, max_subtotal
 from app.ledger.peak.schedule.layout import not_schedulable
-from app.ledger.peak.schedule.walk import totals
+from app.ledger.peak.schedule.walk import floor, totals
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
 from app.ledger.state.persistent import LedgerLine, persistent_lines, shard, shard_elements, width_and_copies
@@ -243,6 +243,16 @@ class _SchedulePeak:
     def fits(self, stage: int, dp: int, micro_batch: int | None = None) -> bool:
         return self.peak(stage, dp, micro_batch) <= self.s.allocatable_bytes
 
+    def floor_fits(self, stage: int, dp: int) -> bool:
+        """Whether the state every instant holds fits (no walk): a necessary condition of :meth:`fits`. Under
+        FSDP2's padding a MoE model's fused experts keep a whole expert a rank past D = E, which no D removes."""
+        s = self.scenario(dp)
+        lines = self._lines.get((stage, dp))
+        if lines is None:
+            lines = self._lines[(stage, dp)] = persistent_lines(s, stage, PRODUCTION)
+        least = floor(s, stage, lines, PRODUCTION)
+        return least + contingency(least, s.contingency_pct) <= s.allocatable_bytes
+
     def curve(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """Every stage's peak at each D of ``CURVE_DPS``. Stage 0 replicates everything, so nothing in
         its step depends on D: it is evaluated once (the curve's property tests hold every point
@@ -271,7 +281,7 @@ class _SchedulePeak:
         if low is None:
             return None
         for dp in range(low, min(low + _SCAN, DP_MAX + 1)):
-            if self.fits(3, dp):
+            if self.floor_fits(3, dp) and self.fits(3, dp):
                 return dp
         return _smallest(lambda d: self.fits(3, d), min(low + _SCAN, DP_MAX), DP_MAX)
 

@@ -119,6 +119,13 @@ class _Spelling:
         return found
 
 
+def floor(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules) -> int:
+    """A lower bound of the walk's largest total, without the walk: what every instant holds (:func:`resident`)
+    and every gradient, which the optimizer step's instant holds beside it. The fit finder checks it first."""
+    step = _step(s, stage)(s, stage, lines, rules, True)
+    return sum(resident(step)) + step.all_gradients()[0]
+
+
 def totals(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, *, padded: bool = True) -> list[int]:
     """Every instant's total (before contingency), in step order: the walk into the sum-only sink, nothing
     spelled or kept."""
