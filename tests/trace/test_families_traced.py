@@ -37,17 +37,31 @@ MOE = {
 
 def _traced(family: str, **raw: Any) -> tuple[Any, Any]:
     """(the lab's stage-3 peak, transformers' class traced) for the scenario."""
+    return _traced_model(compact({**SMALL, **MOE.get(family, {}), "model_type": family}), **raw)
+
+
+def _traced_model(model: str, **raw: Any) -> tuple[Any, Any]:
     from app.ledger.estimate import estimate
     from app.trace import import_torch
 
     import_torch()
     from app.trace.tracer import run_trace
 
-    extra = MOE.get(family, {})
-    s = parse_scenario({**RUN, "model": compact({**SMALL, **extra, "model_type": family}), **raw})
+    s = parse_scenario({**RUN, "model": model, **raw})
     peak = estimate(s).ledger.stages[3].peak
     assert peak.schedule is not None
     return peak, run_trace(trace_setup(s))
+
+
+def _kept_between(result: Any, first: int, last: int, lab: bool) -> int:
+    """What layers first + 1 … last keep through forward: the step between the two forward instants (the lab's or
+    the trace's)."""
+    from app.trace.report import instants
+
+    at = {i["key"]: (i["modelled"], i["traced"]) for i in instants(result)}
+    (lab_a, traced_a), (lab_b, traced_b) = at[f"forward-layer-{first}"], at[f"forward-layer-{last}"]
+    assert None not in (traced_a, traced_b), "the trace names both forward instants"
+    return int(lab_b - lab_a) if lab else int(traced_b - traced_a)
 
 
 @pytest.mark.parametrize("family", ["qwen3", "phi3", "olmo2", "qwen3_moe", "mixtral", "gemma2"])
@@ -63,12 +77,7 @@ def test_the_family_as_transformers_runs_it(family: str, raw: dict[str, Any]) ->
     assert result.params == resolve(compact({**SMALL, **extra, "model_type": family})).inventory.params
     measured = result.peak["total"]
     assert abs(peak.total - measured) * 400 <= measured, (peak.total, measured)
-    from app.trace.report import instants
-
-    at = {i["key"]: (i["modelled"], i["traced"]) for i in instants(result)}
-    (lab_1, traced_1), (lab_2, traced_2) = at["forward-layer-1"], at["forward-layer-2"]
-    assert traced_1 is not None and traced_2 is not None
-    assert lab_2 - lab_1 == traced_2 - traced_1 > 0
+    assert _kept_between(result, 1, 2, lab=True) == _kept_between(result, 1, 2, lab=False) > 0
 
 
 def test_qwen3_is_traced_with_transformers_class_only() -> None:
@@ -100,22 +109,11 @@ def test_moe_as_transformers_runs_it(family: str, raw: dict[str, Any]) -> None:
     byte."""
     raw = dict(raw)
     renorm = raw.pop("norm_topk_prob", True)
-    config = compact({**SMALL, **MOE[family], "norm_topk_prob": renorm, "model_type": family})
-    from app.ledger.estimate import estimate
-    from app.trace import import_torch
-
-    import_torch()
-    from app.trace.report import instants
-    from app.trace.tracer import run_trace
-
-    s = parse_scenario({**RUN, "model": config, **raw})
-    peak = estimate(s).ledger.stages[3].peak
-    result = run_trace(trace_setup(s))
+    peak, result = _traced_model(compact({**SMALL, **MOE[family], "norm_topk_prob": renorm, "model_type": family}),
+                                 **raw)  # fmt: skip
     measured = result.peak["total"]
     assert abs(peak.total - measured) * 400 <= measured, (peak.total, measured)
-    at = {i["key"]: (i["modelled"], i["traced"]) for i in instants(result)}
-    (lab_1, traced_1), (lab_2, traced_2) = at["forward-layer-1"], at["forward-layer-2"]
-    assert lab_2 - lab_1 == traced_2 - traced_1 > 0
+    assert _kept_between(result, 1, 2, lab=True) == _kept_between(result, 1, 2, lab=False) > 0
 
 
 GEMMA3 = {**SMALL, "num_hidden_layers": 6, "sliding_window": 64, "model_type": "gemma3_text"}
@@ -127,18 +125,7 @@ def test_gemma3_as_transformers_runs_it(raw: dict[str, Any]) -> None:
     layers attend through a mask (K and V expanded, the mask kept per call) and the sixth natively, and what layers 2
     to 5 keep (three sliding, one global) equals the trace to the byte; within the window every layer is alike. The
     peak within 0.5 % (its second rotary tables and the model's masks, alive through forward, are not counted)."""
-    from app.ledger.estimate import estimate
-    from app.trace import import_torch
-
-    import_torch()
-    from app.trace.report import instants
-    from app.trace.tracer import run_trace
-
-    s = parse_scenario({**RUN, "model": compact(GEMMA3), "wrap": "root", "loss": "outside", **raw})
-    peak = estimate(s).ledger.stages[3].peak
-    result = run_trace(trace_setup(s))
+    peak, result = _traced_model(compact(GEMMA3), wrap="root", loss="outside", **raw)
     measured = result.peak["total"]
     assert abs(peak.total - measured) * 200 <= measured, (peak.total, measured)
-    at = {i["key"]: (i["modelled"], i["traced"]) for i in instants(result)}
-    (lab_1, traced_1), (lab_5, traced_5) = at["forward-layer-1"], at["forward-layer-5"]
-    assert lab_5 - lab_1 == traced_5 - traced_1 > 0
+    assert _kept_between(result, 1, 5, lab=True) == _kept_between(result, 1, 5, lab=False) > 0

@@ -403,7 +403,7 @@ def test_gemma3_reads_its_layer_pattern_and_window() -> None:
     assert "sliding_window_pattern=4" in compact(listed) and "layer_types" not in compact(listed)
     assert architecture_from_config({k: v for k, v in config.items() if k != "sliding_window"}).sliding_window == 4096
     assert architecture_from_config({**config, "sliding_window": None}).sliding_window == 0
-    for key, value in [("layer_types", kinds[:-1]), ("layer_types", ["full_attention"] + kinds[1:]),
+    for key, value in [("layer_types", kinds[:-1]), ("layer_types", ["full_attention", *kinds[1:]]),
                        ("layer_types", "sliding_attention"), ("sliding_window_pattern", 0),
                        ("attn_logit_softcapping", 50.0), ("final_logit_softcapping", 30)]:  # fmt: skip
         with pytest.raises(ModelConfigError) as caught:
