@@ -230,11 +230,15 @@ class _SchedulePeak:
         key = (stage, s.dp, s.micro_batch, padded)
         found = self._totals.get(key)
         if found is None:
-            lines = self._lines.get((stage, s.dp))
-            if lines is None:
-                lines = self._lines[(stage, s.dp)] = persistent_lines(s, stage, PRODUCTION)
-            found = self._totals[key] = totals(s, stage, lines, PRODUCTION, padded=padded)
+            found = self._totals[key] = totals(s, stage, self._lines_at(stage, s), PRODUCTION, padded=padded)
         return found
+
+    def _lines_at(self, stage: int, s: Scenario) -> tuple[LedgerLine, ...]:
+        """The stage's persistent lines at ``s``'s D (they do not read the micro batch): made once per (stage, D)."""
+        lines = self._lines.get((stage, s.dp))
+        if lines is None:
+            lines = self._lines[(stage, s.dp)] = persistent_lines(s, stage, PRODUCTION)
+        return lines
 
     def peak(self, stage: int, dp: int, micro_batch: int | None = None, *, padded: bool = True) -> int:
         subtotal = max(self.walked(stage, dp, micro_batch, padded=padded))
@@ -247,10 +251,7 @@ class _SchedulePeak:
         """Whether the state every instant holds fits (no walk): a necessary condition of :meth:`fits`. Under
         FSDP2's padding a MoE model's fused experts keep a whole expert a rank past D = E, which no D removes."""
         s = self.scenario(dp)
-        lines = self._lines.get((stage, dp))
-        if lines is None:
-            lines = self._lines[(stage, dp)] = persistent_lines(s, stage, PRODUCTION)
-        least = floor(s, stage, lines, PRODUCTION)
+        least = floor(s, stage, self._lines_at(stage, s), PRODUCTION)
         return least + contingency(least, s.contingency_pct) <= s.allocatable_bytes
 
     def curve(self) -> tuple[tuple[int, tuple[int, ...]], ...]:

@@ -167,7 +167,7 @@ def _total_line(led: ActivationLedger, pp: int) -> Formula:
     all_to_all = f" + all-to-all {n(led.all_to_all_bytes)} B" if led.all_to_all_bytes else ""
     if led.alt_every:  # two kinds of layer, each at its own size
         alt = sum(led.is_alt(k) for k in range(led.layers))
-        kept = n(sum(led.kept(k) for k in range(led.layers)))
+        kept = n(led.kept_before(led.layers))
         layers = f"{led.layers - alt} sliding-window and {alt} global layers {kept} B"
     elif led.every > 1:  # full, every N-th layer: the checkpointed layers and the others, each at their own size
         c = led.checkpointed(led.layers)

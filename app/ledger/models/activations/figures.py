@@ -76,6 +76,14 @@ class ActivationLedger:
             return self.alt_per_layer_bytes if checkpointed else self.alt_full_layer_bytes
         return self.per_layer_bytes if checkpointed else self.full_layer_bytes
 
+    def kept_before(self, k: int) -> int:
+        """Bytes the stage's layers 0 … k − 1 keep: checkpointed ones their checkpoint, others their whole set; with
+        two kinds of layer, layer by layer (≤ 1,024 of them)."""
+        if self.alt_every:
+            return sum(self.kept(j) for j in range(k))
+        c = self.checkpointed(k)
+        return c * self.per_layer_bytes + (k - c) * self.full_layer_bytes
+
     def working(self, k: int) -> int:
         """What the stage's layer k rebuilds in its backward when it recomputes (its kind's working set)."""
         return self.alt_working_set_bytes if self.is_alt(k) else self.working_set_bytes

@@ -230,7 +230,7 @@ def activation_ledger(
         alt_full_layer_bytes=alt[4],
         alt_working_set_bytes=alt[3],
     )
-    layers_bytes = sum(figures.kept(k) for k in range(stage_layers))  # ≤ 1,024 layers, once per cached ledger
+    layers_bytes = figures.kept_before(stage_layers)
     working = max(working_set, alt[3])  # one layer recomputes at a time: the larger kind's set
     figures = replace(
         figures, total_bytes=in_flight * (layers_bytes + embedding) + working + head + logits + all_to_all

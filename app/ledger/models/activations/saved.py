@@ -123,6 +123,15 @@ def _norm_inputs(sbh: int, w: int, norms: str, post: bool = False, count: int = 
                           shape, elements, w, False)]  # fmt: skip
 
 
+def _sandwich_norms(sb: int, h: int, w: int, norms: str) -> list[Saved]:
+    """The Gemma families' four RMSNorms a layer, before and after each sublayer: what their inputs leave kept, and
+    (unless fused) the (1 + weight) each multiplies by in FP32 (``Gemma2RMSNorm``, ``Gemma3RMSNorm``)."""
+    out = _norm_inputs(sb * h, w, norms, count=4)
+    if norms != "fused":
+        out.append(Saved("RMSNorm (1 + weight) in FP32, one per norm", "4·h", 4 * h, FP32, False))
+    return out
+
+
 def _qk_norms(arch: Architecture, sb: int, w: int, norms: str) -> list[Saved]:
     """The ``q_norm`` and ``k_norm`` of the q_proj and k_proj outputs, before RoPE (transformers 5.23.0): an RMSNorm
     of head_dim over each query and key head (``Qwen3Attention``) or over the whole projections
@@ -153,10 +162,10 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     keeps in the activation width (b·s², one per layer: each call converts it)."""
     h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
-    count = 4 if arch.sandwich_norms else 2  # Gemma 3: before and after each sublayer
-    norm_inputs = _norm_inputs(sb * h, w, norms, arch.post_norms, count)
-    if arch.sandwich_norms and norms != "fused":  # Gemma3RMSNorm multiplies by (1 + weight) in FP32
-        norm_inputs.append(Saved("RMSNorm (1 + weight) in FP32, one per norm", "4·h", 4 * h, FP32, False))
+    count = 4 if arch.sandwich_norms else 2
+    norm_inputs = (
+        _sandwich_norms(sb, h, w, norms) if arch.sandwich_norms else _norm_inputs(sb * h, w, norms, arch.post_norms)
+    )
     # OLMo 2 normalises after each sublayer: what q/k/v and the MLP read is the layer input and the residual
     # stream after the attention, the same sizes as a pre-norm layer's norm outputs
     read = (
@@ -265,9 +274,7 @@ def _gemma2_layer(arch: Architecture, s: int, b: int, w: int, norms: str) -> tup
     saved tensors by storage) and held to the trace."""
     h, a, d = arch.hidden, arch.heads, arch.head_dim
     sb, ass = s * b, arch.heads * s * s * b
-    norm_inputs = _norm_inputs(sb * h, w, norms, count=4)
-    if norms != "fused":
-        norm_inputs.append(Saved("RMSNorm (1 + weight) in FP32, one per norm", "4·h", 4 * h, FP32, False))
+    norm_inputs = _sandwich_norms(sb, h, w, norms)
     capped = [Saved("soft-capped scores (tanh output)", "a·s²·b", ass, w, True, core=True)] if arch.attn_softcap else []
     return (
         *norm_inputs,
