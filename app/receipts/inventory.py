@@ -64,10 +64,17 @@ def _unit(unit: Unit, name: str, prefix: str, count: int) -> dict[str, Any]:
 
 
 def unit_groups(inv: Inventory, layer_prefix: str) -> list[dict[str, Any]]:
-    """The embedding unit, one entry for all decoder layers, and the final unit."""
+    """The embedding unit, one entry for the decoder layers of each kind (deepseek_v3: its dense first layers, then
+    its MoE ones), and the final unit."""
+    kinds = inv.layer_kinds
+    layers = [
+        _unit(unit, "layers.{k}" if len(kinds) == 1 else f"layers.{{k}}, k = {first} … {first + count - 1}",
+              layer_prefix, count)
+        for first, count, unit in kinds
+    ]  # fmt: skip
     return [
         _unit(inv.embed, inv.embed.name, inv.embed.prefix, 1),
-        _unit(inv.units[1], "layers.{k}", layer_prefix, inv.architecture.layers),
+        *layers,
         _unit(inv.final, inv.final.name, inv.final.prefix, 1),
     ]
 

@@ -19,11 +19,12 @@ from app.trace import HF_STACK_HINT, TITAN_HINT, hf_stack_installed, titan_insta
 
 TRACEABLE_FAMILIES: tuple[str, ...] = ("llama", "mistral", "qwen2", "gpt2", "gpt_neox")
 # --stack hf-fsdp2: the families whose transformers class runs on fake tensors: the dense ones, and the MoE ones
-# through their default grouped-GEMM experts (fixed shapes). qwen3, qwen3_moe, mixtral, phi3, olmo2 and gemma2 only
-# here: the lab's plain decoders (TRACEABLE_FAMILIES, --stack plain-fsdp2) have no per-head q/k norms, fused
-# experts or projections, post-norms or eager soft-capped attention.
+# through their default grouped-GEMM experts (fixed shapes). qwen3, qwen3_moe, mixtral, phi3, olmo2, gemma2 and
+# deepseek_v3 only here: the lab's plain decoders (TRACEABLE_FAMILIES, --stack plain-fsdp2) have no per-head q/k
+# norms, fused experts or projections, post-norms, eager soft-capped attention or latent attention.
 HF_TRACEABLE: tuple[str, ...] = (
-    "gemma2", "gemma3_text", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3", "qwen3_moe",
+    "deepseek_v3", "gemma2", "gemma3_text", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3",
+    "qwen3_moe",
 )  # fmt: skip
 # --stack torchtitan: torchtitan's Llama 3 model (no biases; Mistral's window and Qwen2's biases are not its).
 TITAN_TRACEABLE: tuple[str, ...] = ("llama",)

@@ -52,6 +52,8 @@ def configs(draw: st.DrawFn, family: st.SearchStrategy[str] = ANY_FAMILY) -> dic
         config["use_parallel_residual"] = draw(st.booleans())
         config["attention_bias"] = draw(st.booleans())
         return config
+    if model_type == "deepseek_v3":
+        return _deepseek(draw, config)
     config["num_key_value_heads"] = draw(st.sampled_from([k for k in range(1, heads + 1) if heads % k == 0]))
     if draw(st.booleans()):  # an explicit head_dim apart from hidden ÷ heads
         config["head_dim"] = draw(st.integers(1, 24))
@@ -71,6 +73,28 @@ def configs(draw: st.DrawFn, family: st.SearchStrategy[str] = ANY_FAMILY) -> dic
     if model_type == "qwen3_moe":  # the experts' width is its own key; intermediate_size sizes only dense layers
         config["moe_intermediate_size"] = draw(st.integers(1, 200))
         config["norm_topk_prob"] = draw(st.booleans())
+    return config
+
+
+def _deepseek(draw: st.DrawFn, config: dict[str, object]) -> dict[str, object]:
+    """deepseek_v3's latent attention and its experts: groups of 2 or more experts, the k inside the chosen groups;
+    the optional keys absent or drawn (q_lora_rank null: a plain q_proj)."""
+    groups = draw(st.integers(1, 4))
+    experts = groups * draw(st.integers(2, 4))
+    top = draw(st.integers(1, groups))
+    layers = config["num_hidden_layers"]
+    assert isinstance(layers, int)
+    config.update(
+        num_key_value_heads=config["num_attention_heads"], n_routed_experts=experts, n_group=groups, topk_group=top,
+        num_experts_per_tok=draw(st.integers(1, top * (experts // groups))),
+        moe_intermediate_size=draw(st.integers(1, 200)), kv_lora_rank=draw(st.integers(1, 64)),
+        qk_nope_head_dim=draw(st.integers(1, 24)), qk_rope_head_dim=2 * draw(st.integers(1, 8)),
+        v_head_dim=draw(st.integers(1, 24)), first_k_dense_replace=draw(st.integers(0, layers - 1)),
+    )  # fmt: skip
+    for key, value in (("q_lora_rank", draw(st.sampled_from([None, 0, 16, 48]))), ("n_shared_experts", 2),
+                       ("attention_bias", True), ("norm_topk_prob", False)):  # fmt: skip
+        if draw(st.booleans()):
+            config[key] = value
     return config
 
 

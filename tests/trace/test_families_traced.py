@@ -129,3 +129,33 @@ def test_gemma3_as_transformers_runs_it(raw: dict[str, Any]) -> None:
     measured = result.peak["total"]
     assert abs(peak.total - measured) * 200 <= measured, (peak.total, measured)
     assert _kept_between(result, 1, 5, lab=True) == _kept_between(result, 1, 5, lab=False) > 0
+
+
+DEEPSEEK = {
+    "model_type": "deepseek_v3", "hidden_size": 256, "num_hidden_layers": 5, "first_k_dense_replace": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 96, "kv_lora_rank": 64, "qk_nope_head_dim": 32,
+    "qk_rope_head_dim": 16, "v_head_dim": 24, "n_routed_experts": 8, "n_shared_experts": 1, "moe_intermediate_size": 64,
+    "intermediate_size": 384, "n_group": 2, "topk_group": 1, "num_experts_per_tok": 2, "vocab_size": 16384,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{}, {"act_policy": "full"}, {"q_lora_rank": None, "dp": 16}],
+    ids=["none", "full", "no-q-latent-d16"],
+)
+def test_deepseek_v3_as_transformers_runs_it(raw: dict[str, Any]) -> None:
+    """DeepseekV3ForCausalLM (SDPA, grouped-GEMM experts) with three dense layers before two MoE ones: its latent
+    attention through the kernel a GPU takes for q/k heads of 48 and v heads of 24 (memory-efficient: the trace's
+    stand-in for SDPA's CPU math fallback, app.trace.models.hf), its FP32 router and its shared expert. The peak
+    within 0.25 %, and what a dense layer and a MoE layer keep through forward (with the step between the two kinds'
+    all-gathers) equal to the trace's to the byte."""
+    raw = dict(raw)
+    config = {**DEEPSEEK, "q_lora_rank": raw.pop("q_lora_rank", DEEPSEEK["q_lora_rank"])}
+    model = compact(config)
+    peak, result = _traced_model(model, **raw)
+    assert result.params == resolve(model).inventory.params
+    measured = result.peak["total"]
+    assert abs(peak.total - measured) * 400 <= measured, (peak.total, measured)
+    for first, last in ((1, 2), (2, 3), (3, 4)):  # a dense layer; the last dense one, then a MoE one; a MoE one
+        assert _kept_between(result, first, last, lab=True) == _kept_between(result, first, last, lab=False) > 0

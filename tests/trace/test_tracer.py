@@ -275,7 +275,7 @@ def test_recompute_and_resharding_move_the_peak(traces: dict[tuple[str, ...], An
     bf16_reduce = _trace(traces, SMALL_REF, 4, reduce_bytes=2)
     assert full.steady == base.steady == kept.steady == bf16_reduce.steady
     # without resharding after forward, every layer's unsharded bf16 parameters stay until its backward
-    layer = inventory(architecture_from_config(SMALL)).layer_params
+    layer = inventory(architecture_from_config(SMALL)).units[1].params
     assert (
         _at(kept, "end of forward (logits)")["unsharded_params"]
         - _at(base, "end of forward (logits)")["unsharded_params"]

@@ -16,6 +16,7 @@ from typing import Literal
 from app.ledger.arithmetic import shown_int
 
 Family = Literal[
+    "deepseek_v3",
     "gemma2",
     "gemma3_text",
     "gpt2",
@@ -33,11 +34,11 @@ Norm = Literal["rmsnorm", "layernorm"]
 Mlp = Literal["swiglu", "gelu"]
 
 FAMILIES: tuple[Family, ...] = (
-    "gemma2", "gemma3_text", "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3",
-    "qwen3_moe",
+    "deepseek_v3", "gemma2", "gemma3_text", "gpt2", "gpt_neox", "llama", "mistral", "mixtral", "olmo2", "phi3",
+    "qwen2", "qwen3", "qwen3_moe",
 )  # fmt: skip
 GPT_FAMILIES: frozenset[str] = frozenset({"gpt2", "gpt_neox"})
-MOE_FAMILIES: frozenset[str] = frozenset({"mixtral", "qwen3_moe"})  # every layer's MLP a mixture of experts
+MOE_FAMILIES: frozenset[str] = frozenset({"deepseek_v3", "mixtral", "qwen3_moe"})  # MLPs of routed experts
 _QK_NORM: dict[str, str] = {"qwen3": "head", "qwen3_moe": "head", "gemma3_text": "head", "olmo2": "projection"}
 GEMMA_FAMILIES: frozenset[str] = frozenset({"gemma2", "gemma3_text"})  # four norms a layer, each weight used as 1 + w
 _WINDOWED: frozenset[str] = frozenset({"mistral", "mixtral", "gemma3_text"})
@@ -56,6 +57,13 @@ BOUNDS: dict[str, tuple[int, int]] = {
     "global_every": (0, 1_024),
     "experts_per_token": (0, 1_024),
     "sliding_window": (0, 2**24),
+    "dense_layers": (0, 1_024),
+    "dense_intermediate": (0, 1_048_576),
+    "shared_experts": (0, 1_024),
+    "q_lora_rank": (0, 131_072),
+    "kv_lora_rank": (0, 131_072),
+    "rope_dim": (0, 2_048),
+    "v_head_dim": (0, 2_048),
 }
 
 
@@ -108,6 +116,18 @@ class Architecture:
     attn_softcap: bool = False  # gemma2's attn_logit_softcapping: tanh over the scores (eager attention)
     logit_softcap: bool = False  # gemma2's final_logit_softcapping: tanh over the logits
     global_every: int = 0  # gemma3_text: layers N − 1, 2N − 1, … attend globally, the others through the window
+    # deepseek_v3: layers 0 … dense_layers − 1 have a dense SwiGLU MLP of dense_intermediate, the others the routed
+    # experts (of ``intermediate`` each) beside one SwiGLU MLP of shared_experts × intermediate
+    dense_layers: int = 0
+    dense_intermediate: int = 0
+    shared_experts: int = 0
+    # deepseek_v3's multi-head latent attention (kv_lora_rank ≥ 1): queries through a q_lora_rank-wide latent (0: a
+    # plain q_proj), keys and values through a kv_lora_rank-wide one; head_dim is the query/key head (the rope_dim
+    # rotated dims included), v_head_dim the value head
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_dim: int = 0
+    v_head_dim: int = 0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -144,15 +164,18 @@ class Architecture:
         if self.post_norms != (self.family == "olmo2") or self.fp32_rope != (self.family == "olmo2"):
             raise ModelConfigError("post_norms and fp32_rope are the olmo2 family's, and olmo2 has them", "post_norms")
         if (self.experts > 0) != (self.family in MOE_FAMILIES):
-            raise ModelConfigError("experts > 0 is a mixtral or qwen3_moe model, and those need experts ≥ 1", "experts")
+            raise ModelConfigError("experts > 0 is a mixtral, qwen3_moe or deepseek_v3 model, which need experts ≥ 1",
+                                   "experts")  # fmt: skip
         if self.sandwich_norms != (self.family in GEMMA_FAMILIES):
             raise ModelConfigError("sandwich norms are the gemma families', and they have them", "sandwich_norms")
         if (self.attn_softcap or self.logit_softcap) and self.family != "gemma2":
             raise ModelConfigError("soft-capping is read for gemma2 only", "attn_softcap")
         if (self.global_every > 0) != (self.family == "gemma3_text") or self.global_every < 0:
             raise ModelConfigError("global_every ≥ 1 is gemma3_text's (its layer pattern), 0 otherwise", "global_every")
-        if self.topk_renorm != (self.family == "mixtral") and self.family != "qwen3_moe":
-            raise ModelConfigError("topk_renorm is mixtral's (always) and qwen3_moe's (norm_topk_prob)", "topk_renorm")
+        if self.topk_renorm != (self.family == "mixtral") and self.family not in ("qwen3_moe", "deepseek_v3"):
+            raise ModelConfigError("topk_renorm is mixtral's (always), qwen3_moe's and deepseek_v3's (norm_topk_prob)",
+                                   "topk_renorm")  # fmt: skip
+        self._check_deepseek()
         if self.experts == 0 and self.experts_per_token != 0:
             raise ModelConfigError("experts_per_token must be 0 for a dense model", "experts_per_token")
         if self.experts > 0 and not 1 <= self.experts_per_token <= self.experts:
@@ -160,6 +183,45 @@ class Architecture:
                 f"experts_per_token = {shown_int(self.experts_per_token)} must be 1 … experts ({self.experts})",
                 "experts_per_token",
             )
+
+    def _check_deepseek(self) -> None:
+        ours = self.family == "deepseek_v3"
+        mla = (self.q_lora_rank, self.rope_dim, self.v_head_dim, self.dense_layers, self.dense_intermediate,
+               self.shared_experts)  # fmt: skip
+        if not ours:
+            if self.kv_lora_rank or any(mla):
+                raise ModelConfigError("latent attention and dense-first layers are deepseek_v3's", "kv_lora_rank")
+            return
+        if self.kv_lora_rank < 1:
+            raise ModelConfigError("kv_lora_rank must be at least 1 (deepseek_v3's latent attention)", "kv_lora_rank")
+        if not 1 <= self.rope_dim < self.head_dim:
+            raise ModelConfigError("qk_rope_head_dim must be 1 … the query/key head size − 1", "rope_dim")
+        if self.rope_dim % 2:
+            raise ModelConfigError("qk_rope_head_dim must be even (rotary dimensions come in pairs)", "rope_dim")
+        if self.v_head_dim < 1:
+            raise ModelConfigError("v_head_dim must be at least 1", "v_head_dim")
+        if self.kv_heads != self.heads:
+            raise ModelConfigError("deepseek_v3's latent attention expands K and V to every head: kv_heads = heads",
+                                   "kv_heads")  # fmt: skip
+        if self.dense_layers >= self.layers:
+            raise ModelConfigError(f"dense_layers must be 0 … layers − 1 ({self.layers - 1:,}: a MoE layer at least)",
+                                   "dense_layers")  # fmt: skip
+        if self.dense_layers and self.dense_intermediate < 1:
+            raise ModelConfigError("dense layers need dense_intermediate ≥ 1", "dense_intermediate")
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (deepseek_v3)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def two_kinds(self) -> bool:
+        """Whether the layers' parameters come in two kinds (deepseek_v3's dense first layers before MoE ones)."""
+        return 0 < self.dense_layers < self.layers
+
+    def is_dense(self, k: int) -> bool:
+        """Whether the model's layer k has a dense MLP (every layer of a dense family; deepseek_v3's first ones)."""
+        return self.experts == 0 or k < self.dense_layers
 
     @property
     def eager_attention(self) -> bool:
@@ -177,9 +239,9 @@ class Architecture:
 
     @property
     def fp32_routing_weights(self) -> bool:
-        """The k routing weights stay FP32 into the experts' product (``MixtralTopKRouter``; Qwen3-MoE's router
-        casts them back to the compute dtype)."""
-        return self.family == "mixtral"
+        """The k routing weights stay FP32 into the experts' product (``MixtralTopKRouter``,
+        ``DeepseekV3TopkRouter``; Qwen3-MoE's router casts them back to the compute dtype)."""
+        return self.family in ("mixtral", "deepseek_v3")
 
     @property
     def q_width(self) -> int:

@@ -68,16 +68,18 @@ def fsdp2_shard(inv: Inventory, dp: int, width: int) -> Fsdp2Shard:
         raise ShardInputError(f"dp must be an integer {DP_BOUNDS[0]} … {DP_BOUNDS[1]:,}")
     if type(width) is not int or width not in WIDTHS:
         raise ShardInputError(f"width must be one of {', '.join(map(str, WIDTHS))} bytes per element")
-    embed, layer, final = inv.embed, inv.units[1], inv.final
-    per_unit = {
-        "embed": _padded(embed.tensors, dp),
-        "layer": _padded(layer.tensors, dp),
-        "final": _padded(final.tensors, dp),
-    }
-    padded = per_unit["embed"] + inv.architecture.layers * per_unit["layer"] + per_unit["final"]
+    embed, final = inv.embed, inv.final
+    kinds = inv.layer_kinds  # (first, count, unit) per run of alike layers
+    per_layer = [_padded(unit.tensors, dp) for _, _, unit in kinds]
+    ends = {"embed": _padded(embed.tensors, dp), "final": _padded(final.tensors, dp)}
+    padded = ends["embed"] + sum(count * p for (_, count, _), p in zip(kinds, per_layer, strict=True)) + ends["final"]
     lower = ceil_div(inv.params, dp)
     # Largest all-gather: dp × a unit's padded shard; first of equals in execution order.
-    gathers = ((embed.name, per_unit["embed"]), (layer.name, per_unit["layer"]), (final.name, per_unit["final"]))
+    gathers = (
+        (embed.name, ends["embed"]),
+        *((unit.name, p) for (_, _, unit), p in zip(kinds, per_layer, strict=True)),
+        (final.name, ends["final"]),
+    )
     gather_name, gather_shard = max(gathers, key=lambda g: g[1])
     padding = (padded - lower) * width
     if padding == 0:

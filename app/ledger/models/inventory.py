@@ -10,10 +10,11 @@ embedding), one unit per decoder layer ``layers.0`` … ``layers.{L-1}``, and ``
 norm with the untied LM head, which the root unit holds when nothing else wraps them). With a tied
 head the ``final`` unit is the norm alone: the head's matmul reuses the ``embed`` unit's weight.
 
-Decoder layers are identical, so all layer units share one tuple of tensors whose names are
-relative to the unit's prefix, and a MoE layer's experts are two fused tensors, as transformers 5.23.0 holds
-them; :meth:`Inventory.tensors` spells out every full name lazily. That keeps an inventory of Llama-2-70B
-(80 layers) or of 1,024 layers of 1,024 experts a few dozen objects, cheap to build and to answer per request.
+The decoder layers of a kind are identical (one kind in most models; deepseek_v3's dense first layers and its MoE
+ones), so the layer units of a kind share one tuple of tensors whose names are relative to the unit's prefix, and a
+MoE layer's experts are two fused tensors, as transformers 5.23.0 holds them; :meth:`Inventory.tensors` spells out
+every full name lazily. That keeps an inventory of Llama-2-70B (80 layers) or of 1,024 layers of 1,024 experts a few
+dozen objects, cheap to build and to answer per request.
 """
 
 from __future__ import annotations
@@ -78,9 +79,14 @@ class Inventory:
         return self.units[-1]
 
     @property
-    def layer_params(self) -> int:
-        """Parameters in one decoder layer (all layers are the same)."""
-        return self.units[1].params
+    def layer_kinds(self) -> tuple[tuple[int, int, Unit], ...]:
+        """(first layer, how many, one such layer's unit) per run of alike layers: one run for most models;
+        deepseek_v3's dense first layers, then its MoE ones."""
+        arch = self.architecture
+        if not arch.two_kinds:
+            return ((0, arch.layers, self.units[1]),)
+        k = arch.dense_layers
+        return ((0, k, self.units[1]), (k, arch.layers - k, self.units[1 + k]))
 
     def tensors(self) -> Iterator[Tensor]:
         """Every parameter tensor with its full name, in unit order, one by one (lazily: as many as
@@ -129,10 +135,11 @@ def _fused_layer(arch: Architecture) -> list[Tensor]:
     return out + _norm(arch, "input_layernorm") + _norm(arch, "post_attention_layernorm")
 
 
-def _swiglu_layer(arch: Architecture) -> list[Tensor]:
-    if arch.fused:
-        return _fused_layer(arch)
-    h, i = arch.hidden, arch.intermediate
+def _attention(arch: Architecture) -> list[Tensor]:
+    """The attention's projections (and q/k norms) of a SwiGLU layer; deepseek_v3's latent attention apart."""
+    if arch.mla:
+        return _latent_attention(arch)
+    h = arch.hidden
     out = _linear("self_attn.q_proj", arch.q_width, h, arch.qkv_bias)
     out += _linear("self_attn.k_proj", arch.kv_width, h, arch.qkv_bias)
     out += _linear("self_attn.v_proj", arch.kv_width, h, arch.qkv_bias)
@@ -141,17 +148,61 @@ def _swiglu_layer(arch: Architecture) -> list[Tensor]:
         out += [_t("self_attn.q_norm.weight", arch.head_dim), _t("self_attn.k_norm.weight", arch.head_dim)]
     elif arch.qk_norm == "projection":  # Olmo2Attention: an RMSNorm over the whole q and k projections
         out += [_t("self_attn.q_norm.weight", arch.q_width), _t("self_attn.k_norm.weight", arch.kv_width)]
-    if arch.experts == 0:
-        out += _linear("mlp.gate_proj", i, h, arch.mlp_bias)
-        out += _linear("mlp.up_proj", i, h, arch.mlp_bias)
-        out += _linear("mlp.down_proj", h, i, arch.mlp_bias)
+    return out
+
+
+def _latent_attention(arch: Architecture) -> list[Tensor]:
+    """DeepseekV3Attention (transformers 5.23.0), in its modules' order: the query through a q_lora_rank latent and its
+    RMSNorm (or one q_proj), the keys and values through ``kv_a_proj_with_mqa`` (the kv_lora_rank latent and the
+    rope_dim shared rotary key), the latent's RMSNorm and ``kv_b_proj`` (every head's unrotated key and value),
+    ``o_proj``. ``attention_bias`` reaches q_a_proj, kv_a_proj_with_mqa and o_proj only."""
+    h, a, bias = arch.hidden, arch.heads, arch.qkv_bias
+    if arch.q_lora_rank:
+        out = _linear("self_attn.q_a_proj", arch.q_lora_rank, h, bias)
+        out += [_t("self_attn.q_a_layernorm.weight", arch.q_lora_rank)]
+        out += _linear("self_attn.q_b_proj", arch.q_width, arch.q_lora_rank, False)
     else:
-        # Mixtral and Qwen3-MoE as transformers 5.23.0 holds them in memory (what FSDP2 shards; the checkpoint's
-        # per-expert tensors are fused on loading): the router ``mlp.gate`` [E, h] and ``mlp.experts``
-        # (MixtralExperts, Qwen3MoeExperts), the gate and up projections of every expert in one [E, 2·i, h] and the
-        # down projections in one [E, h, i].
-        out.append(_t("mlp.gate.weight", arch.experts, h))
-        out += [_t("mlp.experts.gate_up_proj", arch.experts, 2 * i, h), _t("mlp.experts.down_proj", arch.experts, h, i)]
+        out = _linear("self_attn.q_proj", arch.q_width, h, False)
+    nope = arch.head_dim - arch.rope_dim
+    out += _linear("self_attn.kv_a_proj_with_mqa", arch.kv_lora_rank + arch.rope_dim, h, bias)
+    out += [_t("self_attn.kv_a_layernorm.weight", arch.kv_lora_rank)]
+    out += _linear("self_attn.kv_b_proj", a * (nope + arch.v_head_dim), arch.kv_lora_rank, False)
+    return out + _linear("self_attn.o_proj", h, a * arch.v_head_dim, arch.o_bias)
+
+
+def _dense_mlp(arch: Architecture, width: int, prefix: str = "mlp") -> list[Tensor]:
+    h = arch.hidden
+    out = _linear(f"{prefix}.gate_proj", width, h, arch.mlp_bias)
+    out += _linear(f"{prefix}.up_proj", width, h, arch.mlp_bias)
+    return out + _linear(f"{prefix}.down_proj", h, width, arch.mlp_bias)
+
+
+def _experts(arch: Architecture) -> list[Tensor]:
+    """A MoE block as transformers 5.23.0 holds it in memory (what FSDP2 shards; the checkpoint's per-expert tensors
+    are fused on loading): Mixtral's and Qwen3-MoE's router ``mlp.gate`` [E, h] then ``mlp.experts``
+    (MixtralExperts, Qwen3MoeExperts: every expert's gate and up projections in one [E, 2·i, h], the down
+    projections in one [E, h, i]); DeepseekV3MoE registers the experts first, then the router, then its shared
+    experts' SwiGLU of shared × i."""
+    h, i, e = arch.hidden, arch.intermediate, arch.experts
+    router = [_t("mlp.gate.weight", e, h)]
+    experts = [_t("mlp.experts.gate_up_proj", e, 2 * i, h), _t("mlp.experts.down_proj", e, h, i)]
+    if arch.family != "deepseek_v3":
+        return router + experts
+    shared = _dense_mlp(arch, arch.shared_experts * i, "mlp.shared_experts") if arch.shared_experts else []
+    return experts + router + shared
+
+
+def _swiglu_layer(arch: Architecture, dense: bool = False) -> list[Tensor]:
+    """One SwiGLU layer; ``dense``: deepseek_v3's first layers, whose MLP is a dense one of dense_intermediate."""
+    if arch.fused:
+        return _fused_layer(arch)
+    out = _attention(arch)
+    if dense and arch.dense_layers:
+        out += _dense_mlp(arch, arch.dense_intermediate)
+    elif arch.experts == 0:
+        out += _dense_mlp(arch, arch.intermediate)
+    else:
+        out += _experts(arch)
     if arch.sandwich_norms:  # Gemma2DecoderLayer: before and after the attention and the MLP
         names = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm")
         return out + [t for name in (*names, "post_feedforward_layernorm") for t in _norm(arch, name)]
@@ -223,14 +274,20 @@ def inventory(arch: Architecture) -> Inventory:
         layer_tensors = _swiglu_layer(arch)
     embed_tensors, prefix, final_tensors = _ends(arch)
     embed = _unit("embed", "", embed_tensors)
-    first = _unit("layers.0", prefix.format(0), layer_tensors)
-    layers = [first] + [
-        Unit(f"layers.{k}", prefix.format(k), first.tensors, first.params) for k in range(1, arch.layers)
+    moe = _unit(f"layers.{arch.dense_layers}", prefix.format(arch.dense_layers), layer_tensors)
+    # deepseek_v3: its first dense_layers layers are of another kind, the dense MLP's
+    dense = _unit("layers.0", prefix.format(0), _swiglu_layer(arch, dense=True)) if arch.two_kinds else moe
+    layers = [
+        Unit(f"layers.{k}", prefix.format(k), kind.tensors, kind.params)
+        for k in range(arch.layers)
+        for kind in (dense if k < arch.dense_layers else moe,)
     ]
     final = _unit("final", "", final_tensors)
     units = (embed, *layers, final)
-    params = embed.params + arch.layers * first.params + final.params
-    # First unit of the greatest size; the layers are equal, so three candidates decide it.
-    largest = max((embed, first, final), key=lambda u: u.params)
-    count = _count(embed) + arch.layers * _count(first) + _count(final)
+    kinds = (dense, moe) if arch.two_kinds else (moe,)
+    dense_count = arch.dense_layers if arch.two_kinds else 0
+    params = embed.params + dense_count * dense.params + (arch.layers - dense_count) * moe.params + final.params
+    # First unit of the greatest size; the layers of a kind are equal, so a few candidates decide it.
+    largest = max((embed, *kinds, final), key=lambda u: u.params)
+    count = _count(embed) + dense_count * _count(dense) + (arch.layers - dense_count) * _count(moe) + _count(final)
     return Inventory(arch, units, params, largest, count)

@@ -47,6 +47,8 @@ _MODULE_SPLIT: dict[str, str] = {
             "dense_h_to_4h",
             "qkv_proj",
             "gate_up_proj",
+            "q_b_proj",
+            "kv_b_proj",
         ),
         "col",
     ),
@@ -72,6 +74,11 @@ _MODULE_SPLIT: dict[str, str] = {
             "final_layer_norm",
             "gate",
             "wpe",
+            # DeepSeek's latents are replicated (Megatron's MLA: only their up-projections split by head)
+            "q_a_proj",
+            "q_a_layernorm",
+            "kv_a_proj_with_mqa",
+            "kv_a_layernorm",
         ),
         "whole",
     ),
@@ -105,7 +112,7 @@ def _split_dim(t: Tensor) -> int | None:
     return None if kind == "bias" else (0 if conv else 1)  # row: input features; the bias stays whole
 
 
-_HEAD_SPLIT = ("q_proj", "k_proj", "v_proj", "o_proj")  # split by whole attention heads of head_dim rows
+_HEAD_SPLIT = ("q_proj", "k_proj", "v_proj", "o_proj", "q_b_proj")  # split by whole heads of head_dim rows
 
 
 def tp_elements(t: Tensor, tp: int, arch: Architecture | None = None) -> int:
@@ -129,6 +136,9 @@ def tp_elements(t: Tensor, tp: int, arch: Architecture | None = None) -> int:
         return (ceil_div(arch.heads, tp) + 2 * ceil_div(arch.kv_heads, tp)) * arch.head_dim * rest
     if arch is not None and module == "gate_up_proj":
         return 2 * ceil_div(arch.intermediate, tp) * rest
+    if arch is not None and arch.mla and module in ("kv_b_proj", "o_proj"):  # per head: nope + v rows; v inputs
+        per_head = t.shape[dim] // arch.heads
+        return ceil_div(arch.heads, tp) * per_head * rest
     if arch is not None and module in _HEAD_SPLIT:
         return ceil_div(t.shape[dim] // arch.head_dim, tp) * arch.head_dim * rest
     return ceil_div(t.shape[dim], tp) * rest
@@ -208,6 +218,21 @@ def check_layout(arch: Architecture, pp: int, ep: int) -> None:
                                   f"a divisor of the model's {arch.experts:,} experts")  # fmt: skip
 
 
+def _layer_line(layer: UnitShare, count: int, arch: Architecture, tp: int, ep: int) -> str:
+    """How one decoder layer (of a kind: ``count`` of them on the stage) is counted on a rank."""
+    which = "one decoder layer" if len(inventory(arch).layer_kinds) == 1 else f"{layer.name} (and its {count} alike)"
+    return (
+        f"{which} per rank: {n(layer.dense)} dense"
+        + (
+            f" + {n(layer.experts)} expert ({arch.experts // ep} of {arch.experts} experts, ep = {ep})"
+            if layer.experts
+            else ""
+        )
+        + (f" (tensor-parallel shares, t = {tp})" if tp > 1 else "")
+        + f" = {n(layer.params)} parameters"
+    )
+
+
 @lru_cache(maxsize=1024)
 def rank_share(arch: Architecture, tp: int = 1, pp: int = 1, stage: str = "first", ep: int = 1) -> RankShare:
     """The parameters of ``arch`` one rank holds on pipeline stage ``stage`` (``first`` or ``last``;
@@ -216,7 +241,12 @@ def rank_share(arch: Architecture, tp: int = 1, pp: int = 1, stage: str = "first
     inv = inventory(arch)
     layers = arch.layers // pp
     where = "only" if pp == 1 else stage
-    layer = _unit_share(inv.units[1], tp, ep, arch, "layers.0")
+    first = arch.layers - layers if where == "last" else 0  # the stage's first layer in the model
+    kinds = [
+        (_unit_share(unit, tp, ep, arch, unit.name), max(0, min(start + count, first + layers) - max(start, first)))
+        for start, count, unit in inv.layer_kinds
+    ]
+    kinds = [(share, count) for share, count in kinds if count]
     embed, final = _unit_share(inv.embed, tp, ep, arch), _unit_share(inv.final, tp, ep, arch)
     ends: list[UnitShare] = []
     if where in ("only", "first"):
@@ -226,25 +256,18 @@ def rank_share(arch: Architecture, tp: int = 1, pp: int = 1, stage: str = "first
             copy = _embedding_copy(inv, tp)
             final = UnitShare("final (with the tied embedding copy)", final.dense + copy.dense, 0)
         ends.append(final)
-    dense = layers * layer.dense + sum(u.dense for u in ends)
-    experts = layers * layer.experts
-    units = (*ends[:1], layer, *ends[1:]) if where != "last" else (layer, *ends)
+    dense = sum(count * share.dense for share, count in kinds) + sum(u.dense for u in ends)
+    experts = sum(count * share.experts for share, count in kinds)
+    stage_layers = tuple(share for share, _ in kinds)
+    units = (*ends[:1], *stage_layers, *ends[1:]) if where != "last" else (*stage_layers, *ends)
     largest = max(units, key=lambda u: u.params)
-    lines = [
-        f"one decoder layer per rank: {n(layer.dense)} dense"
-        + (
-            f" + {n(layer.experts)} expert ({arch.experts // ep} of {arch.experts} experts, ep = {ep})"
-            if layer.experts
-            else ""
-        )
-        + (f" (tensor-parallel shares, t = {tp})" if tp > 1 else "")
-        + f" = {n(layer.params)} parameters",
-    ]
+    lines = [_layer_line(share, count, arch, tp, ep) for share, count in kinds]
     stage_text = {"only": "the whole model (pp = 1)", "first": f"the first of {pp} pipeline stages",
                   "last": f"the last of {pp} pipeline stages"}[where]  # fmt: skip
     ends_text = " + ".join(f"{u.name} {n(u.params)}" for u in ends)
+    counted = " + ".join(f"{count} layer{'' if count == 1 else 's'} × {n(share.params)}" for share, count in kinds)
     lines.append(
-        f"{stage_text}: {layers} layer{'' if layers == 1 else 's'} × {n(layer.params)}"
+        f"{stage_text}: {counted}"
         + (f" + {ends_text}" if ends_text else "")
         + f" = {n(dense + experts)} parameters per rank"
         + (f" (of which {n(experts)} expert, sharded over D ÷ ep)" if experts and ep > 1 else "")

@@ -30,6 +30,9 @@ CONFIG_KEYS: tuple[str, ...] = (
     "n_inner", "n_positions", "use_parallel_residual", "use_sliding_window", "sliding_window", "num_experts",
     "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers", "output_router_logits",
     "attn_logit_softcapping", "final_logit_softcapping", "sliding_window_pattern", "layer_types",
+    "n_routed_experts", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "n_group", "topk_group",
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers",
+    "num_mtp_layers",
 )  # fmt: skip
 assert set(CONFIG_KEYS) == {key for keys in FAMILY_KEYS.values() for key in keys}
 MAX_IGNORED_SHOWN = 20  # ignored keys named back to the user; the rest are counted
@@ -63,8 +66,8 @@ def compact(config: Mapping[str, object]) -> str:
     parts = []
     for key in CONFIG_KEYS:
         value = config.get(key)
-        if key == "sliding_window" and key in config and value is None:
-            value = 0  # a null window is no window; omitted, the family's default would apply on reading back
+        if key in ("sliding_window", "q_lora_rank") and key in config and value is None:
+            value = 0  # null is none (no window, no query latent); omitted, the default would apply on reading back
         if value is None or value == [] or key not in FAMILY_KEYS[family]:
             continue  # absent, null or qwen3_moe's no dense layers (mlp_only_layers []: the reader refuses any other)
         if isinstance(value, bool):

@@ -31,7 +31,7 @@ from app.ledger.verify.frozen import (
     FROZEN_PERSISTENT,
     FROZEN_SCENARIO,
 )
-from app.ledger.verify.oracle import host_table, rank_params, stage_table
+from app.ledger.verify.oracle import LATENT_KEYS, host_table, rank_params, stage_table
 from app.ledger.verify.results import (
     CheckResult,
     fail,
@@ -51,6 +51,7 @@ def oracle_rank_params(s: Scenario) -> tuple[int, int] | None:
         a.family, a.hidden, a.layers, a.heads, a.kv_heads, a.head_dim, a.intermediate, a.vocab, a.experts,
         a.tied_embeddings, a.qkv_bias, a.o_bias, a.mlp_bias, a.norm == "layernorm",
         a.max_positions, s.tp, s.pp, s.pp_stage, s.ep, a.qk_norm,
+        **{key: getattr(a, key) for key in LATENT_KEYS},
     )  # fmt: skip
 
 

@@ -142,6 +142,14 @@ def rank_params(
     stage: str = "first",
     ep: int = 1,
     qk_norm: str = "",
+    *,
+    q_lora_rank: int = 0,
+    kv_lora_rank: int = 0,
+    rope_dim: int = 0,
+    v_head_dim: int = 0,
+    dense_layers: int = 0,
+    dense_intermediate: int = 0,
+    shared_experts: int = 0,
 ) -> tuple[int, int]:
     """(dense, experts): the parameters one rank holds under Megatron-LM's layout, before ZeRO shards them,
     spelled out family by family from the checkpoint shapes (Shoeybi et al. 2019; Narayanan et al. 2021).
@@ -158,6 +166,10 @@ def rank_params(
     which ZeRO then shards like the rest). ``layernorm``: each norm has a weight and a bias (else a weight).
     ``qk_norm``: two more RMSNorm weights per layer, of head_dim each and whole on every rank (``head``, Qwen3), or
     over the whole q and k projections and split with their heads (``projection``, OLMo 2).
+    deepseek_v3 (the keyword arguments, :data:`LATENT_KEYS`): the latents (q_a_proj, kv_a_proj_with_mqa and their
+    norms) whole, q_b_proj and kv_b_proj split by whole heads, o_proj by its heads' v inputs; the first
+    ``dense_layers`` layers a dense MLP of ``dense_intermediate``, the others the routed experts, the router and one
+    shared MLP of ``shared_experts`` × ``intermediate``.
 
     Llama-2-7B, pp = 4, first stage: 8 layers × (4 × 4,096² + 3 × 4,096 × 11,008 + 2 × 4,096 = 202,383,360)
     + the embedding 32,000 × 4,096 = 131,072,000, so 1,750,138,880 dense. Mixtral-8x7B, ep = 4: 32 layers ×
@@ -222,16 +234,52 @@ def rank_params(
         layer += h * inner + (h if mlp_bias else 0)  # mlp.dense_4h_to_h [h, i], row parallel, bias whole
         embed = vocab_rows * h  # gpt_neox.embed_in
         final = norm + (0 if tied else vocab_rows * h)  # gpt_neox.final_layer_norm, embed_out
+    elif family == "deepseek_v3":
+        rank_heads = (heads + tp - 1) // tp
+        if q_lora_rank:  # q_a_proj [r, h] (bias), q_a_layernorm [r], q_b_proj [heads·d, r]
+            layer += (
+                q_lora_rank * h + (q_lora_rank if qkv_bias else 0) + q_lora_rank + rank_heads * head_dim * q_lora_rank
+            )
+        else:
+            layer += rank_heads * head_dim * h  # q_proj
+        latent = kv_lora_rank + rope_dim
+        layer += latent * h + (latent if qkv_bias else 0) + kv_lora_rank  # kv_a_proj_with_mqa, kv_a_layernorm
+        layer += rank_heads * (head_dim - rope_dim + v_head_dim) * kv_lora_rank  # kv_b_proj [heads·(nope + v), r]
+        layer += h * rank_heads * v_head_dim + (h if o_bias else 0)  # o_proj [h, heads·v]
+        layer += 2 * norm
+        dense_mlp = 3 * h * ((dense_intermediate + tp - 1) // tp)
+        inner = (i + tp - 1) // tp
+        moe_only = experts * h + 3 * h * ((shared_experts * i + tp - 1) // tp)  # router; shared experts' SwiGLU
+        expert = 3 * inner * h
+        embed = vocab_rows * h
+        final = norm + (0 if tied else vocab_rows * h)
+        stage_layers = layers // pp
+        first = layers - stage_layers if pp > 1 and stage == "last" else 0
+        dense_here = max(0, min(dense_layers, first + stage_layers) - first)
+        moe_here = stage_layers - dense_here
+        dense = stage_layers * layer + dense_here * dense_mlp + moe_here * moe_only
+        return _with_ends(dense, embed, final, pp, stage, vocab_rows * h if tied else 0), moe_here * (
+            experts // ep
+        ) * expert
     else:
         raise ValueError(f"no tensor-parallel layout for family {family!r}")
     stage_layers = layers // pp
-    dense = stage_layers * layer
-    if pp == 1:  # one stage: the whole model
-        dense += embed + final
-    elif stage == "first":
-        dense += embed
-    elif stage == "last":
-        dense += final + (vocab_rows * h if tied else 0)  # a tied head keeps its own copy of the token embedding
-    else:
-        raise ValueError(f"pipeline stage {stage!r} is not first or last")
+    dense = _with_ends(stage_layers * layer, embed, final, pp, stage, vocab_rows * h if tied else 0)
     return dense, stage_layers * (experts // ep) * expert
+
+
+def _with_ends(layers: int, embed: int, final: int, pp: int, stage: str, tied_copy: int) -> int:
+    """A stage's layers with its ends: the whole model (pp = 1), the first stage the embedding, the last the final
+    norm and head, and a tied head's own copy of the token embedding (``tied_copy``)."""
+    if pp == 1:  # one stage: the whole model
+        return layers + embed + final
+    if stage == "first":
+        return layers + embed
+    if stage == "last":
+        return layers + final + tied_copy
+    raise ValueError(f"pipeline stage {stage!r} is not first or last")
+
+
+# The keyword arguments of :func:`rank_params` a deepseek_v3 model adds (its Architecture's fields of these names).
+LATENT_KEYS = ("q_lora_rank", "kv_lora_rank", "rope_dim", "v_head_dim", "dense_layers", "dense_intermediate",
+               "shared_experts")  # fmt: skip

@@ -7,18 +7,23 @@ the model class a Trainer run builds (transformers 5.23.0, ``attn_implementation
 build it under ``FakeTensorMode``: no weights, no storage). Its forward takes ``labels=`` and computes
 the loss itself (``ForCausalLMLoss``: the logits upcast to FP32 inside the model).
 
-One thing stands in for a real run (:func:`as_real_tensors`): without a cache (training) transformers checks
-the position ids for packed sequences (``masking_utils.find_packed_sequence_indices``), reading their values;
+Two things stand in for a real run on a GPU (:func:`as_real_tensors`): without a cache (training) transformers
+checks the position ids for packed sequences (``masking_utils.find_packed_sequence_indices``), reading their values;
 a fake tensor has none, so it would take the batch as packed, build an s × s mask and expand K and V
-(``repeat_kv``) where a real run on the same inputs passes no mask and ``enable_gqa``.
+(``repeat_kv``) where a real run on the same inputs passes no mask and ``enable_gqa``. And where the query/key and
+the value heads differ in size (DeepSeek's latent attention: 192 and 128), SDPA on a CPU has only its math kernel
+(the s × s scores in FP32, kept), where on a GPU it takes the memory-efficient one (the flash kernel needs equal
+sizes): transformers' own ``sdpa_attention_forward`` still runs, and its SDPA call goes to that kernel's ATen op,
+whose autograd keeps what the GPU's does (q, k, v, output, FP32 log-sum-exp, RNG seed and offset).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from torch import nn
 
 from app.ledger.models.readers import architecture_from_config
@@ -32,6 +37,8 @@ def hf_config(config: Mapping[str, object]) -> Any:
     from transformers import AutoConfig
 
     facts = {k: float(v) if k in _FLOAT_KEYS and isinstance(v, int) else v for k, v in config.items()}
+    if facts.get("q_lora_rank") == 0:  # how a link spells DeepSeek's null (no query latent): transformers' None
+        facts["q_lora_rank"] = None
     model_type = str(facts.pop("model_type"))
     # use_cache=False: what the HF Trainer sets (trainer.py: model.config.use_cache = args.use_cache, default
     # False). Left True, a checkpointed layer's trace keeps s·b·i more bytes per layer to the end of backward.
@@ -71,7 +78,28 @@ def as_real_tensors() -> Iterator[None]:
         return None
 
     masking_utils.find_packed_sequence_indices = one_sequence_per_row
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    torch.nn.functional.scaled_dot_product_attention = _gpu_sdpa(sdpa)
     try:
         yield
     finally:
         masking_utils.find_packed_sequence_indices = original
+        torch.nn.functional.scaled_dot_product_attention = sdpa
+
+
+def _gpu_sdpa(sdpa: Callable[..., Any]) -> Callable[..., Any]:
+    """SDPA as a GPU dispatches it for the shapes a CPU cannot run fused: unequal query/key and value head sizes
+    without a mask or dropout go to the memory-efficient kernel (``_scaled_dot_product_efficient_attention``);
+    everything else to SDPA itself."""
+
+    def dispatched(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+                   is_causal: bool = False, scale: float | None = None, **kwargs: Any) -> Any:  # fmt: skip
+        if query.shape[-1] == value.shape[-1] or attn_mask is not None or dropout_p or kwargs:
+            return sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                        **kwargs)  # fmt: skip
+        out = torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, None, True, 0.0, is_causal, scale=scale
+        )
+        return out[0]
+
+    return dispatched

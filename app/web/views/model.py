@@ -48,6 +48,26 @@ class ModelSection:
     traits: tuple[str, ...]  # what the family's layer means for memory, one line each
 
 
+def _latent_traits(arch: Architecture) -> list[str]:
+    """deepseek_v3's lines: its latent attention, its two kinds of layer, its shared experts and FP32 router."""
+    a, d, v, k = arch.heads, arch.head_dim, arch.v_head_dim, arch.dense_layers
+    return [
+        f"MLA: K and V cached as a {arch.kv_lora_rank}-wide latent (+ {arch.rope_dim} rotary dims), but training "
+        f"expands them to all {a} heads: K ({d} wide) and kv_b_proj's output (V a view of it) are kept; the q and kv "
+        "latents' RMSNorms keep their inputs.",
+        f"q/k heads of {d}, v heads of {v}: SDPA's flash kernel needs equal sizes, so a GPU runs the memory-efficient "
+        "kernel (no s×s scores, which the lab assumes); a CPU falls back to the math kernel, which keeps them.",
+        f"The first {k} layers dense (SwiGLU of {arch.dense_intermediate:,}), the other {arch.layers - k} MoE: two "
+        "layer sizes, and the largest unit is a MoE layer.",
+        f"{arch.shared_experts} shared expert(s): a SwiGLU of {arch.shared_experts * arch.intermediate:,} beside the "
+        "routed ones, on every token. The router runs in FP32 (sigmoid scores): it keeps FP32 copies of its input "
+        "and of its [E, h] weight in every MoE layer.",
+        "The checkpoint's multi-token-prediction module (num_nextn_predict_layers) is not built by transformers "
+        "5.23.0, which drops its weights on loading: not counted (DeepSeek-V3's adds 11.5B parameters, the Hub's "
+        "685B against 671B).",
+    ]
+
+
 def family_traits(arch: Architecture) -> tuple[str, ...]:
     """What shapes this model's memory beyond its sizes, one line each, in the terms the ledger uses."""
     a, kv, d, h = arch.heads, arch.kv_heads, arch.head_dim, arch.hidden
@@ -70,6 +90,8 @@ def family_traits(arch: Architecture) -> tuple[str, ...]:
     if arch.fused:
         out.append("Fused qkv_proj and gate_up_proj: one tensor where others have two or three (the largest tensor "
                    "and FSDP2's padding follow it); V, a view of the fused output, keeps all of it.")  # fmt: skip
+    if arch.mla:
+        out.extend(_latent_traits(arch))
     if arch.experts:
         out.append(f"Mixture of experts: {arch.experts} experts a layer, {arch.experts_per_token} per token; every "
                    "rank holds all of them unless expert parallelism (ep) splits them.")  # fmt: skip
@@ -104,10 +126,11 @@ def family_traits(arch: Architecture) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _unit_row(unit: Unit, layer: bool, layers: int) -> UnitRow:
+def _unit_row(unit: Unit, layer: bool, layers: int, first: int = 0) -> UnitRow:
+    """One row of the units table: a unit, or ``layers`` alike decoder layers from layer ``first``."""
     return UnitRow(
         name=unit.name,
-        last_layer=layers - 1 if layer and layers > 1 else None,
+        last_layer=first + layers - 1 if layer and layers > 1 else None,
         params=unit.params,
         each=layer,
         tensors=tuple((t.name, t.shape) for t in unit.tensors),
@@ -143,7 +166,7 @@ def model_section(e: Estimate) -> ModelSection | None:
         fsdp2_note=str(fsdp2["note"]) if fsdp2 else "",
         units=(
             _unit_row(inv.embed, False, arch.layers),
-            _unit_row(inv.units[1], True, arch.layers),
+            *(_unit_row(unit, True, count, first) for first, count, unit in inv.layer_kinds),
             _unit_row(inv.final, False, arch.layers),
         ),
         traits=family_traits(arch),
@@ -152,6 +175,7 @@ def model_section(e: Estimate) -> ModelSection | None:
 
 # The form's model list, grouped by family (its config.json ``model_type``), each with its exact count.
 FAMILY_LABELS = {
+    "deepseek_v3": "DeepSeek-V3, latent attention and mixture of experts (deepseek_v3)",
     "llama": "Llama (model_type llama)",
     "mistral": "Mistral (mistral)",
     "mixtral": "Mixtral, mixture of experts (mixtral)",

@@ -181,6 +181,13 @@ PUBLISHED: tuple[Published, ...] = (
         "(model card: 235B total, 22B activated, 234B non-embedding = 233,848,974,848 here)",
     ),
     Published(
+        "deepseek-v3",
+        671_026_404_352,
+        "transformers 5.23.0 DeepseekV3ForCausalLM.num_parameters() on the meta device for deepseek-ai/DeepSeek-V3 "
+        "(technical report: 671B total, 37B activated; the Hub's 685B adds the MTP module, which transformers does "
+        "not build)",
+    ),
+    Published(
         "phi-3-mini",
         3_821_079_552,
         "transformers 5.23.0 Phi3ForCausalLM.num_parameters() on the meta device for "
@@ -256,7 +263,7 @@ def test_llama_2_7b_by_hand() -> None:
     two RMSNorm weights 2 × 4096 = 8,192 → 202,383,360. Model: 32 × 202,383,360 = 6,476,267,520
     + embed 32000 × 4096 = 131,072,000 + final norm 4,096 + untied head 131,072,000."""
     inv = inventory(known_model("llama-2-7b").architecture())
-    assert inv.layer_params == 202_383_360
+    assert inv.units[1].params == 202_383_360
     assert inv.unit_sizes()[0] == ("embed", 131_072_000)
     assert inv.unit_sizes()[-1] == ("final", 131_076_096)
     assert inv.params == 6_476_267_520 + 131_072_000 + 4_096 + 131_072_000
@@ -267,7 +274,7 @@ def test_llama_2_70b_grouped_query_attention() -> None:
     """k and v are 8 KV heads × 128 = 1,024 wide: 2 × 8192² + 2 × 1024 × 8192 + 3 × 8192 × 28672
     + 2 × 8192 = 134,217,728 + 16,777,216 + 704,643,072 + 16,384 = 855,654,400 per layer."""
     inv = inventory(known_model("llama-2-70b").architecture())
-    assert inv.layer_params == 855_654_400
+    assert inv.units[1].params == 855_654_400
     shapes = {t.name: t.shape for t in inv.tensors()}
     assert shapes["model.layers.79.self_attn.k_proj.weight"] == (1024, 8192)
     assert shapes["model.layers.0.self_attn.q_proj.weight"] == (8192, 8192)
@@ -280,7 +287,7 @@ def test_mixtral_experts_and_router() -> None:
     = 1,409,286,144; router 8 × 4096 = 32,768; norms 8,192 → 1,451,270,144. Model: 32 × that
     = 46,440,644,608 + 2 × 131,072,000 + 4,096 = 46,702,792,704."""
     inv = inventory(known_model("mixtral-8x7b-v0.1").architecture())
-    assert inv.layer_params == 1_451_270_144
+    assert inv.units[1].params == 1_451_270_144
     names = {t.name: t.shape for t in inv.tensors()}  # as transformers 5.23.0 holds them: the experts fused
     assert names["model.layers.3.mlp.gate.weight"] == (8, 4096)
     assert names["model.layers.3.mlp.experts.gate_up_proj"] == (8, 2 * 14336, 4096)
@@ -293,7 +300,7 @@ def test_qwen2_biases_and_tied_head() -> None:
     1,836,160; MLP 3 × 896 × 4864 = 13,074,432; norms 1,792 → 14,912,384. The head is tied:
     24 × 14,912,384 + 151936 × 896 (once) + 896 = 357,897,216 + 136,134,656 + 896."""
     inv = inventory(known_model("qwen2-0.5b").architecture())
-    assert inv.layer_params == 14_912_384
+    assert inv.units[1].params == 14_912_384
     assert inv.params == 357_897_216 + 136_134_656 + 896
     names = [t.name for t in inv.tensors()]
     assert "model.layers.0.self_attn.q_proj.bias" in names
@@ -307,7 +314,7 @@ def test_gpt2_conv1d_shapes_and_positions() -> None:
     c_fc 768 × 3072 + 3072; c_proj 3072 × 768 + 768 → 7,087,872. Model: 12 × 7,087,872
     = 85,054,464 + wte 50257 × 768 = 38,597,376 + wpe 1024 × 768 = 786,432 + ln_f 1,536."""
     inv = inventory(known_model("gpt2").architecture())
-    assert inv.layer_params == 7_087_872
+    assert inv.units[1].params == 7_087_872
     assert inv.params == 85_054_464 + 38_597_376 + 786_432 + 1_536
     shapes = {t.name: t.shape for t in inv.tensors()}
     assert shapes["transformer.h.0.attn.c_attn.weight"] == (768, 2304)  # Conv1D: [in, out]
@@ -322,7 +329,7 @@ def test_gpt_neox_20b_by_hand() -> None:
     h = 6144 → 453,064,704. Model: 44 × that = 19,934,846,976 + embed_in and embed_out
     2 × 50432 × 6144 = 619,708,416 + final LayerNorm 12,288."""
     inv = inventory(known_model("gpt-neox-20b").architecture())
-    assert inv.layer_params == 12 * 6144**2 + 13 * 6144 == 453_064_704
+    assert inv.units[1].params == 12 * 6144**2 + 13 * 6144 == 453_064_704
     assert inv.params == 19_934_846_976 + 619_708_416 + 12_288
     assert inv.final.params == 50432 * 6144 + 2 * 6144
     assert {t.name for t in inv.final.tensors} == {
@@ -427,8 +434,11 @@ def test_the_largest_allowed_config_stays_cheap() -> None:
 @pytest.mark.parametrize("model", KNOWN_MODELS, ids=lambda m: m.id)
 def test_layer_units_share_one_tensor_tuple(model: KnownModel) -> None:
     """Bounded memory: a model of L identical layers holds one tuple of their tensors, not L copies
-    (an 80-layer model's inventory stays the size of a 2-layer one's, plus L small unit records)."""
+    (an 80-layer model's inventory stays the size of a 2-layer one's, plus L small unit records); a model of two
+    kinds of layer (deepseek_v3) one tuple per kind."""
     inv = inventory(model.architecture())
     layers = inv.units[1:-1]
-    assert all(u.tensors is layers[0].tensors for u in layers)
+    for first, count, unit in inv.layer_kinds:
+        assert all(u.tensors is unit.tensors for u in layers[first : first + count])
+    assert sum(count for _, count, _ in inv.layer_kinds) == len(layers)
     assert layers[-1].prefix.endswith(f".{len(layers) - 1}.")

@@ -27,7 +27,7 @@ from app.ledger.scenario.fields import FIELD_BY_NAME
 from app.ledger.state.rules import CLASSES, STAGES
 from app.ledger.verify import checks as checks_module
 from app.ledger.verify.checks import oracle_agreement
-from app.ledger.verify.oracle import rank_params, stage_table
+from app.ledger.verify.oracle import LATENT_KEYS, rank_params, stage_table
 from tests.support.model_strategies import configs
 
 KNOWN = tuple(KNOWN_BY_ID)
@@ -45,6 +45,7 @@ def oracle_share(arch: Architecture, tp: int = 1, pp: int = 1, stage: str = "fir
         a.family, a.hidden, a.layers, a.heads, a.kv_heads, a.head_dim, a.intermediate, a.vocab, a.experts,
         a.tied_embeddings, a.qkv_bias, a.o_bias, a.mlp_bias, a.norm == "layernorm",
         a.max_positions if a.learned_positions else 0, tp, pp, stage, ep, a.qk_norm,
+        **{key: getattr(a, key) for key in LATENT_KEYS},
     )  # fmt: skip
 
 
@@ -241,7 +242,7 @@ def test_key_value_heads_fewer_than_tp_are_replicated_whole(model: str, tp: int)
 @settings(max_examples=40)
 @given(models(), st.data())
 def test_pipeline_stages_add_up_to_the_model(model: str, data: st.DataObject) -> None:
-    """tp = ep = 1: first + (pp − 2) middle stages (L ÷ pp layers each) + last = the model's exact count,
+    """tp = ep = 1: first + the pp − 2 middle stages (L ÷ pp layers each) + last = the model's exact count,
     plus the tied head's copy of the token embedding (vocab × hidden) when pp > 1."""
     arch = resolve(model).architecture
     inv = resolve(model).inventory
@@ -251,9 +252,10 @@ def test_pipeline_stages_add_up_to_the_model(model: str, data: st.DataObject) ->
     if pp == 1:
         assert first == last == inv.params
         return
-    middle = arch.layers // pp * inv.layer_params
+    per_stage = arch.layers // pp
+    middle = sum(u.params for u in inv.units[1 + per_stage : 1 + (pp - 1) * per_stage])  # stages 1 … pp − 2's layers
     copy = arch.vocab * arch.hidden if arch.tied_embeddings else 0
-    assert first + (pp - 2) * middle + last == inv.params + copy
+    assert first + middle + last == inv.params + copy
     assert (first, last) == (sum(oracle_share(arch, 1, pp, "first")), sum(oracle_share(arch, 1, pp, "last")))
 
 

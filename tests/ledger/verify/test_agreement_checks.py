@@ -117,8 +117,8 @@ def test_an_oracle_count_that_differs_fails_naming_the_layout(
     """The oracle counting one more parameter of each kind than the ledger's model: the check fails before it
     compares any cell, and says which count differs."""
 
-    def one_more(*args: object) -> tuple[int, ...]:
-        return tuple(c + 1 if c else 0 for c in rank_params(*args))  # type: ignore[arg-type]
+    def one_more(*args: object, **latent: int) -> tuple[int, ...]:
+        return tuple(c + 1 if c else 0 for c in rank_params(*args, **latent))  # type: ignore[arg-type]
 
     monkeypatch.setattr("app.ledger.verify.checks.rank_params", one_more)
     result = oracle_agreement(compute_ledger(parse_scenario(raw), schedule=False))

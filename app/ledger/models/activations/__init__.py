@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from app.ledger.models.activations.entries import FP32, INDEX, MASK, Saved, has_dropout
 from app.ledger.models.activations.explain import POLICY_DESCRIPTIONS
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
 from app.ledger.models.activations.ledger import (
@@ -21,7 +22,7 @@ from app.ledger.models.activations.ledger import (
     activation_ledger,
 )
 from app.ledger.models.activations.recompute import forward_flops, recompute_fraction
-from app.ledger.models.activations.saved import FP32, INDEX, MASK, Saved, has_dropout, layer_saved
+from app.ledger.models.activations.saved import layer_saved
 
 __all__ = [
     "FP32",

@@ -8,7 +8,7 @@ to a whole byte, once per figure (:func:`per_rank`).
 from __future__ import annotations
 
 from app.ledger.arithmetic import ceil_div
-from app.ledger.models.activations.saved import FP32, MASK, Saved, has_dropout
+from app.ledger.models.activations.entries import FP32, MASK, Saved, has_dropout
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.formula import Formula, Part, Remark
+from app.ledger.models.activations.entries import Saved, has_dropout
 from app.ledger.models.activations.figures import ActivationLedger
-from app.ledger.models.activations.saved import Saved, has_dropout, op_recomputed, op_released
+from app.ledger.models.activations.saved import op_recomputed, op_released
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 
 POLICY_DESCRIPTIONS: dict[str, str] = {
@@ -165,10 +166,11 @@ def _closed_form(arch: Architecture, policy: str, s: int, b: int, w: int, t: int
 
 def _total_line(led: ActivationLedger, pp: int) -> Formula:
     all_to_all = f" + all-to-all {n(led.all_to_all_bytes)} B" if led.all_to_all_bytes else ""
-    if led.alt_every:  # two kinds of layer, each at its own size
+    if led.alt_every or led.alt_first:  # two kinds of layer, each at its own size
         alt = sum(led.is_alt(k) for k in range(led.layers))
         kept = n(led.kept_before(led.layers))
-        layers = f"{led.layers - alt} sliding-window and {alt} global layers {kept} B"
+        kinds = ("MoE", "dense") if led.alt_first else ("sliding-window", "global")
+        layers = f"{led.layers - alt} {kinds[0]} and {alt} {kinds[1]} layers {kept} B"
     elif led.every > 1:  # full, every N-th layer: the checkpointed layers and the others, each at their own size
         c = led.checkpointed(led.layers)
         others = led.layers - c
@@ -239,7 +241,9 @@ def formula(
                 f" = {layer_formula(rebuilt, t, sp, True)}{freed} = {n(led.working_set_bytes)} B",
             )
         )
-    if led.alt_every:
+    if led.alt_first:  # deepseek_v3's dense first layers
+        lines.append(Formula.of(f"dense layer = {n(led.alt_per_layer_bytes)} B"))
+    elif led.alt_every:
         lines.append(
             Formula.of(
                 f"a global layer (every {led.alt_every}th: no mask, K and V not expanded) keeps "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.formula import Formula
-from app.ledger.models.activations.saved import Saved
+from app.ledger.models.activations.entries import Saved
 
 
 class ActivationInputError(ValueError):
@@ -56,6 +56,8 @@ class ActivationLedger:
     # above; 0: every layer alike. ``first_layer``: the stage's first layer in the model (pp > 1, the last stage).
     alt_every: int = 0
     first_layer: int = 0
+    # or (deepseek_v3) the model's first ``alt_first`` layers, its dense ones, keep the ``alt_`` figures
+    alt_first: int = 0
     alt_per_layer_bytes: int = 0
     alt_full_layer_bytes: int = 0
     alt_working_set_bytes: int = 0
@@ -66,7 +68,10 @@ class ActivationLedger:
         return -(-k // self.every) if self.policy == "full" else k
 
     def is_alt(self, k: int) -> bool:
-        """Whether the stage's layer k is of the second kind (a global layer of gemma3_text)."""
+        """Whether the stage's layer k is of the second kind (a global layer of gemma3_text, a dense one of
+        deepseek_v3)."""
+        if self.alt_first:
+            return self.first_layer + k < self.alt_first
         return self.alt_every > 0 and (self.first_layer + k + 1) % self.alt_every == 0
 
     def kept(self, k: int) -> int:
@@ -79,8 +84,11 @@ class ActivationLedger:
     def kept_before(self, k: int) -> int:
         """Bytes the stage's layers 0 … k − 1 keep: checkpointed ones their checkpoint, others their whole set; with
         two kinds of layer, layer by layer (≤ 1,024 of them)."""
-        if self.alt_every:
+        if self.alt_every or (self.alt_first and self.every > 1):
             return sum(self.kept(j) for j in range(k))
+        if self.alt_first:  # every layer checkpointed alike: the dense run first, then the others
+            alt = max(0, min(k, self.alt_first - self.first_layer))
+            return alt * self.alt_per_layer_bytes + (k - alt) * self.per_layer_bytes
         c = self.checkpointed(k)
         return c * self.per_layer_bytes + (k - c) * self.full_layer_bytes
 

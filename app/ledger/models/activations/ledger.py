@@ -25,11 +25,11 @@ from app.ledger.bounds import (
 )
 from app.ledger.formula import Formula
 from app.ledger.models.activations.ends import all_to_all_saved, embedding_saved, head_saved, per_rank
+from app.ledger.models.activations.entries import Saved
 from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
 from app.ledger.models.activations.recompute import recompute_fraction
 from app.ledger.models.activations.saved import (
-    Saved,
     kept_saved,
     layer_saved,
     op_recomputed,
@@ -118,11 +118,21 @@ _Kind = tuple[tuple[Saved, ...], tuple[Saved, ...], int, int, int]
 
 
 def _layer_kind(
-    arch: Architecture, s: int, b: int, w: int, t: int, sp: bool, policy: str, kernel: str, gqa: str, pct: int
+    arch: Architecture,
+    s: int,
+    b: int,
+    w: int,
+    t: int,
+    sp: bool,
+    policy: str,
+    kernel: str,
+    gqa: str,
+    pct: int,
+    dense: bool = False,
 ) -> _Kind:
     """One kind of layer: (its whole saved set, what it keeps under ``policy``, those bytes per rank, the working set
-    its recompute rebuilds, its whole set's bytes per rank)."""
-    full_set = routed(layer_saved(arch, s, b, w, kernel, gqa), pct)
+    its recompute rebuilds, its whole set's bytes per rank); ``dense``: deepseek_v3's dense first layers."""
+    full_set = routed(layer_saved(arch, s, b, w, kernel, gqa, dense), pct)
     if policy == "op":
         kept, working = op_saved(arch, s, b, w), op_recomputed(full_set, arch, s, b, w)
     else:
@@ -191,7 +201,10 @@ def activation_ledger(
     alt_every = arch.global_every if arch.global_every > 1 and gqa == "expand" else 0
     kinds = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native" if arch.global_every == 1 else gqa, pct)
     full_set, kept, per_layer, working_set, full_layer = kinds
-    alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native", pct) if alt_every else kinds
+    if arch.two_kinds:  # deepseek_v3: its first layers dense, the others MoE
+        alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, pct, dense=True)
+    else:
+        alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native", pct) if alt_every else kinds
 
     mask_kept = (gqa == "expand" or arch.eager_attention) and policy in ("full", "op")
     embedding = per_rank(embedding_saved(arch, s, b, w, mask_kept), t, sp)
@@ -226,6 +239,7 @@ def activation_ledger(
         full_layer_bytes=full_layer,
         alt_every=alt_every,
         first_layer=first_layer,
+        alt_first=arch.dense_layers if arch.two_kinds else 0,
         alt_per_layer_bytes=alt[2],
         alt_full_layer_bytes=alt[4],
         alt_working_set_bytes=alt[3],

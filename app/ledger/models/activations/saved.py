@@ -19,48 +19,10 @@ is rounded **up** to a whole byte, once per figure (:func:`per_rank`): per layer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from app.ledger.arithmetic import ceil_div
+from app.ledger.models.activations.entries import FP32, INDEX, MASK, Saved, dense_swiglu, has_dropout, norm_inputs
+from app.ledger.models.activations.latent import latent_attention
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
-
-FP32 = 4
-MASK = 1  # a dropout mask: one byte per element (torch.bool), whatever the activation width
-INDEX = 8  # an int64 index
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    """One tensor (or group of equal tensors) a decoder layer keeps for its backward pass.
-
-    ``split``: divided over the ``tp`` ranks even without sequence parallelism (it lives inside
-    the tensor-parallel region); with sequence parallelism every entry is divided.
-    ``core``: inside the attention core, dropped (recomputed) by the selective policy.
-    ``layer_input``: an input of the layer besides the hidden state, which a checkpoint keeps too (full policy).
-    ``slots``: one per routed token slot an expert computes on, which the busiest rank under expert parallelism
-    holds more of when the routing is imbalanced (:func:`routed`).
-    """
-
-    what: str
-    shape: str  # symbolic element count, e.g. "2·s·b·h"
-    elements: int
-    width: int
-    split: bool
-    core: bool = False
-    layer_input: bool = False
-    slots: bool = False
-
-    @property
-    def bytes(self) -> int:
-        return self.elements * self.width
-
-
-def has_dropout(arch: Architecture) -> bool:
-    """Whether the family trains with dropout, as its config defaults say: GPT-2 0.1 (``attn_pdrop``,
-    ``resid_pdrop``, ``embd_pdrop``); GPT-NeoX 0 (``attention_dropout``, ``hidden_dropout``: GPT-NeoX-20B and
-    Pythia train without). With p = 0 PyTorch keeps neither a mask nor a second copy of the scores."""
-    return arch.family == "gpt2"
-
 
 # ---------------------------------------------------------------------------------------------
 # One decoder layer
@@ -105,28 +67,10 @@ def _gpt_layer(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:
     )
 
 
-def _norm_inputs(sbh: int, w: int, norms: str, post: bool = False, count: int = 2) -> list[Saved]:
-    """What the layer's ``count`` RMSNorms keep of their inputs (``sbh`` = s·b·h elements each): the input itself
-    (fused), an FP32 upcast and the normalised input in the activation width (unfused: transformers'
-    LlamaRMSNorm), or the FP32 upcast and the normalised input still in FP32 (composite: torch.nn.RMSNorm as
-    torch 2.13 decomposes it on CPU, x.float() · rsqrt(…) times the weight before the cast back)."""
-    shape, elements = f"{count}·s·b·h", count * sbh
-    if norms == "fused":
-        read = "the attention's and the MLP's outputs" if post else "layer input, post-attention residual"
-        read = "before and after each sublayer" if count == 4 else read
-        return [Saved(f"RMSNorm inputs ({read})", shape, elements, w, False)]
-    upcast = Saved("RMSNorm FP32 upcasts of the inputs (kept by pow and mul)", shape, elements, FP32, False)
-    if norms == "composite":
-        return [upcast, Saved("RMSNorm normalised inputs in FP32 (composite: kept by the weight's mul)", shape,
-                              elements, FP32, False)]  # fmt: skip
-    return [upcast, Saved("RMSNorm normalised inputs before the weight (unfused: kept by the weight's mul)",
-                          shape, elements, w, False)]  # fmt: skip
-
-
 def _sandwich_norms(sb: int, h: int, w: int, norms: str) -> list[Saved]:
     """The Gemma families' four RMSNorms a layer, before and after each sublayer: what their inputs leave kept, and
     (unless fused) the (1 + weight) each multiplies by in FP32 (``Gemma2RMSNorm``, ``Gemma3RMSNorm``)."""
-    out = _norm_inputs(sb * h, w, norms, count=4)
+    out = norm_inputs(sb * h, w, norms, count=4)
     if norms != "fused":
         out.append(Saved("RMSNorm (1 + weight) in FP32, one per norm", "4·h", 4 * h, FP32, False))
     return out
@@ -160,11 +104,13 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     """The norms and the attention of a SwiGLU / GQA layer (a FlashAttention-style kernel). ``gqa = expand``:
     transformers' SDPA path with a mask it cannot drop: repeat_kv's K and V for every head, and the mask SDPA
     keeps in the activation width (b·s², one per layer: each call converts it)."""
+    if arch.mla:
+        return latent_attention(arch, s, b, w, norms)
     h, a, d, kv = arch.hidden, arch.heads, arch.head_dim, arch.kv_heads
     sb = s * b
     count = 4 if arch.sandwich_norms else 2
-    norm_inputs = (
-        _sandwich_norms(sb, h, w, norms) if arch.sandwich_norms else _norm_inputs(sb * h, w, norms, arch.post_norms)
+    kept_by_norms = (
+        _sandwich_norms(sb, h, w, norms) if arch.sandwich_norms else norm_inputs(sb * h, w, norms, arch.post_norms)
     )
     # OLMo 2 normalises after each sublayer: what q/k/v and the MLP read is the layer input and the residual
     # stream after the attention, the same sizes as a pre-norm layer's norm outputs
@@ -200,7 +146,7 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     tables = [Saved("RoPE cos and sin, cast to the compute width for this layer (OLMo 2's tables are FP32)",
                     "2·s·d", 2 * s * d, w, False, layer_input=True)] if arch.fp32_rope and w < FP32 else []  # fmt: skip
     return [
-        *norm_inputs,
+        *kept_by_norms,
         *tables,
         Saved("RMSNorm 1/rms (FP32, per token per norm)", f"{count}·s·b", count * sb, FP32, False),
         Saved(read, "2·s·b·h", 2 * sb * h, w, False),
@@ -214,18 +160,15 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     ]
 
 
-def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
-    """A dense SwiGLU MLP (Gemma 2's GeGLU keeps the same: its tanh GeLU, like SiLU, needs only its input), or a MoE
-    block's router and each token's k expert passes."""
+def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int, dense: bool = False) -> list[Saved]:
+    """A dense SwiGLU MLP (``dense``: deepseek_v3's first layers', of dense_intermediate), or a MoE block's router
+    and each token's k expert passes."""
     h, i = arch.hidden, arch.intermediate
     sb = s * b
+    if dense and arch.dense_layers:
+        return dense_swiglu(sb, arch.dense_intermediate, w, shape="i_dense")
     if arch.experts == 0:
-        act = "GeLU (tanh)" if arch.sandwich_norms else "SiLU"  # the Gemma families' MLP is GeGLU
-        return [
-            Saved("gate_proj and up_proj outputs", "2·s·b·i", 2 * sb * i, w, True),
-            Saved(f"{act} output", "s·b·i", sb * i, w, True),
-            Saved(f"down_proj input ({act}(gate) × up)", "s·b·i", sb * i, w, True),
-        ]
+        return dense_swiglu(sb, i, w, "GeLU (tanh)" if arch.sandwich_norms else "SiLU")  # Gemma's MLP is GeGLU
     # transformers' grouped-GEMM experts (5.23.0 integrations/moe.py, the default experts_implementation): the k·s·b
     # token slots sorted by expert (the order, the gather of the inputs, the scatter back: int64 each) and one int32
     # offset per expert; the routing weights renormalised in FP32 keep their sum and the k weights before any cast.
@@ -247,11 +190,18 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int) -> list[Saved]:
     if arch.topk_renorm:
         out.append(Saved("top-k weights and their sum before the renormalising division (FP32)", "(k + 1)·s·b",
                          (k + 1) * sb, FP32, False))  # fmt: skip
+    if arch.family == "deepseek_v3":  # DeepseekV3TopkRouter scores in FP32; DeepseekV3MoE's shared experts
+        out[0] = Saved("router scores (FP32 sigmoid)", "s·b·E", sb * e, FP32, False)
+        out += [
+            Saved("router input upcast to FP32", "s·b·h", sb * h, FP32, False),
+            Saved("router weight upcast to FP32", "E·h", e * h, FP32, False),
+            *dense_swiglu(sb, arch.shared_experts * i, w, shape="i_shared", whose="shared experts' "),
+        ]
     return out
 
 
 def _swiglu_layer(
-    arch: Architecture, s: int, b: int, w: int, norms: str = "fused", gqa: str = "native"
+    arch: Architecture, s: int, b: int, w: int, norms: str = "fused", gqa: str = "native", dense: bool = False
 ) -> tuple[Saved, ...]:
     """SwiGLU + GQA with a FlashAttention-style kernel; see the module docstring and the assumptions text.
 
@@ -259,7 +209,7 @@ def _swiglu_layer(
     upcast of its input (for ``pow`` and the scaling ``mul``) and the normalised input (for the weight's ``mul``)
     instead of the input itself: 4·s·b·h bytes more per norm at any activation width; ``composite``: the
     normalised input in FP32 too, (4 − w)·s·b·h bytes more per norm again."""
-    return (*_swiglu_attention(arch, s, b, w, norms, gqa), *_swiglu_mlp(arch, s, b, w))
+    return (*_swiglu_attention(arch, s, b, w, norms, gqa), *_swiglu_mlp(arch, s, b, w, dense))
 
 
 def _gemma2_layer(arch: Architecture, s: int, b: int, w: int, norms: str) -> tuple[Saved, ...]:
@@ -303,15 +253,22 @@ def routed(saved: tuple[Saved, ...], pct: int) -> tuple[Saved, ...]:
 
 
 def layer_saved(
-    arch: Architecture, seq_len: int, micro_batch: int, act_bytes: int = 2, norms: str = "fused", gqa: str = "native"
+    arch: Architecture,
+    seq_len: int,
+    micro_batch: int,
+    act_bytes: int = 2,
+    norms: str = "fused",
+    gqa: str = "native",
+    dense: bool = False,
 ) -> tuple[Saved, ...]:
     """Every tensor one decoder layer of ``arch`` keeps for backward with no recomputation (``norms``:
-    what an RMSNorm keeps, fused or unfused; LayerNorm models are the same either way)."""
+    what an RMSNorm keeps, fused or unfused; LayerNorm models are the same either way; ``dense``: one of
+    deepseek_v3's dense first layers)."""
     if arch.family in GPT_FAMILIES:
         return _gpt_layer(arch, seq_len, micro_batch, act_bytes)
     if arch.eager_attention:
         return _gemma2_layer(arch, seq_len, micro_batch, act_bytes, norms)
-    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms, gqa)
+    return _swiglu_layer(arch, seq_len, micro_batch, act_bytes, norms, gqa, dense)
 
 
 def op_saved(arch: Architecture, s: int, b: int, w: int) -> tuple[Saved, ...]:

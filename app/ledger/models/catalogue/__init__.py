@@ -7,7 +7,7 @@ report that introduced the model. The order here is the catalogue's: by family, 
 
 from __future__ import annotations
 
-from app.ledger.models.catalogue import gemma, gpt, llama, mistral, olmo, phi, qwen
+from app.ledger.models.catalogue import deepseek, gemma, gpt, llama, mistral, olmo, phi, qwen
 from app.ledger.models.catalogue.sources import Entry
 
 ENTRIES: dict[str, Entry] = {
@@ -15,6 +15,7 @@ ENTRIES: dict[str, Entry] = {
     **mistral.ENTRIES,
     **qwen.ENTRIES,
     **phi.ENTRIES,
+    **deepseek.ENTRIES,
     **olmo.ENTRIES,
     **gemma.ENTRIES,
     **gpt.ENTRIES,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from app.ledger.models.architecture import FAMILIES, Architecture, Family, ModelConfigError
+from app.ledger.models.readers import deepseek
 from app.ledger.models.readers.keys import ABSENT
 from app.ledger.models.readers.others import gemma2, gemma3_text, gpt2, gpt_neox
 from app.ledger.models.readers.swiglu import swiglu
@@ -24,6 +25,7 @@ _SWIGLU_KEYS = (
     "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
 )  # fmt: skip
 FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
+    "deepseek_v3": deepseek.KEYS,
     "gemma2": (*_SWIGLU_KEYS, "attention_bias", "attn_logit_softcapping", "final_logit_softcapping"),
     "gemma3_text": (*_SWIGLU_KEYS, "attention_bias", "attn_logit_softcapping", "final_logit_softcapping",
                     "sliding_window", "layer_types", "sliding_window_pattern"),
@@ -45,6 +47,7 @@ FAMILY_KEYS: dict[Family, tuple[str, ...]] = {
 }  # fmt: skip
 
 _READERS: dict[str, Callable[[Mapping[str, object], Family], Architecture]] = {
+    "deepseek_v3": deepseek.deepseek_v3,
     "gemma2": gemma2,
     "gemma3_text": gemma3_text,
     "gpt2": gpt2,

@@ -90,8 +90,8 @@ class CarvedStep(Step):
             self.unsharded(out, "embedding unit kept unsharded after forward (reshard_after_forward = 0)", 1,
                            self.u.embed_unsharded)  # fmt: skip
         if kept_layers:
-            self.unsharded(out, "layers kept unsharded after forward (reshard_after_forward = 0)", kept_layers,
-                           self.u.layer_unsharded)  # fmt: skip
+            self.unsharded_layers(out, "layers kept unsharded after forward (reshard_after_forward = 0)", 0,
+                                  kept_layers)  # fmt: skip
 
     def forward_tail(self, out: Sink) -> None:
         u, a = self.u, self.a
@@ -100,7 +100,7 @@ class CarvedStep(Step):
         self.tail(out, gathering=True)
         if self._gathered():
             self.unsharded(out, f"layer {u.layers - 1}'s all-gather output, held until this copy-out", 1,
-                           u.layer_unsharded, "all_gather")  # fmt: skip
+                           u.unsharded_of(u.layers - 1), "all_gather")  # fmt: skip
         saved = a.saved_before(u.layers)
         self.activations(out, "activations of every layer", saved,
                          lambda: f"{a.saved_formula(u.layers)} = {n(saved)} B")  # fmt: skip
@@ -207,7 +207,7 @@ class CarvedStep(Step):
             self.unsharded(out, "the embedding's all-gather output (during its copy-out)", 1, u.embed_unsharded,
                            "all_gather")  # fmt: skip
         self.reduce_scatter_input(out, "reduce-scatter input of layer 0 (in flight until the next)",
-                                  u.layer_params, u.layer_unsharded)  # fmt: skip
+                                  u.params_of(0), u.unsharded_of(0))  # fmt: skip
         out.add("temporaries", "the gradient entering the embedding", self.a.activation_grad,
                 self.activation_grad_formula)  # fmt: skip
 
@@ -217,7 +217,7 @@ class CarvedStep(Step):
         self.unsharded(out, "embedding unit unsharded", 1, u.embed_unsharded)
         self.whole_gradients(out, "the embedding's gradient (whole)", u.embed_unsharded)
         self.reduce_scatter_input(out, "reduce-scatter input of layer 0 (in flight until the next)",
-                                  u.layer_params, u.layer_unsharded)  # fmt: skip
+                                  u.params_of(0), u.unsharded_of(0))  # fmt: skip
 
     def embedding_post_backward(self, out: Sink) -> None:
         """The embedding's reduce-scatter: its whole gradient, the input in the reduce width and the output,

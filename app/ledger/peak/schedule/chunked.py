@@ -138,7 +138,7 @@ class ChunkedStep(CarvedStep):
             super().backward_prefetched(out, k, moment)
         elif moment == "unshard":
             self.unsharded(out, f"layer {k}'s all-gather output (during its copy-out; nothing prefetched)", 1,
-                           self.u.layer_unsharded, "all_gather")  # fmt: skip
+                           self.u.unsharded_of(k), "all_gather")  # fmt: skip
 
     def tail_regather(self, out: Sink) -> None:
         """The final norm's backward: the tail all-gathered once more, the head's gradient shard, what every layer

@@ -56,6 +56,38 @@ class Layout:
     head_unsharded: int = 0
     norm_params: int = 0
     tied: bool = False
+    # deepseek_v3: layers 0 … dense_layers − 1 are of another kind (a dense MLP), with these figures; the layer_
+    # figures above are then its MoE layers'
+    dense_layers: int = 0
+    dense_params: int = 0
+    dense_shard: int = 0
+    dense_unsharded: int = 0
+    dense_mlp_out_params: int = 0
+
+    def params_of(self, k: int) -> int:
+        """Layer k's parameters."""
+        return self.dense_params if k < self.dense_layers else self.layer_params
+
+    def unsharded_of(self, k: int) -> int:
+        """What layer k's all-gather materialises (padding included)."""
+        return self.dense_unsharded if k < self.dense_layers else self.layer_unsharded
+
+    def mlp_out_of(self, k: int) -> int:
+        """Layer k's MLP output projection (all its experts'): the first weight gradient of its backward."""
+        return self.dense_mlp_out_params if k < self.dense_layers else self.mlp_out_params
+
+    def runs(self, lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+        """Layers lo … hi − 1 as runs of alike layers: (how many, each one's unsharded elements), empty runs left
+        out; one run for a model of one kind of layer."""
+        dense = max(0, min(hi, self.dense_layers) - lo)
+        return tuple(
+            (count, whole) for count, whole in ((dense, self.dense_unsharded), (hi - lo - dense, self.layer_unsharded))
+            if count > 0
+        )  # fmt: skip
+
+    def last_dense(self, done: int) -> int:
+        """How many of the top ``done`` layers (those backward reaches first) are of the dense kind."""
+        return max(0, done - (self.layers - self.dense_layers))
 
 
 def _padded_shard(tensors: tuple[Tensor, ...], dp: int) -> int:
@@ -70,23 +102,32 @@ def layout(model: str, dp: int, padded: bool = True) -> Layout:
     whole): a lower bound of every term that never grows with D, for the fit finder."""
     inv = resolve(model).inventory
     arch = inv.architecture
-    layer = inv.units[1]
+    kinds = inv.layer_kinds
+    dense, layer = (kinds[0][2], kinds[-1][2]) if len(kinds) == 2 else (None, kinds[0][2])
     root_tensors = inv.embed.tensors + inv.final.tensors
-    largest = max((t for u in (inv.embed, layer, inv.final) for t in u.tensors), key=lambda t: t.numel)
+    layer_tensors = tuple(t for _, _, unit in kinds for t in unit.tensors)
+    largest = max(
+        (t for ts in (inv.embed.tensors, layer_tensors, inv.final.tensors) for t in ts), key=lambda t: t.numel
+    )
     root_params = inv.embed.params + inv.final.params
     head = arch.vocab * arch.hidden if arch.tied_embeddings else 0
     head_tensors = tuple(t for t in inv.final.tensors if t.numel == arch.vocab * arch.hidden)
     head_params = sum(t.numel for t in head_tensors)
+    dense_count = arch.dense_layers if dense is not None else 0
     if padded:
         embed_shard, tail_shard = _padded_shard(inv.embed.tensors, dp), _padded_shard(inv.final.tensors, dp)
         head_whole = dp * _padded_shard(head_tensors, dp)
         layer_shard, root_shard = _padded_shard(layer.tensors, dp), _padded_shard(root_tensors, dp)
-        layer_whole, root_whole = dp * layer_shard, dp * root_shard
-        total, largest_shard = root_shard + arch.layers * layer_shard, padded_rows_elements(largest, dp)
+        dense_shard = _padded_shard(dense.tensors, dp) if dense is not None else 0
+        layer_whole, root_whole, dense_whole = dp * layer_shard, dp * root_shard, dp * dense_shard
+        total = root_shard + (arch.layers - dense_count) * layer_shard + dense_count * dense_shard
+        largest_shard = padded_rows_elements(largest, dp)
     else:
         embed_shard, tail_shard, head_whole = shard(inv.embed.params, dp), shard(inv.final.params, dp), head_params
         layer_shard, root_shard = shard(layer.params, dp), shard(root_params, dp)
         layer_whole, root_whole = layer.params, root_params
+        dense_whole = dense.params if dense is not None else 0
+        dense_shard = shard(dense_whole, dp)
         total, largest_shard = shard(inv.params, dp), shard(largest.numel, dp)
     return Layout(
         layers=arch.layers,
@@ -112,4 +153,9 @@ def layout(model: str, dp: int, padded: bool = True) -> Layout:
         head_unsharded=head_whole,
         norm_params=inv.final.params - head_params,
         tied=arch.tied_embeddings,
+        dense_layers=dense_count,
+        dense_params=dense.params if dense is not None else 0,
+        dense_shard=dense_shard,
+        dense_unsharded=dense_whole,
+        dense_mlp_out_params=arch.hidden * arch.dense_intermediate,
     )

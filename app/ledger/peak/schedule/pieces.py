@@ -48,6 +48,7 @@ class Pieces:
         self.state_width = sum(ln.width * ln.copies for ln in lines if ln.tensor_class != "gradients" and ln.sharded)
         self.padding = max(0, self.u.padded_total - shard(s.params, s.dp)) if self.fsdp2 else 0
         self.layer_grad = self._grad_elements(self.u.layer_params, self.u.layer_shard)
+        self.dense_grad = self._grad_elements(self.u.dense_params, self.u.dense_shard)  # deepseek_v3's dense layers
         self.head_grad = self._grad_elements(self.u.head_grad_params, None)
         self.buffers = self._buffers()
         self.scale: tuple[int, int] | None = None
@@ -115,21 +116,36 @@ class Pieces:
             total, formula = self.all_gradients()
             out.add("gradients", "every gradient (kept resident through the step)", total, formula)
             return
-        per_layer = self.layer_grad
+        per_layer, dense = self.layer_grad, self.u.last_dense(layers_done)  # the top layers_done layers
         head = self.head_grad if head_done else 0
         # Offloaded (copies 0): each unit's gradients go to the host once reduced; none stay resident here.
         w = self.grads_width * self.grad_line.copies
-        value = (layers_done * per_layer + head) * w
+        value = ((layers_done - dense) * per_layer + dense * self.dense_grad + head) * w
         out.add(
             "gradients",
             what,
             value,
             lambda: (
-                f"({layers_done} × {n(per_layer)}"
+                f"({layers_done - dense} × {n(per_layer)}"
+                + (f" + {dense} × {n(self.dense_grad)}" if dense else "")
                 + (f" + {n(head)}" if head else "")
                 + f") elements × {w} B = {n(value)} B"
             ),
         )
+
+    def unsharded_layers(self, out: Sink, what: str, lo: int, hi: int, category: str = "unsharded_params") -> None:
+        """Layers lo … hi − 1 unsharded (or their all-gather outputs): one entry, its runs of alike layers summed."""
+        runs = self.u.runs(lo, hi)
+        if len(runs) < 2:
+            for count, whole in runs:
+                self.unsharded(out, what, count, whole, category)
+            return
+        if not (self.fsdp2 and self.rules.gather_peak):
+            return
+        g = self.gather
+        value = sum(count * whole for count, whole in runs) * g
+        text = " + ".join(f"{count} × {n(whole)}" for count, whole in runs)
+        out.add(category, what, value, lambda: f"({text}) elements × {g} B = {n(value)} B")
 
     def unsharded(self, out: Sink, what: str, units: int, whole: int, category: str = "unsharded_params") -> None:
         """``units`` unsharded units of ``whole`` elements each (padding included) in the gather width."""
@@ -173,12 +189,8 @@ class Pieces:
             self.u.root_unsharded,
         )
         if kept_layers:
-            self.unsharded(
-                out,
-                "layers kept unsharded after forward (reshard_after_forward = 0)",
-                kept_layers,
-                self.u.layer_unsharded,
-            )
+            self.unsharded_layers(out, "layers kept unsharded after forward (reshard_after_forward = 0)", 0,
+                                  kept_layers)  # fmt: skip
 
     def kept_after_forward(self) -> int:
         return self.u.layers if self.fsdp2 and not self.s.reshard_after_forward else 0
@@ -191,7 +203,7 @@ class Pieces:
             lambda: (
                 (
                     f"{layers} layers × {n(a.per_layer)} B"
-                    if a.every == 1 and not a.alt_every
+                    if a.every == 1 and not (a.alt_every or a.alt_first)
                     else f"layers {a.saved_formula(layers)}"
                 )
                 + f" + residual {n(a.extra_residual)} B + head input {n(a.head)} B"

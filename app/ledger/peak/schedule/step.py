@@ -68,7 +68,9 @@ class Step(Pieces):
         end of forward holds more than any layer's forward there."""
         if not self.fsdp2:
             return []
-        return sorted({0, min(1, self.u.layers - 1), self.u.layers - 1})
+        return sorted(
+            {0, min(1, self.u.layers - 1), self.u.layers - 1} | {k for k in self.kind_edges() if 0 <= k < self.u.layers}
+        )
 
     def candidate_layers(self) -> list[int]:
         """Layers whose backward instant can be the worst, last first: between max(1, P) and L − 2 the
@@ -81,7 +83,13 @@ class Step(Pieces):
         # rebuilds its set, an other frees a whole one), so each checkpointed layer and the one above it is walked
         every = self.a.every
         spikes = {j for k in range(0, last + 1, every) for j in (k, k + 1) if j <= last} if every > 1 else set()
-        return sorted((k for k in head | early | spikes if k >= 0), reverse=True)
+        return sorted((k for k in head | early | spikes | self.kind_edges() if 0 <= k <= last), reverse=True)
+
+    def kind_edges(self) -> set[int]:
+        """deepseek_v3: the layers either side of where its dense layers end (the total steps there, as a layer's
+        size and saved set change), each walked."""
+        k = self.u.dense_layers
+        return {k - 2, k - 1, k, k + 1} if k else set()
 
     def layer_moments(self, k: int) -> list[Moment]:
         """Layer k's backward, in order: its all-gather copy-out (stage 3 resharding after forward, D > 1:
@@ -104,11 +112,11 @@ class Step(Pieces):
         u, a, s = self.u, self.a, self.s
         self.gradients_so_far(out, 0, False, "gradients (none yet: zero_grad(set_to_none=True))")
         self.root_and_kept_layers(out, k if not s.reshard_after_forward else 0)
-        self.unsharded(out, f"layer {k} unsharded", 1, u.layer_unsharded)
+        self.unsharded(out, f"layer {k} unsharded", 1, u.unsharded_of(k))
         if s.dp > 1:
-            self.unsharded(out, f"layer {k}'s all-gather output (during its copy-out)", 1, u.layer_unsharded,
+            self.unsharded(out, f"layer {k}'s all-gather output (during its copy-out)", 1, u.unsharded_of(k),
                            "all_gather")  # fmt: skip
-            held, whole = self.first_unit() if k == 0 else (f"layer {k - 1}'s", u.layer_unsharded)
+            held, whole = self.first_unit() if k == 0 else (f"layer {k - 1}'s", u.unsharded_of(k - 1))
             self.unsharded(out, f"{held} all-gather output, held until this copy-out", 1, whole, "all_gather")
         saved = a.saved_before(k)
         self.activations(out, f"activations of layers 0 … {k - 1}" if k else "activations (none saved yet)",
@@ -214,8 +222,8 @@ class Step(Pieces):
         if self.fsdp2 and s.reshard_after_forward and s.dp > 1:
             ahead = min(max(1, s.prefetch), u.layers)
             what = "the last layer" if ahead == 1 else f"the last {ahead} layers"
-            self.unsharded(out, f"all-gather output of {what}, prefetched by the root's pre-backward{why}", ahead,
-                           u.layer_unsharded, "all_gather")  # fmt: skip
+            self.unsharded_layers(out, f"all-gather output of {what}, prefetched by the root's pre-backward{why}",
+                                  u.layers - ahead, u.layers, "all_gather")  # fmt: skip
 
     def backward_at(self, k: int, moment: str, out: Sink) -> None:
         """Layer k's backward at ``moment`` (see :meth:`layer_moments`): the state, the gradients of the
@@ -234,11 +242,11 @@ class Step(Pieces):
             self.reduce_scatter_input(
                 out,
                 f"reduce-scatter input of layer {k + 1} (in flight until the next post-backward)",
-                self.u.layer_params,
-                self.u.layer_unsharded,
+                self.u.params_of(k + 1),
+                self.u.unsharded_of(k + 1),
             )
         early = moment == "early"
-        params = 0 if moment == "unshard" else self.u.mlp_out_params if early else self.u.layer_params
+        params = 0 if moment == "unshard" else self.u.mlp_out_of(k) if early else self.u.params_of(k)
         whose = "its MLP output projection's" if early else "all of its parameters'"
         self.whole_gradients(out, f"layer {k}'s gradients so far (whole): {whose}", params)
         self._backward_activations(out, k, moment)
@@ -246,14 +254,14 @@ class Step(Pieces):
     def _backward_unsharded(self, out: Sink, k: int, moment: str) -> None:
         """The root and layer k (with ``reshard_after_forward = 0`` layers 0 … k) unsharded, and the
         all-gather outputs in flight around layer k's backward."""
-        u, s = self.u, self.s
+        s = self.s
         rebuilt = k + 1 if self.fsdp2 and not s.reshard_after_forward else 1
         self.root_in_backward(out)
-        self.unsharded(
+        self.unsharded_layers(
             out,
             f"layer {k} unsharded" if rebuilt == 1 else f"layers 0 … {k} unsharded (kept since forward)",
-            rebuilt,
-            u.layer_unsharded,
+            k + 1 - rebuilt,
+            k + 1,
         )
         if not (self.fsdp2 and s.reshard_after_forward and s.dp > 1):
             return
@@ -262,7 +270,7 @@ class Step(Pieces):
     def backward_prefetched(self, out: Sink, k: int, moment: str) -> None:
         """The all-gather outputs around layer k's backward: at its copy-out its own and the rest of what the
         layer above prefetched; after its pre-backward the layers it prefetched below it."""
-        u, s = self.u, self.s
+        s = self.s
         ahead = min(max(1, s.prefetch), k + 1 if moment == "unshard" else k)
         if moment == "unshard":
             why = f"layer {k}'s all-gather output (during its copy-out)"
@@ -271,7 +279,8 @@ class Step(Pieces):
         else:
             why = (f"all-gather output of the {'layer' if ahead == 1 else f'{ahead} layers'} prefetched "
                    "for the backward ahead (the whole padded unit)")  # fmt: skip
-        self.unsharded(out, why, ahead, u.layer_unsharded, "all_gather")
+        lo = k - ahead + 1 if moment == "unshard" else k - ahead  # its own and those below it, or those below only
+        self.unsharded_layers(out, why, lo, lo + ahead, "all_gather")
 
     def _backward_activations(self, out: Sink, k: int, moment: str) -> None:
         """Layer k's saved activations and its backward's temporaries at ``moment``."""
@@ -317,8 +326,8 @@ class Step(Pieces):
         self.unsharded(out, "root unit unsharded (until its post-backward)", 1, u.root_unsharded)
         self._root_unsharded_gradients(out)
         self.reduce_scatter_input(
-            out, "reduce-scatter input of layer 0 (in flight until the root's post-backward)", u.layer_params,
-            u.layer_unsharded,
+            out, "reduce-scatter input of layer 0 (in flight until the root's post-backward)", u.params_of(0),
+            u.unsharded_of(0),
         )  # fmt: skip
 
     def root_post_backward(self, out: Sink) -> None:

@@ -41,6 +41,7 @@ class ActivationTerms:
     alt_every: int = 0
     kept_before: tuple[int, ...] = ()
     alt_recomputed: int = 0
+    alt_first: int = 0  # or (deepseek_v3) layers 0 … alt_first − 1, its dense ones, are the second kind
 
     def checkpointed(self, k: int) -> int:
         """How many of layers 0 … k − 1 are checkpointed: all (every = 1, or a policy that treats every layer
@@ -49,7 +50,7 @@ class ActivationTerms:
 
     def saved_before(self, k: int) -> int:
         """Bytes layers 0 … k − 1 keep for backward."""
-        if self.alt_every:
+        if self.alt_every or self.alt_first:
             return self.kept_before[k]
         c = self.checkpointed(k)
         return c * self.per_layer + (k - c) * self.full_layer
@@ -59,6 +60,9 @@ class ActivationTerms:
         if self.alt_every:
             alt = k // self.alt_every
             return f"the sum over {k - alt} sliding-window and {alt} global layers ({n(self.kept_before[k])} B)"
+        if self.alt_first:
+            alt = min(k, self.alt_first)
+            return f"the sum over {alt} dense and {k - alt} MoE layers ({n(self.kept_before[k])} B)"
         if self.every == 1:
             return f"{k} × {n(self.per_layer)} B"
         c = self.checkpointed(k)
@@ -69,7 +73,8 @@ class ActivationTerms:
         layer that every-N-th checkpointing leaves whole."""
         if k % self.every:
             return 0
-        return self.alt_recomputed if self.alt_every and (k + 1) % self.alt_every == 0 else self.recomputed
+        alt = k < self.alt_first or (self.alt_every > 0 and (k + 1) % self.alt_every == 0)
+        return self.alt_recomputed if alt else self.recomputed
 
 
 def activation_terms(s: Scenario) -> ActivationTerms:
@@ -93,7 +98,8 @@ def _activation_terms(
     alt_recomputed = (
         a.alt_working_set_bytes if a.policy in ("full", "op") else a.alt_full_layer_bytes - a.alt_per_layer_bytes
     )
-    kept_before = tuple(itertools.accumulate((a.kept(k) for k in range(a.layers)), initial=0)) if a.alt_every else ()
+    two_kinds = a.alt_every or a.alt_first
+    kept_before = tuple(itertools.accumulate((a.kept(k) for k in range(a.layers)), initial=0)) if two_kinds else ()
     tokens = seq * b
     return ActivationTerms(
         per_layer=a.per_layer_bytes,
@@ -114,6 +120,7 @@ def _activation_terms(
         alt_every=a.alt_every,
         kept_before=kept_before,
         alt_recomputed=alt_recomputed,
+        alt_first=a.alt_first,
     )
 
 

@@ -249,7 +249,7 @@ def test_monotone_in_seq_len_and_micro_batch(
         assert bigger.working_set_bytes >= base.working_set_bytes
         assert bigger.total_bytes >= base.total_bytes
     assert base.total_bytes == (
-        base.layers * base.per_layer_bytes
+        base.kept_before(base.layers)  # L × per_layer_bytes, or each kind's layers at theirs
         + base.working_set_bytes
         + base.embedding_bytes
         + base.head_bytes
