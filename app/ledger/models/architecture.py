@@ -219,10 +219,6 @@ class Architecture:
         """Whether the layers' parameters come in two kinds (deepseek_v3's dense first layers before MoE ones)."""
         return 0 < self.dense_layers < self.layers
 
-    def is_dense(self, k: int) -> bool:
-        """Whether the model's layer k has a dense MLP (every layer of a dense family; deepseek_v3's first ones)."""
-        return self.experts == 0 or k < self.dense_layers
-
     @property
     def eager_attention(self) -> bool:
         """The attention as transformers' ``eager_attention_forward`` runs it, the s×s scores materialised: Gemma 2's
