@@ -281,10 +281,15 @@ class _SchedulePeak:
         low = _smallest(lambda d: self.peak(3, d, padded=False) <= cap, 2, max(2, first_fit))
         if low is None:
             return None
-        for dp in range(low, min(low + _SCAN, DP_MAX + 1)):
-            if self.floor_fits(3, dp) and self.fits(3, dp):
+        # The floor never grows with D either (every term a shard, padded or not, ⌈x ÷ D⌉ rows or elements):
+        # bisect where it first fits, so that a MoE model whose padded experts fit at no D costs ~17 checks.
+        floor_low = _smallest(lambda d: self.floor_fits(3, d), low, DP_MAX)
+        if floor_low is None:
+            return None
+        for dp in range(floor_low, min(low + _SCAN, DP_MAX + 1)):
+            if self.fits(3, dp):
                 return dp
-        return _smallest(lambda d: self.fits(3, d), min(low + _SCAN, DP_MAX), DP_MAX)
+        return _smallest(lambda d: self.fits(3, d), max(floor_low, min(low + _SCAN, DP_MAX)), DP_MAX)
 
     def largest_micro_batch(self, stage: int) -> int | None:
         """The largest micro batch that fits at the scenario's own D, from each instant's totals."""

@@ -18,7 +18,7 @@ from app.ledger.models.reference import compact
 from app.ledger.peak.fit import find_fit
 from app.ledger.peak.schedule import CATEGORIES, Schedule, not_schedulable, schedule
 from app.ledger.peak.schedule.step import Step
-from app.ledger.peak.schedule.walk import resident, summed
+from app.ledger.peak.schedule.walk import floor, resident, summed
 from app.ledger.scenario import Scenario, parse_scenario
 from app.ledger.state.persistent import persistent_lines
 from app.ledger.state.rules import PRODUCTION
@@ -371,6 +371,29 @@ def test_the_fit_finder_agrees_with_the_schedule(model: str, policy: str, prefet
         assert _fits(s.with_(dp=answer.smallest_dp), answer.stage)
         below = range(max(1, answer.smallest_dp - 64), answer.smallest_dp)
         assert not any(_fits(s.with_(dp=d), answer.stage) for d in below)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from(["none", "full"]),
+    st.sampled_from(["plain-fsdp2", "hf-fsdp2"]),
+    st.integers(1, 600),
+    st.integers(1, 600),
+)
+def test_the_floor_never_grows_with_d(model: str, policy: str, stack: str, d1: int, d2: int) -> None:
+    """The fit finder bisects the floor over D (a MoE model's padded experts may fit at no D): that rests on
+    the floor never growing with D, padded experts (4 of them, D up to 600) included."""
+    s = _scenario(model=model, act_policy=policy, stack=stack)
+    low, high = sorted((d1, d2))
+
+    def floor_at(dp: int) -> int:
+        at = s.with_(dp=dp)
+        return floor(at, 3, persistent_lines(at, 3, PRODUCTION), PRODUCTION)
+
+    assert floor_at(high) <= floor_at(low)
+    # and it is a floor: no instant of the walk holds less
+    assert floor_at(high) <= compute_ledger(s.with_(dp=high)).stages[3].peak.subtotal
 
 
 def _ledger(raw: dict[str, Any]) -> Ledger:
