@@ -551,3 +551,20 @@ def test_pasting_a_config_json_uses_it(page: Page, live_server: str) -> None:
     expect(page).to_have_url(re.compile(r"dp=4&model=cfg%3Amodel_type%3Dgpt2"))
     expect(page.locator("#sec-model")).to_contain_text("custom gpt2 config")
     expect(page.locator("#results")).to_contain_text("124,439,808")
+
+
+@pytest.mark.browser
+def test_a_paste_on_an_fsdp2_run_keeps_its_layout_and_names_what_moved_in_view(page: Page, live_server: str) -> None:
+    """Issue 28's report: after the FSDP2 preset a paste reset the BF16 all-gather to FP32 and kept the old name.
+    Now the layout stays, the name goes, and the notice naming it is in view where the page lands."""
+    from app.ledger.models.known import KNOWN_BY_ID
+
+    page.goto(live_server + "/?preset=seed-fsdp2")
+    page.locator("details.paste summary").click()
+    page.locator("#config").fill(json.dumps(dict(KNOWN_BY_ID["mistral-7b-v0.1"].config)))
+    page.get_by_role("button", name="Use this config").click()
+    expect(page).to_have_url(re.compile(r"gather_bytes=2.*model=cfg%3Amodel_type%3Dmistral.*param_bytes=4"))
+    expect(page.locator("#f-gather_bytes")).to_have_value("2")
+    notice = page.locator("#moved-inputs")
+    expect(notice).to_contain_text("Scenario name")
+    expect(notice).to_be_in_viewport()

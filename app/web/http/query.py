@@ -37,7 +37,7 @@ def form_fields(query: Mapping[str, str]) -> dict[str, str]:
 
 
 # The page's own parameters, beside the scenario's fields: the preset menu's and presenter mode's.
-PAGE_PARAMETERS = frozenset({"preset", "present"})
+PAGE_PARAMETERS = frozenset({"preset", "present", "moved"})  # "moved": app.web.http.pasted
 
 
 def unknown_names(query: Mapping[str, str]) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qs, parse_qsl
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
@@ -40,6 +40,7 @@ from app.web.http.htmx import (
     is_htmx,
     wants_fragment,
 )
+from app.web.http.pasted import MOVED, moved_names, paste_model
 from app.web.http.query import DERIVED, form_fields, query_dict, read_scenario, repeated_fields, unknown_names
 from app.web.http.templating import templates
 from app.web.views.deepspeed import deepspeed_import
@@ -95,7 +96,12 @@ def _page(request: Request) -> Response:
     scenario, error = read_scenario(raw, strict=False, repeated=repeated_fields(request))
     fragment, present = wants_fragment(request), presenting(query)
     deferred = deferred_parts(request, present) if fragment else frozenset()
-    v = replace(view(raw, scenario, error, preset, deferred=deferred), present=present, ignored=unknown_names(query))
+    v = replace(
+        view(raw, scenario, error, preset, deferred=deferred),
+        present=present,
+        ignored=unknown_names(query),
+        moved=moved_names(query),
+    )
     if fragment:
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
         headers = {**FRAGMENT_VARY, history_header(request, v.page_address): v.page_address}
@@ -107,12 +113,13 @@ def _page(request: Request) -> Response:
     return templates.TemplateResponse(request, "index.html", page_context(v), status_code=status, headers=VARY)
 
 
-async def _posted(request: Request) -> tuple[dict[str, str], dict[str, str]]:
-    """A paste form's fields (the last of a repeated one winning) and the scenario it was pasted on
-    (``keep``: its canonical query, derived fields left to their defaults)."""
+async def _posted(request: Request, *, derived: bool = False) -> tuple[dict[str, str], dict[str, str]]:
+    """A paste form's fields (the last of a repeated one winning) and the scenario it was pasted on (``keep``: its
+    canonical query, which holds only what differs from the defaults; with ``derived`` false, the inputs whose
+    default follows others are left out, for a DeepSpeed config or torchtitan command that describes them anew)."""
     body = await request.body()
     form = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
-    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and k not in DERIVED}
+    keep = {k: v for k, v in parse_qsl(form.get("keep", "")) if k in FIELD_NAMES and (derived or k not in DERIVED)}
     return form, keep
 
 
@@ -120,7 +127,7 @@ async def _posted(request: Request) -> tuple[dict[str, str], dict[str, str]]:
 async def use_model_config(request: Request) -> Response:
     """The page's "use a config.json" form: the config becomes the scenario's ``model`` (compact),
     keeping the other inputs of the scenario the form was on; a bad config is shown inline."""
-    form, keep = await _posted(request)
+    form, keep = await _posted(request, derived=True)
     text = form.get("config", "")
     try:
         config = loads_strict(text)
@@ -130,15 +137,16 @@ async def use_model_config(request: Request) -> Response:
     except (ValueError, RecursionError) as exc:
         message = str(exc) if isinstance(exc, ModelConfigError) else f"not valid JSON ({exc})"
         return _paste_refused(request, keep, text, message)
-    scenario, error = read_scenario({**keep, "model": reference}, strict=False)
-    if scenario is None:  # the kept inputs do not suit this model (e.g. tp): start from its defaults
-        scenario, error = read_scenario({"model": reference}, strict=False)
+    scenario, error, moved = paste_model(keep, reference)
     if scenario is None:  # a valid architecture the scenario cannot hold (e.g. more than 10^13 parameters)
         assert error is not None
         return _paste_refused(request, keep, text, str(error))
+    target = link(scenario)
+    if moved:  # named in a notice on the page it lands on
+        target += ("&" if "?" in target else "?") + urlencode({MOVED: ",".join(moved)})
     if is_htmx(request):  # the whole page moves to the new scenario
-        return Response(status_code=204, headers={"HX-Redirect": link(scenario)})
-    return RedirectResponse(link(scenario), status_code=303)
+        return Response(status_code=204, headers={"HX-Redirect": target})
+    return RedirectResponse(target, status_code=303)
 
 
 @router.post("/deepspeed")

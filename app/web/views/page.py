@@ -16,6 +16,7 @@ from app.ledger.scenario import DEFAULT_SCENARIO, FIELD_NAMES, FieldError, Scena
 from app.ledger.scenario.fields import FIELDS
 from app.ledger.scenario.links import canonical_query
 from app.ledger.scenario.presets import DEVICES, PRESETS, Preset
+from app.web.http.pasted import moved_notice
 from app.web.views.deepspeed import deepspeed_context
 from app.web.views.form import DERIVED_ORDER, NOTED, count_text, derived_hint, field_groups, field_notes, form_fields
 from app.web.views.model import model_groups
@@ -36,6 +37,7 @@ class View:
     preset: Preset | None = None  # the preset this scenario still is, if any: its id stays in the address
     present: bool = False  # presenter mode (``present=1``): how the page shows, not a scenario field
     ignored: tuple[str, ...] = ()  # the query's names that are no scenario field (app.web.http.query.unknown_names)
+    moved: tuple[str, ...] = ()  # the inputs a pasted config.json moved (app.web.http.pasted)
 
     @property
     def address(self) -> str:
@@ -144,6 +146,7 @@ def results_context(v: View, *, oob: bool) -> dict[str, Any]:
         "derived_hints": [(name, derived_hint(v.scenario, name)) for name in DERIVED_ORDER],
         "note_slots": [(name, *notes[name]) for name in NOTED],
         "ignored": v.ignored,
+        "moved": moved_notice(v.moved),
         "present": v.present,  # presenter mode: the form carries it, the kill list steps
         "present_toggle": with_present(v.address, not v.present),  # the same scenario, the other mode
     }
