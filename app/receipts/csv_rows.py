@@ -18,6 +18,7 @@ import csv
 import io
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import Literal
 
 from app.ledger.arithmetic import n, share_bp
@@ -50,7 +51,7 @@ _FORMULA_START = (*_DANGEROUS_LEAD, "\u2212")
 
 BOM = "\ufeff"  # U+FEFF, three bytes EF BB BF in UTF-8: how Excel knows the file is UTF-8
 
-Cell = int | str
+Cell = int | str | Decimal  # Decimal: a figure in GB or GiB (app.receipts.display.in_units)
 Row = dict[str, Cell]
 
 

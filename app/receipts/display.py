@@ -5,19 +5,32 @@ Rounding is done in integers (half up), so even the formatted figure involves no
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from app.ledger.arithmetic import n
 
 GB = 10**9
 GIB = 2**30
 
 
+def _hundredths_of(value: int, unit: int) -> int:
+    """|``value``| in hundredths of ``unit``, rounded half up: ⌊(200·|value| + unit) ÷ 2·unit⌋."""
+    return (200 * abs(value) + unit) // (2 * unit)
+
+
 def _hundredths(value: int, unit: int, label: str) -> str:
-    """``value`` in ``unit``s with two decimals, rounded half up: ⌊(200·|value| + unit) ÷ 2·unit⌋
-    hundredths, thousands grouped, a minus sign (−) before a negative value."""
+    """``value`` in ``unit``s with two decimals, rounded half up, thousands grouped, a minus sign (−) before a
+    negative value."""
     sign = "−" if value < 0 else ""
-    hundredths = (200 * abs(value) + unit) // (2 * unit)
-    whole, frac = divmod(hundredths, 100)
+    whole, frac = divmod(_hundredths_of(value, unit), 100)
     return f"{sign}{whole:,}.{frac:02d} {label}"
+
+
+def in_units(value: int, unit: int) -> Decimal:
+    """``value`` in ``unit``s (:data:`GB`, :data:`GIB`) as the number a spreadsheet reads: two decimals, rounded
+    half up as :func:`gb` and :func:`gib` spell it, an ASCII minus."""
+    hundredths = _hundredths_of(value, unit)
+    return Decimal(-hundredths if value < 0 else hundredths).scaleb(-2)
 
 
 def gb(value: int) -> str:

@@ -273,10 +273,18 @@ def test_downloads_match_the_api_receipt(page: Page, live_server: str) -> None:
     expected = api_receipt(live_server, query)
     assert expected["link"] == query
 
-    json_link = page.get_by_role("link", name="Download JSON receipt")
-    csv_link = page.get_by_role("link", name="Download CSV receipt")
+    json_link = page.get_by_role("link", name="JSON receipt")
+    csv_link = page.get_by_role("link", name="full ledger CSV")
+    summary_link = page.get_by_role("link", name="Download summary CSV")
     expect(json_link).to_have_attribute("href", f"/receipt.json?{query}")
     expect(csv_link).to_have_attribute("href", f"/receipt.csv?{query}")
+
+    with page.expect_download() as summary_info:
+        summary_link.click()
+    summary = summary_info.value
+    assert summary.suggested_filename == "zero3-lab-13000000000p-dp16.summary.csv"
+    summary_rows = list(csv.DictReader(io.StringIO(Path(summary.path()).read_text(encoding="utf-8-sig"))))
+    assert [int(r["peak_bytes"]) for r in summary_rows] == [st["peak"]["total"] for st in expected["stages"]]
 
     with page.expect_download() as json_info:
         json_link.click()

@@ -21,6 +21,7 @@ from app.ledger.scenario.links import slug
 from app.receipts.answers import whole_estimate
 from app.receipts.csv_rows import csv_lines
 from app.receipts.receipt import receipt
+from app.receipts.summary_csv import summary_lines
 from app.web.http.deps import QueryScenario
 from app.web.http.responses import ERRORS
 from app.web.http.settings import public_base_url
@@ -61,6 +62,22 @@ async def receipt_csv(scenario: QueryScenario) -> StreamingResponse:
 def _csv_chunks(s: Scenario) -> list[str]:
     # The BOM: Excel opens a CSV without one in the system's code page and garbles the formulas.
     return chunked(csv_lines(whole_estimate(s), bom=True))
+
+
+@router.head("/summary.csv", include_in_schema=False)
+@router.get("/summary.csv", summary="Download the summary CSV", responses={
+    200: {"content": {"text/csv": {"schema": {"type": "string"}}},
+          "description": "One row per stage: persistent state, peak and the instant that sets it, what the verdict "
+                         "compares it with, fits, headroom; each in bytes, GB and GiB (UTF-8 with a byte order mark)"},
+    **ERRORS})  # fmt: skip
+async def summary_csv(scenario: QueryScenario) -> StreamingResponse:
+    chunks = await run_in_threadpool(_summary_chunks, scenario)
+    return StreamingResponse(sent(chunks), media_type="text/csv; charset=utf-8",
+                             headers=_attachment(scenario, "summary.csv"))  # fmt: skip
+
+
+def _summary_chunks(s: Scenario) -> list[str]:
+    return chunked(summary_lines(whole_estimate(s), bom=True))
 
 
 @router.head("/ds_config.json", include_in_schema=False)
