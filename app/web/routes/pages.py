@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from app.interop.deepspeed.reader import import_deepspeed
 from app.interop.deepspeed.report import DeepSpeedConfigError
 from app.interop.torchtitan_reader import TorchtitanCommandError, read_torchtitan_command
+from app.ledger.estimate import estimate
 from app.ledger.json_text import loads_strict
 from app.ledger.ledger import compute_ledger
 from app.ledger.models.architecture import ModelConfigError
@@ -51,6 +52,7 @@ from app.web.views.lines import lines_context
 from app.web.views.lower import lower_context
 from app.web.views.page import address_of, page_context, presenting, results_context, title_of, view, with_present
 from app.web.views.results import DEFERRABLE
+from app.web.views.run import run_change
 from app.web.views.snippets import snippets_context
 from app.web.views.torchtitan import torchtitan_import
 
@@ -243,6 +245,16 @@ def fit_table(request: Request) -> Response:
     return _detail_table(
         request, "Peak per stage at each D", "partials/_fit_table.html", lambda s: fit_table_context(find_fit(s))
     )
+
+
+@router.api_route("/run-change", methods=PAGE_METHODS)
+def run_change_part(request: Request) -> Response:
+    """The smallest change that fits the run's stage: what a live update's first lines load at once when the fit
+    finder was deferred with the sections below the peak, or, followed as a link, a page of its own."""
+    return _detail_table(
+        request, "The smallest change that fits", "partials/_run_change.html",
+        lambda s: {"change": run_change(estimate(s, with_kill_lists=False)), "scenario": s},
+    )  # fmt: skip
 
 
 @router.api_route("/kills", methods=PAGE_METHODS)

@@ -23,6 +23,7 @@ from app.web.views.model import ModelSection, model_section
 from app.web.views.parallel import ParallelView, parallel_view
 from app.web.views.peak import PeakSection, peak_section
 from app.web.views.persistent import PersistentSection, persistent_section
+from app.web.views.run import Run, run
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class Results:
     """Everything ``_results.html`` shows for a valid scenario."""
 
     capacity: int
+    run: Run  # first: the run as described, at its stage (its change deferred with the lower sections)
     answer: Answer
     model: ModelSection | None
     persistent: PersistentSection
@@ -70,6 +72,7 @@ def _results(s: Scenario, deferred: frozenset[str]) -> Results:
     e = estimate(s, with_kill_lists=with_kills)  # its fit finder is searched only if lower_section reads it
     return Results(
         capacity=s.capacity_bytes,
+        run=run(e, with_change="lower" not in deferred),
         answer=answer(e),
         model=model_section(e),
         persistent=persistent_section(e),

@@ -240,12 +240,13 @@ def test_pages_are_utf8_and_show_the_lab_s_symbols_as_text(client: TestClient) -
 
 PENDING_KILLS = re.compile(r'<section aria-labelledby="h-kill"[^>]*\bdata-pending\b.*?</section>\n', re.DOTALL)
 PENDING_LOWER = re.compile(r'<div id="lower" class="lower" data-pending\b.*?</div>\n', re.DOTALL)
+PENDING_RUN_CHANGE = re.compile(r'<p class="run-change" id="run-change" data-pending\b.*?</p>\n', re.DOTALL)
 
 
 def _with_deferred_loaded(client: TestClient, section: str) -> str:
     """``section`` with its deferred parts (the sections below the peak, the kill lists) replaced by
     what they ask for (``/lower``, ``/kills``), as htmx swaps them in when they come into view."""
-    for pattern in (PENDING_LOWER, PENDING_KILLS):
+    for pattern in (PENDING_RUN_CHANGE, PENDING_LOWER, PENDING_KILLS):
         pending = pattern.search(section)
         if pending is None:
             continue
@@ -282,7 +283,9 @@ def test_a_live_update_defers_the_fit_finder_and_the_kill_lists_unless_presentin
     history restore) and presenter mode's live update (the stepper shows them) have them."""
     r = client.get(f"/?{query}", headers=HX)
     address = r.headers.get("hx-push-url") or r.headers["hx-replace-url"]
-    assert r.text.count("data-pending") == 2 and '<table class="kills"' not in r.text
+    # and the run's smallest change, when it does not fit (the fit finder is searched then; see test_run.py)
+    run_pending = r.text.count('id="run-change" data-pending')
+    assert r.text.count("data-pending") - run_pending == 2 and '<table class="kills"' not in r.text
     for absent in ('id="h-host"', 'class="fit-chart"', 'id="h-ckpt"', 'id="h-trace"'):
         assert absent not in r.text
     for path in ("/lower", "/kills"):
@@ -445,7 +448,7 @@ def test_only_the_verdict_is_a_live_region(client: TestClient) -> None:
         '<div id="announce" class="visually-hidden" role="status" aria-live="polite" aria-atomic="true"></div>' in page
     )
     fragment = client.get("/?dp=16", headers=HX).text
-    assert '<div id="announce" hx-swap-oob="innerHTML">Stage ' in fragment
+    assert '<div id="announce" hx-swap-oob="innerHTML">Your run, stage 3 on 16 ranks: ' in fragment
     invalid = client.get("/?dp=0", headers=HX).text
     assert (
         '<div id="announce" hx-swap-oob="innerHTML">Waiting for valid input: 1 field needs attention.</div>' in invalid

@@ -1,0 +1,158 @@
+"""The page's first lines (issue 28, "lead with the run"): the run as the user described it, its peak at the stage
+it runs, fits or not, what sets the peak and, when it does not fit, the smallest change that does, in the stack's
+own terms. The stage comparison and the least complex stage that fits come after it (:mod:`.answer`).
+
+The change comes from the fit finder (:attr:`app.ledger.estimate.Estimate.fit`), whose searches walk the schedule
+dozens of times: a live update that defers the sections below the peak defers it too, and the page asks
+``/run-change`` for it at once (``partials/_run_change.html``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from urllib.parse import parse_qsl
+
+from app.ledger.estimate import Estimate, estimate
+from app.ledger.peak.schedule.instants import CATEGORIES
+from app.ledger.scenario import Scenario, parse_scenario
+from app.ledger.scenario.links import canonical_query
+from app.web.views.answer import device_names
+
+# What each category of an instant holds, as the run's line names its largest part.
+PART_NAMES: dict[str, str] = {
+    "state": "parameters, master weights and optimizer states",
+    "gradients": "gradients",
+    "unsharded_params": "unsharded parameters",
+    "all_gather": "all-gather outputs in flight",
+    "unsharded_grads": "whole gradients awaiting their reduce-scatter",
+    "reduce_scatter": "the reduce-scatter input",
+    "buckets": "communication buckets",
+    "activations": "saved activations",
+    "temporaries": "the temporaries of the op at hand",
+    "overhead": "runtime overhead",
+    # the declared peak's parts (no model: no schedule)
+    "persistent": "persistent state",
+    "gather": "the all-gathered unit",
+}
+STACK_NAMES: dict[str, str] = {
+    "plain-fsdp2": "a plain FSDP2 loop",
+    "hf-fsdp2": "the HF Trainer / Accelerate with FSDP2",
+    "torchtitan": "torchtitan",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunChange:
+    """The smallest changes that fit at the run's stage, each also in the stack's terms: a smaller micro batch at
+    the same D; more ranks at the same micro batch; full recomputation (when the run does not use it already), at
+    the same D or at the smallest D that fits with it (None: that change fits nowhere within the bounds)."""
+
+    micro_batch: int | None
+    micro_batch_says: str
+    dp: int | None
+    dp_says: str
+    recompute_dp: int | None = None
+    recompute_says: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The run as described and its verdict at the stage it runs."""
+
+    model: str  # the model's title, or its parameter count
+    stack: str
+    stage: int
+    dp: int
+    micro_batch: int
+    capacity: int
+    devices: tuple[str, ...]
+    peak: int  # allocated
+    reserve: int
+    fits: bool
+    headroom: int
+    instant: str  # what sets the peak: the worst instant's name, or the declared sum
+    part: str  # its largest part
+    part_bytes: int
+    change: RunChange | None  # None: it fits, or the change is deferred (``change_pending``)
+    change_pending: bool
+
+
+def _largest_part(e: Estimate) -> tuple[str, str, int]:
+    """The peak's instant (or the declared sum) and its largest part with its bytes."""
+    p = e.ledger.stages[e.scenario.stage].peak
+    if p.schedule is not None:
+        worst = p.schedule.peak
+        category, value = max(zip(CATEGORIES, worst.sums, strict=True), key=lambda cv: cv[1])
+        return worst.name, PART_NAMES[category], value
+    parts = {"persistent": p.persistent, "gather": p.gather, "buckets": p.buckets, "activations": p.activations,
+             "overhead": p.overhead}  # fmt: skip
+    part = max(parts, key=lambda k: parts[k])
+    return "the declared sum of maxima (no model, so no schedule)", PART_NAMES[part], parts[part]
+
+
+def run_change(e: Estimate) -> RunChange:
+    """From the fit finder, at the run's stage (this walks the schedule: see the module's docstring)."""
+    s = e.scenario
+    found = e.fit.stages[s.stage]
+    b = found.largest_micro_batch
+    micro = b if b is not None and b < s.micro_batch else None
+    dp = found.smallest_dp if found.smallest_dp is not None and found.smallest_dp != s.dp else None
+    change = RunChange(micro, _micro_batch_says(s, micro) if micro else "", dp, _dp_says(s, dp) if dp else "")
+    if e.model is None or s.act_policy == "full":
+        return change
+    # the same run recomputing every layer: its modelled activations read anew from the model (a new scenario)
+    full = estimate(
+        parse_scenario({**dict(parse_qsl(canonical_query(s))), "act_policy": "full"}), with_kill_lists=False
+    )
+    at = s.dp if full.ledger.stages[s.stage].peak.fits else full.fit.stages[s.stage].smallest_dp
+    return replace(change, recompute_dp=at, recompute_says=_recompute_says(s) if at else "")
+
+
+def _recompute_says(s: Scenario) -> str:
+    if s.stack == "torchtitan":
+        return "activation-checkpoint:full"
+    if s.stack == "hf-fsdp2":
+        return "gradient_checkpointing=True (or the FSDP plugin's activation_checkpointing: true)"
+    return "torch.utils.checkpoint around every decoder layer"
+
+
+def _micro_batch_says(s: Scenario, b: int) -> str:
+    steps = -(-s.micro_batch // b)  # accumulate to keep the batch
+    if s.stack == "torchtitan":
+        return f"--training.local-batch-size {b}, with --training.global-batch-size kept (it accumulates)"
+    if s.stack == "hf-fsdp2":
+        return f"per_device_train_batch_size={b}, gradient_accumulation_steps × {steps}"
+    return f"a micro batch of {b}, accumulating {steps} to keep the batch"
+
+
+def _dp_says(s: Scenario, dp: int) -> str:
+    if s.stack == "torchtitan":
+        return f"--parallelism.data-parallel-shard-degree {dp} on {dp:,} GPUs"
+    if s.stack == "hf-fsdp2":
+        return f"accelerate launch --num_processes {dp}"
+    return f"torchrun with a world size of {dp:,}"
+
+
+def run(e: Estimate, *, with_change: bool) -> Run:
+    s = e.scenario
+    p = e.ledger.stages[s.stage].peak
+    instant, part, part_bytes = _largest_part(e)
+    search = not p.fits
+    return Run(
+        model=e.model.model.title if e.model is not None else f"{s.params:,} parameters",
+        stack=STACK_NAMES.get(s.stack, s.stack),
+        stage=s.stage,
+        dp=s.dp,
+        micro_batch=s.micro_batch,
+        capacity=s.capacity_bytes,
+        devices=device_names(s.capacity_bytes),
+        peak=p.total,
+        reserve=s.reserve_bytes,
+        fits=p.fits,
+        headroom=p.headroom,
+        instant=instant,
+        part=part,
+        part_bytes=part_bytes,
+        change=run_change(e) if search and with_change else None,
+        change_pending=search and not with_change,
+    )
