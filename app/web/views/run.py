@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
-from app.ledger.estimate import Estimate, estimate
+from app.ledger.estimate import Estimate
+from app.ledger.ledger import compute_ledger
 from app.ledger.peak.schedule.instants import CATEGORIES
 from app.ledger.scenario import Scenario, parse_scenario
 from app.ledger.scenario.links import canonical_query
@@ -45,7 +46,7 @@ STACK_NAMES: dict[str, str] = {
 class RunChange:
     """The smallest changes that fit at the run's stage, each also in the stack's terms: a smaller micro batch at
     the same D; more ranks at the same micro batch; full recomputation (when the run does not use it already), at
-    the same D or at the smallest D that fits with it (None: that change fits nowhere within the bounds)."""
+    the same D (None: that change does not fit)."""
 
     micro_batch: int | None
     micro_batch_says: str
@@ -100,12 +101,12 @@ def run_change(e: Estimate) -> RunChange:
     change = RunChange(micro, _micro_batch_says(s, micro) if micro else "", dp, _dp_says(s, dp) if dp else "")
     if e.model is None or s.act_policy == "full":
         return change
-    # the same run recomputing every layer: its modelled activations read anew from the model (a new scenario)
-    full = estimate(
-        parse_scenario({**dict(parse_qsl(canonical_query(s))), "act_policy": "full"}), with_kill_lists=False
-    )
-    at = s.dp if full.ledger.stages[s.stage].peak.fits else full.fit.stages[s.stage].smallest_dp
-    return replace(change, recompute_dp=at, recompute_says=_recompute_says(s) if at else "")
+    # The same run recomputing every layer, at the same D: its modelled activations read anew from the model (a new
+    # scenario). One ledger, not a second fit finder: a live update with the fit finder on screen pays for this.
+    full = parse_scenario({**dict(parse_qsl(canonical_query(s))), "act_policy": "full"})
+    if not compute_ledger(full).stages[s.stage].peak.fits:
+        return change
+    return replace(change, recompute_dp=s.dp, recompute_says=_recompute_says(s))
 
 
 def _recompute_says(s: Scenario) -> str:

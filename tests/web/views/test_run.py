@@ -47,7 +47,7 @@ def test_the_run_comes_first_with_the_receipt_s_figures(client: TestClient, quer
 
 def test_a_run_that_does_not_fit_shows_changes_that_each_fit(client: TestClient) -> None:
     for stack, capacity, terms in (
-        ("torchtitan", "16GB", "activation-checkpoint:full"),  # its default is per-op SAC: full recomputation next
+        ("torchtitan", "18GB", "activation-checkpoint:full"),  # its default is per-op SAC: full recomputation next
         ("hf-fsdp2", "40GB", "per_device_train_batch_size"),
     ):
         page = client.get("/", params={**TOO_SMALL, "stack": stack, "capacity_bytes": capacity}).text
@@ -58,6 +58,9 @@ def test_a_run_that_does_not_fit_shows_changes_that_each_fit(client: TestClient)
     assert not compute_ledger(s).stages[3].peak.fits
     b = int(re.search(r"micro batch (\d+) at D", change).group(1))  # type: ignore[union-attr]
     assert compute_ledger(parse_scenario({**TOO_SMALL, "micro_batch": str(b), "stack": "hf-fsdp2"})).stages[3].peak.fits
+    torchtitan = {**TOO_SMALL, "stack": "torchtitan", "capacity_bytes": "18GB"}
+    assert not compute_ledger(parse_scenario(torchtitan)).stages[3].peak.fits
+    assert compute_ledger(parse_scenario({**torchtitan, "act_policy": "full"})).stages[3].peak.fits
     if "full recomputation at D = 8" in change:
         full = parse_scenario({**TOO_SMALL, "act_policy": "full", "stack": "hf-fsdp2"})
         assert compute_ledger(full).stages[3].peak.fits
