@@ -89,6 +89,46 @@ def _changes(c: Comparison) -> list[tuple[str, str, str]]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class SideRun:
+    """One side's run at the stage it runs: its peak, whether it fits, its headroom."""
+
+    stage: int
+    peak: int
+    fits: bool
+    headroom: int
+
+
+def _runs(c: Comparison) -> tuple[SideRun, SideRun]:
+    """The key figures first: each side's peak at its own stage (what the lab leads with for each run)."""
+
+    def side(s: Scenario, index: int) -> SideRun:
+        st = c.stages[s.stage]
+        peak = next(d for d in st.peak if d.category == "total")
+        fits = st.fits_a if index == 0 else st.fits_b
+        return SideRun(s.stage, (peak.a, peak.b)[index], fits, (st.headroom.a, st.headroom.b)[index])
+
+    return side(c.a, 0), side(c.b, 1)
+
+
+def _titles(c: Comparison) -> tuple[str, str]:
+    """Each side's heading: its name or what it is, and, where both read the same (B starts as a copy of A, its
+    name too), the first inputs that differ, so that the two are told apart."""
+    a, b = title_of(c.a), title_of(c.b)
+    if a != b:
+        return a, b
+    differ = [i for i in c.inputs if i.name != "name"]
+    if not differ:
+        return a, b  # the same scenario twice
+
+    def what(side: str) -> str:
+        shown = [f"{i.name} = {display_value(FIELD_BY_NAME[i.name], getattr(i, side))}" for i in differ[:2]]
+        more = f", {len(differ) - 2} more" if len(differ) > 2 else ""
+        return f" ({', '.join(shown)}{more})"
+
+    return a + what("a"), b + what("b")
+
+
 def _moved(c: Comparison) -> list[tuple[str, str, str]]:
     """Each category that moved: its label, its ``ledger.category`` key, and the stages."""
     out = []
@@ -120,7 +160,7 @@ def comparison_context(sides: Sides, c: Comparison | None, *, oob: bool) -> dict
     then the bad inputs), and for a live update (``oob``) B's error slots and derived hints, swapped out of
     band."""
     b_errors = {e.name: e for e in sides.errors if e.side == "b" and e.name}
-    a_title, b_title = (title_of(c.a), title_of(c.b)) if c else ("A", "B")
+    a_title, b_title = _titles(c) if c else ("A", "B")
     return {
         "title": f"compare: {a_title} vs {b_title}" if c else "compare: fix the highlighted inputs",
         "comparison": c,
@@ -130,6 +170,7 @@ def comparison_context(sides: Sides, c: Comparison | None, *, oob: bool) -> dict
         **(_addresses(c) if c else {"swap": None, "reset": None, "a_link": None, "b_link": None}),
         "a_title": a_title,
         "b_title": b_title,
+        "runs": _runs(c) if c else None,
         "a_fits": _least_fitting(c, "a") if c else None,
         "b_fits": _least_fitting(c, "b") if c else None,
         "changes": _changes(c) if c else [],
