@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.estimate import Estimate
+from app.ledger.peak.schedule.instants import CATEGORY_INDEX
 from app.ledger.scenario.presets import DEVICES
 
 
@@ -37,6 +38,8 @@ class Answer:
     stage_run: int  # the stage the scenario says the run uses (marked in the list)
     reserve: int  # the allocator reserve the verdict adds to the allocated peak (0: none given)
     reserve_source: str  # measured | declared
+    # Why stages 1 and 2 peak alike, when they do (a figure that looks wrong without it): None otherwise
+    alike: str | None = None
 
 
 def device_names(capacity: int) -> tuple[str, ...]:
@@ -62,4 +65,18 @@ def answer(e: Estimate) -> Answer:
         stage_run=s.stage,
         reserve=s.reserve_bytes,
         reserve_source=s.reserve_source,
+        alike=_alike(e),
     )
+
+
+def _alike(e: Estimate) -> str | None:
+    """Stages 1 and 2 differ only in sharding the gradients: equal peaks mean the worst instant holds none of
+    them (the loss's backward, before the first layer's gradients exist) or holds them alike."""
+    one, two = e.ledger.stages[1].peak, e.ledger.stages[2].peak
+    if one.total != two.total or one.schedule is None or two.schedule is None:
+        return None
+    worst = two.schedule.peak
+    if worst.sums[CATEGORY_INDEX["gradients"]] == 0:
+        return (f"Stages 1 and 2 peak alike: the worst instant, {worst.name}, comes before any gradient exists, and "
+                "gradients are what stage 2 shards.")  # fmt: skip
+    return f"Stages 1 and 2 peak alike: at the worst instant, {worst.name}, both hold the same."

@@ -92,3 +92,15 @@ def test_a_live_update_asks_for_the_change_at_once_and_gets_the_page_s_own(clien
 def test_the_change_refuses_bad_input_naming_the_field(client: TestClient) -> None:
     r = client.get("/run-change", params={"dp": "0"})
     assert r.status_code == 422 and "dp" in r.text
+
+
+def test_equal_stage_1_and_2_peaks_are_explained_where_they_show(client: TestClient) -> None:
+    """Issue 28's item 8: identical stage 1 and 2 peaks look wrong unless the page says why."""
+    for query in ({"model": "llama-2-7b"}, {"model": "llama-2-7b", "act_policy": "full"}, {}):
+        stages = client.get("/api/estimate", params=query).json()["stages"]
+        page = client.get("/", params=query).text
+        alike = stages[1]["peak"]["total"] == stages[2]["peak"]["total"]
+        assert ('id="stages-alike"' in page) is alike
+        if alike:
+            note = _plain(page[page.index('id="stages-alike"') :].split("</p>", 1)[0])
+            assert stages[2]["peak"]["instant"] in note and "before any gradient exists" in note
