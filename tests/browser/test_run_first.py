@@ -68,3 +68,22 @@ def test_a_pasted_config_leads_with_its_run(sized: Page, live_server: str) -> No
     expect(sized).to_have_url(re.compile(r"model=cfg%3Amodel_type%3Dmistral"))
     _sees_the_run(sized)
     expect(sized.locator("#run")).to_contain_text("custom mistral config")
+
+
+def test_presenter_mode_shows_the_demo_inputs_beside_the_verdict(browser: Browser, live_server: str) -> None:
+    """Issue 28: at 853 × 480 the D field was ~7,000 px below the verdict, so the room could not see D change."""
+    ctx = browser.new_context(viewport=VIEWPORTS["853x480"])
+    try:
+        page = ctx.new_page()
+        page.goto(live_server + "/?model=llama-2-7b&present=1")
+        for name in ("dp", "micro_batch"):
+            expect(page.locator(f"#f-{name}")).to_be_in_viewport()
+        expect(page.locator("#run-verdict")).to_be_in_viewport()
+        page.locator("#f-dp").fill("1")
+        expect(page.locator("#run-verdict")).to_contain_text("Does not fit")
+        expect(page.locator("#run-verdict")).to_be_in_viewport()
+        expect(page.locator("#f-dp")).to_be_in_viewport()
+        # each demo input once: the form carries no field twice
+        assert page.locator('#scenario [name="dp"]').count() == 1
+    finally:
+        ctx.close()

@@ -236,11 +236,17 @@ def _stack_note(name: str, typed: str, s: Scenario) -> str | None:
     return f"Typed; the stack ({s.stack}) sets the same."
 
 
-def field_groups(fields: list[FormField]) -> list[FieldGroup]:
-    """The form's fieldsets, in the order of ``GROUPS``."""
-    return [
-        FieldGroup(gid, title, tuple(ff for ff in fields if FIELD_BY_NAME[ff.name].group == gid))
-        for gid, title in GROUPS
+# Presenter mode: the inputs a workshop demo changes, first in the form so that the room sees them beside the
+# verdict (on a projector too: static/app.css keeps the form beside the results there).
+DEMO_FIELDS: tuple[str, ...] = ("dp", "micro_batch", "seq_len", "act_policy")
+
+
+def field_groups(fields: list[FormField], *, demo: bool = False) -> list[FieldGroup]:
+    """The form's fieldsets, in the order of ``GROUPS``; with ``demo`` (presenter mode), the demo inputs first."""
+    first = [FieldGroup("demo", "Demo inputs", tuple(ff for name in DEMO_FIELDS for ff in fields if ff.name == name))]
+    rest = [ff for ff in fields if not (demo and ff.name in DEMO_FIELDS)]
+    return (first if demo else []) + [
+        FieldGroup(gid, title, tuple(ff for ff in rest if FIELD_BY_NAME[ff.name].group == gid)) for gid, title in GROUPS
     ]
 
 

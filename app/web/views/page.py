@@ -172,7 +172,7 @@ def page_context(
         "presets": PRESETS,
         "devices": DEVICES,
         "models": model_groups(),
-        "groups": field_groups(form_fields(v.raw, v.scenario, v.errors)),
+        "groups": field_groups(form_fields(v.raw, v.scenario, v.errors), demo=v.present),
         "paste_error": paste_error,
         "pasted_config": pasted_config,
         **deepspeed_context(ds_error, ds_pasted, ds_import),
