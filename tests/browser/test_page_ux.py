@@ -361,6 +361,7 @@ def test_open_details_stay_open_across_updates(page: Page, live_server: str) -> 
     expect(page.locator("details.lines")).to_contain_text("⌈7,000,000,000 ÷ 16⌉")  # loaded again, for D = 16
     bring_into_view(page, "#kills")  # a live update's kill lists load as they come into view
     expect(page.locator("#h-kill ~ details")).to_have_attribute("open", "")  # and reopen their <details>
+    bring_into_view(page, "#lower")  # the fit finder's sections load as they come into view
     expect(page.locator("details.fit-numbers")).not_to_have_attribute("open", "")  # closed ones stay closed
 
 

@@ -87,3 +87,20 @@ def test_presenter_mode_shows_the_demo_inputs_beside_the_verdict(browser: Browse
         assert page.locator('#scenario [name="dp"]').count() == 1
     finally:
         ctx.close()
+
+
+def test_on_a_wide_screen_the_run_stays_in_view_while_a_late_field_is_edited(browser: Browser,
+                                                                              live_server: str) -> None:  # fmt: skip
+    """Issue 28: the answer scrolled away while editing. The form scrolls in its own pane beside the results."""
+    ctx = browser.new_context(viewport=VIEWPORTS["1440x900"])
+    try:
+        page = ctx.new_page()
+        page.goto(live_server + "/?model=llama-2-7b")
+        late = page.locator("#f-ranks_per_node")
+        late.fill("4")
+        expect(late).to_be_in_viewport()
+        expect(page.locator("#run-verdict")).to_be_in_viewport()
+        expect(page).to_have_url(re.compile(r"ranks_per_node=4"))
+        expect(page.locator("#run-verdict")).to_be_in_viewport()
+    finally:
+        ctx.close()
