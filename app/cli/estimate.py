@@ -24,9 +24,10 @@ def add_estimate_parser(sub: argparse._SubParsersAction[Any]) -> None:
     add_scenario_arguments(p)
     p.add_argument(
         "--format",
-        choices=("table", "json", "csv", *WRITERS),
+        choices=("table", "json", "csv", "summary-csv", *WRITERS),
         default="table",
-        help="the receipt (table, json, csv), or the scenario in a framework's words: a ds_config.json (deepspeed), "
+        help="the receipt (table, json, csv; summary-csv: one row per stage, as /summary.csv), or the scenario in "
+        "a framework's words: a ds_config.json (deepspeed), "
         "an FSDP2 snippet (fsdp2), torchtitan 0.3.0's command line (torchtitan), the HF Trainer's TrainingArguments "
         "(hf-trainer); what a snippet cannot express goes to standard error",
     )
@@ -53,8 +54,9 @@ def add_estimate_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_estimate(args: argparse.Namespace) -> int:
-    if args.bom is not None and args.format != "csv":
-        fail(f"--{'' if args.bom else 'no-'}bom: only with --format csv (JSON and the table never carry a BOM)")
+    if args.bom is not None and args.format not in ("csv", "summary-csv"):
+        flag = f"--{'' if args.bom else 'no-'}bom"
+        fail(f"{flag}: only with --format csv or summary-csv (JSON and the table never carry a BOM)")
     base_url = _base_url(args.base_url)
     scenario = scenario_from_args(args)
     if scenario is None:
@@ -97,10 +99,15 @@ def _render(args: argparse.Namespace, scenario: Scenario, base_url: str) -> Iter
     result = estimate(scenario)
     if args.format == "json":
         return [json.dumps(receipt(result, base_url), indent=2, ensure_ascii=False) + "\n"]
+    bom = args.output is not None if args.bom is None else args.bom
     if args.format == "csv":
         from app.receipts.csv_rows import csv_lines
 
-        return csv_lines(result, bom=args.output is not None if args.bom is None else args.bom)
+        return csv_lines(result, bom=bom)
+    if args.format == "summary-csv":
+        from app.receipts.summary_csv import summary_lines
+
+        return summary_lines(result, bom=bom)
     from app.receipts.table import render_table
 
     return [render_table(result)]

@@ -484,3 +484,16 @@ def test_a_scenario_file_a_reader_would_misread_exits_2_naming_the_key(
     path = tmp_path / "scenario.json"
     path.write_text(text)
     assert says in usage_error(capsys, "--scenario", str(path))
+
+
+def test_the_summary_csv_from_the_terminal_is_the_download(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--format summary-csv`` writes what /summary.csv downloads (without the BOM on standard output)."""
+    from fastapi.testclient import TestClient
+
+    from app.web.app import create_app
+
+    assert main(["estimate", "--format", "summary-csv", "--model", "llama-2-7b", "--dp", "16"]) == 0
+    printed = capsys.readouterr().out
+    downloaded = TestClient(create_app()).get("/summary.csv", params={"model": "llama-2-7b", "dp": "16"}).text
+    assert printed == downloaded.removeprefix("\ufeff")
+    assert printed.splitlines()[0].startswith("stage,persistent_bytes,")
