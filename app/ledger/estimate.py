@@ -53,11 +53,11 @@ class Estimate:
         s, ledger = self.scenario, self.ledger
         # the scenario's own rung is the ledger's own peak and host ledger: computed once, not again
         return cheapest_offload(
-            s, lambda t: ledger.stages[s.stage].peak.total if t == s else _run_stage_peak(t), ledger.host
+            s, lambda t: ledger.stages[s.stage].peak.total if t == s else run_stage_peak(t), ledger.host
         )
 
 
-def _run_stage_peak(s: Scenario) -> int:
+def run_stage_peak(s: Scenario) -> int:
     """The peak of the stage the scenario runs (schedule-aware with a model), under the production rules."""
     lines = persistent_lines(s, s.stage, PRODUCTION)
     return training_peak(s, s.stage, sum(line.bytes for line in lines), PRODUCTION, lines).total

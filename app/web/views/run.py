@@ -10,13 +10,10 @@ dozens of times: a live update that defers the sections below the peak defers it
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from urllib.parse import parse_qsl
 
-from app.ledger.estimate import Estimate
-from app.ledger.ledger import compute_ledger
+from app.ledger.estimate import Estimate, run_stage_peak
 from app.ledger.peak.schedule.instants import CATEGORIES
 from app.ledger.scenario import Scenario, parse_scenario
-from app.ledger.scenario.links import canonical_query
 from app.web.views.answer import device_names
 
 # What each category of an instant holds, as the run's line names its largest part.
@@ -103,8 +100,8 @@ def run_change(e: Estimate) -> RunChange:
         return change
     # The same run recomputing every layer, at the same D: its modelled activations read anew from the model (a new
     # scenario). One ledger, not a second fit finder: a live update with the fit finder on screen pays for this.
-    full = parse_scenario({**dict(parse_qsl(canonical_query(s))), "act_policy": "full"})
-    if not compute_ledger(full).stages[s.stage].peak.fits:
+    full = parse_scenario({**dict(s.non_default_items()), "act_policy": "full"})
+    if run_stage_peak(full) > full.allocatable_bytes:
         return change
     return replace(change, recompute_dp=s.dp, recompute_says=_recompute_says(s))
 
