@@ -21,8 +21,8 @@ from functools import lru_cache
 
 from app.ledger.arithmetic import ceil_div
 from app.ledger.peak.declared import contingency, declared_subtotal, gather_bytes, max_subtotal
-from app.ledger.peak.schedule.layout import not_schedulable
-from app.ledger.peak.schedule.walk import floor, totals
+from app.ledger.peak.schedule.layout import layout, not_schedulable
+from app.ledger.peak.schedule.walk import floor, largest_totals, totals
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
 from app.ledger.state.persistent import LedgerLine, persistent_lines, shard, shard_elements, width_and_copies
@@ -255,11 +255,29 @@ class _SchedulePeak:
         return least + contingency(least, s.contingency_pct) <= s.allocatable_bytes
 
     def curve(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
-        """Every stage's peak at each D of ``CURVE_DPS``. Stage 0 replicates everything, so nothing in
-        its step depends on D: it is evaluated once (the curve's property tests hold every point
-        equal to the full ledger at that D)."""
+        """Every stage's peak at each D of ``CURVE_DPS`` (the curve's property tests hold every point equal to the
+        full ledger at that D). Stage 0 replicates everything, so nothing in its step depends on D: it is
+        evaluated once. No instant of stages 1–2 grows with D, so each degree's walk sums only the instants that
+        the degree before bounds above its largest (:func:`largest_totals`). Stage 3's padded units can grow with
+        D, but not where no tensor is padded (FSDP2 then shards as the unpadded bound does, whose instants never
+        grow with D once D > 1): that run of degrees, 2 … 256 for most models' power-of-two dimensions, is walked
+        the same way, and each degree past it whole."""
         replicated = self.peak(0, CURVE_DPS[0])
-        return tuple((dp, (replicated, *(self.peak(stage, dp) for stage in STAGES[1:]))) for dp in CURVE_DPS)
+        model = self.s.model
+        unpadded = [dp for dp in CURVE_DPS[1:] if layout(model, dp) == layout(model, dp, False)]
+        assert unpadded == list(CURVE_DPS[1 : 1 + len(unpadded)]), "divisible by 2D, a dimension is divisible by D"
+        runs = {1: list(CURVE_DPS), 2: list(CURVE_DPS), 3: unpadded}
+        peaks = {stage: dict(zip(dps, self._largest(stage, dps), strict=True)) for stage, dps in runs.items()}
+        return tuple(
+            (dp, (replicated, peaks[1][dp], peaks[2][dp], peaks[3].get(dp) or self.peak(3, dp))) for dp in CURVE_DPS
+        )
+
+    def _largest(self, stage: int, dps: list[int]) -> list[int]:
+        """The stage's peaks at ``dps``, along which no instant grows (:func:`largest_totals`)."""
+        at = [self.scenario(dp) for dp in dps]
+        pct = self.s.contingency_pct
+        return [p + contingency(p, pct) for p in largest_totals([(t, self._lines_at(stage, t)) for t in at], stage,
+                                                                 PRODUCTION)]  # fmt: skip
 
     def smallest_dp(self, stage: int, curve: tuple[tuple[int, tuple[int, ...]], ...]) -> int | None:
         """Stages 0–2: the peak never grows with D (only ⌈x ÷ D⌉ terms depend on it), so bisect, between

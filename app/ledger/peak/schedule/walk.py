@@ -12,7 +12,7 @@ collections the tail of a workshop's live updates (docs/performance.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 from app.ledger.peak.schedule.carved import CarvedStep
@@ -130,6 +130,32 @@ def totals(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules,
     """Every instant's total (before contingency), in step order: the walk into the sum-only sink, nothing
     spelled or kept."""
     return [sum(sums) for _, sums in _summed(_step(s, stage)(s, stage, lines, rules, padded))]
+
+
+def largest_totals(walks: Sequence[tuple[Scenario, tuple[LedgerLine, ...]]], stage: int, rules: Rules) -> list[int]:
+    """The largest total (before contingency) of each walk, for walks of one stage, in an order along which no
+    instant's total grows: stages 0–2 over a rising D, where every term is a constant or a ⌈x ÷ D⌉ (a
+    property test holds it). Each instant's total in the walk before bounds it in the next, so a walk sums its
+    instants from the largest bound down and stops at the first bound no larger than the largest total found:
+    the fit finder's curve then sums two or three instants a degree, not every one (the same answer)."""
+    bounds: list[int] = []
+    peaks = []
+    for s, lines in walks:
+        step = _step(s, stage)(s, stage, lines, rules, True)
+        moments, every = step.plan(), resident(step)
+        if not bounds:
+            bounds = [sum(summed(m, every)) for m in moments]
+            peaks.append(max(bounds))
+            continue
+        assert len(moments) == len(bounds), "the walks of one stage have the same instants"
+        best = 0
+        for i in sorted(range(len(moments)), key=bounds.__getitem__, reverse=True):
+            if bounds[i] <= best:
+                break  # this instant and every one after it holds at most what was found
+            bounds[i] = sum(summed(moments[i], every))
+            best = max(best, bounds[i])
+        peaks.append(best)
+    return peaks
 
 
 def saved_activations(s: Scenario, rules: Rules) -> dict[str, int]:
