@@ -22,7 +22,7 @@ from functools import lru_cache
 from app.ledger.arithmetic import ceil_div
 from app.ledger.peak.declared import contingency, declared_subtotal, gather_bytes, max_subtotal
 from app.ledger.peak.schedule.layout import layout, not_schedulable
-from app.ledger.peak.schedule.walk import floor, largest_totals, totals
+from app.ledger.peak.schedule.walk import floor, largest_totals, over, totals
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
 from app.ledger.state.persistent import LedgerLine, persistent_lines, shard, shard_elements, width_and_copies
@@ -211,6 +211,10 @@ class _SchedulePeak:
         self._totals: dict[tuple[int, int, int, bool], list[int]] = {}
         # The persistent lines do not read the micro batch: made once per (stage, D) for the micro-batch search.
         self._lines: dict[tuple[int, int], tuple[LedgerLine, ...]] = {}
+        # The largest total before contingency that fits; and per stage the instant that last did not fit, tried
+        # first at the next degree or micro batch searched (the same instant, mostly).
+        self.room = max_subtotal(s.allocatable_bytes, s.contingency_pct)
+        self._over: dict[int, int] = {}
 
     def scenario(self, dp: int, micro_batch: int | None = None) -> Scenario:
         s, at = self.s, self.activations_at
@@ -245,7 +249,16 @@ class _SchedulePeak:
         return subtotal + contingency(subtotal, self.s.contingency_pct)
 
     def fits(self, stage: int, dp: int, micro_batch: int | None = None) -> bool:
-        return self.peak(stage, dp, micro_batch) <= self.s.allocatable_bytes
+        """Whether the stage's peak at (D, b) fits: from its totals when walked, else walking until an instant
+        does not fit (:func:`over`)."""
+        s = self.scenario(dp, micro_batch)
+        walked = self._totals.get((stage, s.dp, s.micro_batch, True))
+        if walked is not None:
+            return max(walked) <= self.room
+        at = over(s, stage, self._lines_at(stage, s), PRODUCTION, self.room, self._over.get(stage, 0))
+        if at is not None:
+            self._over[stage] = at
+        return at is None
 
     def floor_fits(self, stage: int, dp: int) -> bool:
         """Whether the state every instant holds fits (no walk): a necessary condition of :meth:`fits`. Under
@@ -311,19 +324,22 @@ class _SchedulePeak:
 
     def largest_micro_batch(self, stage: int) -> int | None:
         """The largest micro batch that fits at the scenario's own D, from each instant's totals."""
-        room = max_subtotal(self.s.allocatable_bytes, self.s.contingency_pct)
-        return _largest_micro_batch(lambda b: self.walked(stage, self.s.dp, b), room)
+        dp = self.s.dp
+        return _largest_micro_batch(lambda b: self.walked(stage, dp, b), self.room, lambda b: self.fits(stage, dp, b))
 
 
-def _largest_micro_batch(totals_at: Callable[[int], list[int]], room: int) -> int | None:
+def _largest_micro_batch(
+    totals_at: Callable[[int], list[int]], room: int, fits_at: Callable[[int], bool] | None = None
+) -> int | None:
     """The largest micro batch b whose totals (before contingency) at b, ``totals_at(b)``, all stay within
     ``room`` (:func:`max_subtotal`). The peak never falls as b grows, and each total is linear in b up to
     rounding (each activation, logits and temporary term is a multiple of b): the totals at b = 1 and 2 give
     each one's line, the lines give a guess, and a few exact evaluations around it settle the answer (a
-    bisection over 1 … 4,096 when they do not; any guess gives the same answer, a good one fewer walks)."""
+    bisection over 1 … 4,096 when they do not; any guess gives the same answer, a good one fewer walks).
+    ``fits_at(b)``, when given, says the same as the totals at b (with fewer sums: :meth:`_SchedulePeak.fits`)."""
 
     def fits(b: int) -> bool:
-        return max(totals_at(b)) <= room
+        return fits_at(b) if fits_at is not None else max(totals_at(b)) <= room
 
     at_ones = totals_at(1)
     if max(at_ones) > room:  # not even one sequence fits

@@ -158,6 +158,20 @@ def largest_totals(walks: Sequence[tuple[Scenario, tuple[LedgerLine, ...]]], sta
     return peaks
 
 
+def over(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, room: int, first: int = 0) -> int | None:
+    """Whether the walk fits: the index of an instant whose total (before contingency) passes ``room``, trying
+    instant ``first`` before the others, or None when every instant stays within it. A walk that does not fit
+    stops at the first instant over: the fit finder's searches through degrees and micro batches that do not
+    fit (a MoE model's padded experts: hundreds of degrees) then sum one instant each, not every one."""
+    step = _step(s, stage)(s, stage, lines, rules, True)
+    moments, every = step.plan(), resident(step)
+    first = first if first < len(moments) else 0
+    for i in (first, *range(first), *range(first + 1, len(moments))):
+        if sum(summed(moments[i], every)) > room:
+            return i
+    return None
+
+
 def saved_activations(s: Scenario, rules: Rules) -> dict[str, int]:
     """Each instant's saved activations, by key. They do not depend on the stage (only which instants a
     stage walks does), so stage 3's walk, which has every key a stage can have, answers for all four."""
