@@ -1,6 +1,7 @@
 """The fit finder's curve over D sums, at each degree, only the instants the degree before bounds above its largest
 (``walk.largest_totals``). What that rests on: no instant grows with D at stages 1–2, nor at stage 3 from D = 2 on
-where no tensor is padded; and the answer it gives is the full walk's at every point."""
+where no tensor is padded; and the answer it gives is the full walk's at every point. Its searches stop a walk at
+the first instant over the room (``walk.over``): it says what the whole walk says."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from app.ledger.ledger import compute_ledger
 from app.ledger.peak.fit import CURVE_DPS, find_fit
 from app.ledger.peak.schedule.layout import layout
-from app.ledger.peak.schedule.walk import totals
+from app.ledger.peak.schedule.walk import over, totals
 from app.ledger.scenario import ScenarioError
 from app.ledger.state.persistent import persistent_lines
 from app.ledger.state.rules import PRODUCTION
@@ -61,3 +62,21 @@ def test_every_point_of_the_curve_is_the_full_walks_largest(model: str, policy: 
     assert list(curve) == list(CURVE_DPS)
     for dp, peaks in curve.items():
         assert list(peaks) == [st_.peak.total for st_ in compute_ledger(s.with_(dp=dp)).stages]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(MODELS), st.sampled_from(["none", "full"]), st.integers(1, 3), st.integers(1, 64),
+       st.integers(0, 2**34), st.integers(0, 40))  # fmt: skip
+def test_a_walk_stopped_at_the_first_instant_over_the_room_says_what_the_whole_walk_says(
+    model: str, policy: str, stage: int, dp: int, room: int, first: int
+) -> None:
+    s = _scenario(model=model, act_policy=policy, dp=dp)
+    lines = persistent_lines(s, stage, PRODUCTION)
+    whole = totals(s, stage, lines, PRODUCTION)
+    at = over(s, stage, lines, PRODUCTION, room, first)
+    if at is None:
+        assert max(whole) <= room
+    else:
+        assert whole[at] > room
+        if first < len(whole) and whole[first] > room:
+            assert at == first  # the instant tried first

@@ -166,7 +166,8 @@ def over(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, r
     step = _step(s, stage)(s, stage, lines, rules, True)
     moments, every = step.plan(), resident(step)
     first = first if first < len(moments) else 0
-    for i in (first, *range(first), *range(first + 1, len(moments))):
+    order: list[int] = [first, *range(first), *range(first + 1, len(moments))]
+    for i in order:
         if sum(summed(moments[i], every)) > room:
             return i
     return None
