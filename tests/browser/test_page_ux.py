@@ -58,8 +58,7 @@ def test_the_verdict_is_above_the_fold_on_a_projector(projector: Page, live_serv
         assert box is not None and box["y"] + box["height"] <= 480, (first, box)
     expect(page.locator("#run-verdict")).to_contain_text("Does not fit")
     verdict = page.locator("#verdict")
-    expect(verdict).to_contain_text("No stage fits on D = 8 ranks of NVIDIA A100 80GB or NVIDIA H100 SXM5 80GB")
-    expect(verdict).to_contain_text("85.90 GB / 80.00 GiB")
+    expect(verdict).to_contain_text("No stage fits on D = 8 ranks of NVIDIA H100 SXM5 80GB (85.52 GB / 79.65 GiB)")
     # Every stage's fit in words (the ✓/✗ are decoration), with peak and overshoot in GB and GiB.
     stages = page.locator(".stage-verdicts li")
     expect(stages).to_have_count(4)
@@ -93,7 +92,7 @@ def test_the_answer_bar_on_a_wide_screen_and_a_phone(browser: Browser, live_serv
         assert left[0] < left[1]
         expect(page.locator("#verdict")).to_have_text(
             "The ZeRO stages compared (DeepSpeed runs each; FSDP2\u2019s fully_shard is stage 3): "
-            "Stage 1 is the least complex stage that fits on D = 8 ranks of NVIDIA A100 80GB or NVIDIA H100 SXM5"
+            "Stage 1 is the least complex stage that fits on D = 8 ranks of NVIDIA A100"
             " 80GB (85.90 GB / 80.00 GiB): peak 58.50 GB / 54.48 GiB, headroom 27.40 GB / 25.52 GiB. Compared with the"
             " capacity: the allocated peak (no allocator reserve given)."
         )
@@ -331,9 +330,9 @@ def test_implausible_values_warn_inline(page: Page, live_server: str) -> None:
     expect(page.locator("#verdict")).to_contain_text("a device of only 80 bytes")
     expect(page.locator('#scenario [role="alert"]')).to_have_count(0)  # a warning, not an error
 
-    capacity.fill("80GiB")
+    capacity.fill("81559MiB")  # what an H100 80GB reports (nvidia-smi)
     expect(warning).not_to_contain_text("did you mean")
-    expect(warning).to_contain_text("85,899,345,920 B = 80.00 GiB = 85.90 GB")
+    expect(warning).to_contain_text("85,520,809,984 B = 79.65 GiB = 85.52 GB")
     expect(warning).to_contain_text("NVIDIA H100 SXM5 80GB")
 
     seq.fill("4k")
@@ -341,10 +340,11 @@ def test_implausible_values_warn_inline(page: Page, live_server: str) -> None:
     seq.fill("4096")
     expect(page.locator("#w-seq_len")).to_be_empty()
 
-    # where capacity is chosen: the devices table says why an "80GB" H100 prints as 85.90 GB
+    # where capacity is chosen: the devices table says what an "80GB" H100 reports, in both units
     page.locator("details.devices summary").click()
-    expect(page.locator("#gib-convention")).to_contain_text("85.90 GB")
-    expect(page.locator("#gib-convention")).to_contain_text("80 GiB")
+    expect(page.locator("#gib-convention")).to_contain_text("reports 81,559 MiB")
+    expect(page.locator("#gib-convention")).to_contain_text("85.52 GB")
+    expect(page.locator("#gib-convention")).to_contain_text("79.65 GiB")
 
 
 # 8 and 9. Open <details> stay open; only the verdict is announced

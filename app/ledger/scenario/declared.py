@@ -335,7 +335,8 @@ class ScenarioFields(BaseModel):
         ge=1,
         le=TWO_46,
         title="Device capacity",
-        description="Usable device memory per rank.",
+        description="The device's memory per rank as it reports it (nvidia-smi, torch.cuda.mem_get_info); the "
+        "list gives each device's.",
         examples=[80_000_000_000],
         json_schema_extra=form("device", "bytes", 80_000_000_000),
     )

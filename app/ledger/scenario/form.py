@@ -11,15 +11,16 @@ from typing import Any
 from pydantic import Field
 from pydantic.fields import FieldInfo
 
+# The form's order: what the run is trained with and on first (the answer's opening line names both), then the model.
 GROUPS: tuple[tuple[str, str], ...] = (
-    ("model", "Model"),
     ("stack", "Training stack"),
+    ("device", "Hardware"),
+    ("model", "Model"),
     ("precision", "Precision and optimizer"),
     ("parallelism", "Parallelism"),
     ("schedule", "Schedule and buffers"),
     ("activation", "Activation model (with a model)"),
     ("measured", "Measured inputs"),
-    ("device", "Device"),
     ("host", "Offload and host memory"),
 )
 

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from app.ledger.scenario.scenario import Scenario, parse_scenario
 
 GIB = 2**30
+MIB = 2**20
 GB = 10**9
+# An H100 SXM5 80GB as nvidia-smi reports it (DEVICES below): the H100 presets' capacity
+H100_80GB = 81_559 * MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +31,15 @@ class Device:
     id: str
     title: str
     nominal: str  # as the datasheet prints it
-    capacity_bytes: int
-    unit: str  # "GB" or "GiB": how the nominal figure is read
+    capacity_bytes: int  # the total the driver reports (NVML's, as nvidia-smi and torch.cuda.mem_get_info give it)
     source: str
+    reported: bool = True  # False: the seed's decimal 80 GB, a scenario's figure rather than a device's
+
+    @property
+    def typed(self) -> str:
+        """The capacity as the capacity field reads it exactly: in MiB, the unit nvidia-smi reports, where whole."""
+        mib, rest = divmod(self.capacity_bytes, MIB)
+        return f"{mib}MiB" if not rest else f"{self.capacity_bytes}"
 
 
 # Llama 2 decoder layer: attention q,k,v,o + SwiGLU MLP (3 × h × i) + 2 RMSNorm weights.
@@ -46,7 +55,7 @@ _SEED = Scenario()
 # Llama-2-70B on H100s: one decoder layer wrapped, one unit prefetched, declared buffers and overhead.
 _LLAMA2_70B_RUN: dict[str, int | str] = {
     "params": LLAMA2_70B, "unit_params": LLAMA2_70B_LAYER, "prefetch": 1, "bucket_bytes": 1 * GB,
-    "activation_bytes": 30 * GB, "overhead_bytes": 4 * GIB, "contingency_pct": 5, "capacity_bytes": 80 * GIB,
+    "activation_bytes": 30 * GB, "overhead_bytes": 4 * GIB, "contingency_pct": 5, "capacity_bytes": H100_80GB,
 }  # fmt: skip
 _FSDP2 = {"param_bytes": 4, "master_bytes": 0, "grad_bytes": 4, "gather_bytes": 2}
 
@@ -74,7 +83,7 @@ PRESETS: tuple[Preset, ...] = (
             bucket_bytes=500_000_000,
             overhead_bytes=3 * GIB,
             contingency_pct=5,
-            capacity_bytes=80 * GIB,
+            capacity_bytes=H100_80GB,
             name="Llama-2-7B, 8 x H100",
         ),
     ),
@@ -119,7 +128,7 @@ PRESETS: tuple[Preset, ...] = (
                 "prefetch": 1,
                 "overhead_bytes": 3 * GIB,
                 "contingency_pct": 5,
-                "capacity_bytes": 80 * GIB,
+                "capacity_bytes": H100_80GB,
             }
         ),
     ),
@@ -137,48 +146,65 @@ PRESETS: tuple[Preset, ...] = (
                 "bucket_bytes": 1 * GB,
                 "overhead_bytes": 4 * GIB,
                 "contingency_pct": 5,
-                "capacity_bytes": 80 * GIB,
+                "capacity_bytes": H100_80GB,
             }
         ),
     ),
 )
 PRESET_BY_ID: dict[str, Preset] = {p.id: p for p in PRESETS}
 
-_HBM = "HBM stacks hold powers of two, so the datasheet's 'GB' is GiB of DRAM; "
-_MEASURE = "less is usable after ECC and driver reservations: measure with torch.cuda.mem_get_info()"
+# What each device reports as its total memory (nvidia-smi's "Memory-Usage" total, NVML's, which is
+# torch.cuda.mem_get_info()'s too; rocm-smi's for AMD): the datasheet's "80GB" is neither 80 GB nor 80 GiB
+# usable. Less still is left to PyTorch: the CUDA context's few hundred MiB (the overhead input) and the
+# caching allocator's reserve.
+_MODAL = "Modal's table of NVML totals (thundergolfer.com/blog/nvidia-gpu-memory-capacity, 2025-01)"
 DEVICES: tuple[Device, ...] = (
     Device(
         "seed-80gb",
         "Seed example capacity",
         "80 GB",
         80 * GB,
-        "GB",
-        "the article's decimal 80 GB (10^9 bytes), kept as the frozen scenario's capacity",
+        "the article's decimal 80 GB (10^9 bytes), kept as the frozen scenario's capacity: more than an H100 "
+        "reports (81,559 MiB = 79.65 GiB), so a verdict against it is optimistic",
+        reported=False,
     ),
-    Device("a100-40gb", "NVIDIA A100 40GB", "40GB HBM2", 40 * GIB, "GiB", "NVIDIA A100 datasheet; " + _HBM + _MEASURE),
-    Device("a100-80gb", "NVIDIA A100 80GB", "80GB HBM2e", 80 * GIB, "GiB", "NVIDIA A100 datasheet; " + _HBM + _MEASURE),
+    Device("a100-40gb", "NVIDIA A100 40GB", "40GB HBM2", 40_960 * MIB, f"nvidia-smi total 40,960 MiB: {_MODAL}"),
+    Device("a100-80gb", "NVIDIA A100 80GB", "80GB HBM2e", 81_920 * MIB, f"nvidia-smi total 81,920 MiB: {_MODAL}"),
     Device(
         "h100-80gb",
         "NVIDIA H100 SXM5 80GB",
         "80GB HBM3",
-        80 * GIB,
-        "GiB",
-        "NVIDIA H100 datasheet; 5 stacks × 16 GiB; " + _MEASURE,
+        H100_80GB,
+        f"nvidia-smi total 81,559 MiB: {_MODAL}; the same in NVIDIA/nccl#1264's nvidia-smi (driver 550.54.15)",
     ),
+    Device(
+        "h100-nvl",
+        "NVIDIA H100 NVL",
+        "94GB HBM3",
+        99_961_274_368,
+        "NVML dedicated total 99,961,274,368 B (driver 570.86.15), in fastfetch-cli/fastfetch#1658",
+    ),
+    Device("h200", "NVIDIA H200 SXM 141GB", "141GB HBM3e", 143_771 * MIB, f"nvidia-smi total 143,771 MiB: {_MODAL}"),
+    Device(
+        "b200",
+        "NVIDIA B200",
+        "180GB HBM3e",
+        183_359 * MIB,
+        "nvidia-smi total 183,359 MiB (driver 570.133.20): AWS Deep Learning AMI guide, P6-B200 instances",
+    ),
+    Device("l40s", "NVIDIA L40S", "48GB GDDR6 (ECC on)", 46_068 * MIB, f"nvidia-smi total 46,068 MiB: {_MODAL}"),
     Device(
         "mi300x",
         "AMD Instinct MI300X",
         "192GB HBM3",
-        192 * GIB,
-        "GiB",
-        "AMD MI300X datasheet; 8 stacks × 24 GiB; " + _MEASURE,
+        205_822_885_888,
+        "rocm-smi --showmeminfo vram: VRAM Total Memory 205,822,885,888 B (HIP's totalGlobalMem, the same)",
     ),
     Device(
         "rtx4090",
         "NVIDIA GeForce RTX 4090",
         "24GB GDDR6X",
-        24 * GIB,
-        "GiB",
-        "NVIDIA RTX 4090 specifications; 12 × 2 GiB GDDR6X chips; " + _MEASURE,
+        24_564 * MIB,
+        "nvidia-smi total 24,564 MiB (published nvidia-smi outputs of RTX 4090 hosts)",
     ),
 )

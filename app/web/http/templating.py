@@ -20,6 +20,7 @@ import jinja2
 from fastapi.templating import Jinja2Templates
 
 from app.ledger.models.architecture import FAMILIES
+from app.ledger.scenario import DEFAULT_SCENARIO
 from app.receipts.display import billions, gb, gib, human_bytes, human_count, integer, percent_bp
 from app.web.http.settings import Settings
 
@@ -73,6 +74,7 @@ def _environment() -> jinja2.Environment:
     env.filters.update(filters)
     env.globals["static_url"] = static_url
     env.globals["model_families"] = ", ".join(FAMILIES)  # the config.json families a paste may name
+    env.globals["seed_capacity"] = DEFAULT_SCENARIO.capacity_bytes  # the article's decimal 80 GB: named as such
     return env
 
 

@@ -43,9 +43,9 @@ class Answer:
 
 
 def device_names(capacity: int) -> tuple[str, ...]:
-    """The listed devices whose capacity is exactly ``capacity`` bytes (A100 80GB and H100 80GB
-    share 80 GiB). The seed's decimal 80 GB is a scenario's figure, not a device: it is not named."""
-    return tuple(d.title for d in DEVICES if d.capacity_bytes == capacity and d.unit == "GiB")
+    """The listed devices that report exactly ``capacity`` bytes. The seed's decimal 80 GB is a scenario's figure,
+    not a device: it is not named."""
+    return tuple(d.title for d in DEVICES if d.capacity_bytes == capacity and d.reported)
 
 
 def answer(e: Estimate) -> Answer:

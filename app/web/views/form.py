@@ -12,6 +12,7 @@ from typing import Literal
 
 from app.ledger.scenario import DEFAULT_SCENARIO, FieldError, Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS, GROUPS, Field, allowed_text
+from app.ledger.scenario.presets import H100_80GB, MIB
 from app.ledger.scenario.stacks import STACK_CHOICES, preset
 from app.receipts.display import gb, gib, human_bytes, human_count
 from app.web.http.query import DERIVED
@@ -21,7 +22,7 @@ Control = Literal["input", "select", "model"]  # a text box, fixed choices, or t
 
 # Fields that can hold a valid but implausible value (see :func:`field_notes`): each has a slot
 # beside it, ``w-<name>``, for the warning or note, which a live update refreshes out of band.
-NOTED: tuple[str, ...] = ("seq_len", "capacity_bytes", *STACK_CHOICES)
+NOTED: tuple[str, ...] = ("seq_len", "capacity_bytes", "overhead_bytes", *STACK_CHOICES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +184,9 @@ def _value_of(name: str, raw: Mapping[str, str], s: Scenario | None) -> int | No
     return value if isinstance(value, int) else None
 
 
+_SEED_CAPACITY = DEFAULT_SCENARIO.capacity_bytes  # the article's decimal 80 GB
+
+
 def field_notes(
     raw: Mapping[str, str], s: Scenario | None, errors: Mapping[str, FieldError]
 ) -> dict[str, tuple[str | None, str | None]]:
@@ -208,10 +212,16 @@ def field_notes(
                     warning = f"{shown} is only {value:,} bytes ({gb(value)}), under 1 GB — did you mean GB or GiB?"
             names = device_names(value)
             if names:
+                note = f"{value:,} B = {gib(value)} = {gb(value)}: what the {' or '.join(names)} reports (nvidia-smi)."
+            elif value == _SEED_CAPACITY:
                 note = (
-                    f"{value:,} B = {gib(value)} = {gb(value)}: the "
-                    f"{' or '.join(names)}. Its datasheet's GB are GiB (HBM comes in powers of two)."
+                    f"{value:,} B = {gib(value)}: the seed article's decimal 80 GB, not a device. An H100 80GB reports "
+                    f"{gib(H100_80GB)} ({H100_80GB // MIB:,} MiB): pick your hardware from the list."
                 )
+        elif name == "overhead_bytes":
+            if not value:
+                note = "Not declared: 0 B counted. The CUDA context alone takes a few hundred MiB a rank; type it, or "
+                note += "reconcile an observed run."
         elif name == "seq_len":
             match = _DECIMAL_SUFFIX.fullmatch(typed)
             if match:

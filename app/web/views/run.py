@@ -66,6 +66,7 @@ class Run:
     devices: tuple[str, ...]
     peak: int  # allocated
     reserve: int
+    overhead: int  # the declared runtime overhead (0: none declared, and the verdict says so)
     fits: bool
     headroom: int
     instant: str  # what sets the peak: the worst instant's name, or the declared sum
@@ -146,6 +147,7 @@ def run(e: Estimate, *, with_change: bool) -> Run:
         devices=device_names(s.capacity_bytes),
         peak=p.total,
         reserve=s.reserve_bytes,
+        overhead=s.overhead_bytes,
         fits=p.fits,
         headroom=p.headroom,
         instant=instant,

@@ -436,7 +436,9 @@ def test_the_answer_bar_names_every_stage_the_device_and_d(client: TestClient) -
         assert f"<strong>Stage {st['stage']}: {words}</strong>" in text
         assert f'data-peak="{st["peak"]["total"]}"' in text
         assert f'data-headroom="{st["headroom_bytes"]}"' in text
-    assert "on D = 1 rank of NVIDIA A100 80GB or NVIDIA H100 SXM5 80GB (85.90 GB / 80.00 GiB)" in text
+    assert "on D = 1 rank of NVIDIA A100 80GB (85.90 GB / 80.00 GiB)" in text
+    h100 = client.get("/?capacity_bytes=81559MiB&dp=1").text
+    assert "on D = 1 rank of NVIDIA H100 SXM5 80GB (85.52 GB / 79.65 GiB)" in h100
     # a capacity no listed device has is described, not named
     assert "of a device of 40.00 GB / 37.25 GiB" in client.get("/?capacity_bytes=40GB").text
 
@@ -501,7 +503,9 @@ def test_the_paste_form_under_htmx_answers_in_place(client: TestClient) -> None:
         ("capacity_bytes=512MiB", "capacity_bytes", "512MiB is only 536,870,912 bytes (0.54 GB), under 1 GB"),
         ("seq_len=4k", "seq_len", "4,000 tokens — did you mean 4Ki = 4,096?"),
         ("seq_len=1M", "seq_len", "1,000,000 tokens — did you mean 1Mi = 1,048,576?"),
-        ("capacity_bytes=80GiB", "capacity_bytes", "85,899,345,920 B = 80.00 GiB = 85.90 GB: the NVIDIA A100 80GB"),
+        ("capacity_bytes=80GiB", "capacity_bytes", "= 80.00 GiB = 85.90 GB: what the NVIDIA A100 80GB reports"),
+        ("capacity_bytes=80GB", "capacity_bytes", "the seed article's decimal 80 GB, not a device"),
+        ("overhead_bytes=0", "overhead_bytes", "Not declared: 0 B counted."),
     ],
 )
 def test_implausible_values_warn_beside_their_field(client: TestClient, query: str, slot: str, text: str) -> None:
@@ -516,7 +520,7 @@ def test_implausible_values_warn_beside_their_field(client: TestClient, query: s
 
 
 def test_no_warning_on_plausible_values_and_the_default_sequence_length_reads_4_096(client: TestClient) -> None:
-    text = client.get("/?seq_len=8192&capacity_bytes=80GB").text
+    text = client.get("/?seq_len=8192&capacity_bytes=96GB").text
     assert 'id="f-seq_len" name="seq_len" value="8,192"' in text
     assert '<div class="field-note" id="w-seq_len" role="status"></div>' in text
     assert '<div class="field-note" id="w-capacity_bytes" role="status"></div>' in text
@@ -525,7 +529,17 @@ def test_no_warning_on_plausible_values_and_the_default_sequence_length_reads_4_
     assert "80 means 80 bytes" in html.unescape(client.get("/?capacity_bytes=80&dp=0").text)
 
 
-def test_the_devices_say_why_an_80gb_h100_prints_as_85_90_gb(client: TestClient) -> None:
+def test_the_devices_say_what_an_80gb_h100_reports(client: TestClient) -> None:
     text = html.unescape(client.get("/").text)
-    assert "Why an “80GB” H100 shows as 85.90 GB" in text
-    assert "NVIDIA H100 SXM5 80GB — 80GB HBM3 read as GiB: 85.90 GB = 80.00 GiB" in text
+    assert "An H100 SXM5 80GB has 80 GiB of HBM3 and reports 81,559 MiB" in text
+    assert '<option value="81559MiB">NVIDIA H100 SXM5 80GB (80GB HBM3) reports 79.65 GiB = 85.52 GB</option>' in text
+
+
+def test_the_form_opens_with_the_stack_and_the_hardware(client: TestClient) -> None:
+    legends = re.findall(r"<legend>([^<]+)</legend>", client.get("/").text)
+    assert legends[:3] == ["Training stack", "Hardware", "Model"]
+
+
+def test_the_verdict_says_when_no_runtime_overhead_is_declared(client: TestClient) -> None:
+    assert 'id="run-overhead">Runtime overhead not declared' in client.get("/").text
+    assert 'id="run-overhead"' not in client.get("/?overhead_bytes=600MiB").text
