@@ -28,7 +28,7 @@ from app.ledger.scenario.links import canonical_query, slug
 from app.ledger.scenario.stacks import stack_choices
 from app.ledger.state.rules import CLASSES
 from app.receipts.answers import whole_estimate
-from app.receipts.csv_rows import Row, csv_records
+from app.receipts.csv_format import Row, csv_records
 from app.receipts.receipt import SCHEMA_VERSION, receipt
 
 PATH = "/compare"

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from app.ledger.estimate import Estimate
 from app.ledger.ledger import StageLedger
-from app.receipts.csv_rows import Row, csv_records
+from app.receipts.csv_format import Row, csv_records
 from app.receipts.display import GB, GIB, in_units
 
 

@@ -6,27 +6,20 @@ import csv
 import io
 import re
 import unicodedata
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.ledger.estimate import Estimate, estimate
 from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
 from app.ledger.scenario.fields import FIELDS
-from app.receipts.csv_rows import (
-    BOM,
-    COLUMNS,
-    csv_lines,
-    csv_text,
-    neutralise,
-    restore,
-    rows,
-    scenario_inputs,
-)
-from app.receipts.csv_rows import read_csv as parse_csv
+from app.receipts.csv_format import BOM, neutralise, restore
+from app.receipts.csv_format import read_csv as parse_csv
+from app.receipts.csv_rows import COLUMNS, csv_lines, csv_text, rows, scenario_inputs
 from app.receipts.receipt import receipt
 from tests.support.strategies import names, scenarios
 
@@ -143,7 +136,7 @@ def test_formula_like_name_is_neutralised(lead: str) -> None:
     for r in table:
         for value in r.values():
             if value and value.startswith(DANGEROUS):
-                int(value)  # only a (negative) number may start like a formula
+                Decimal(value)  # only a (negative) number may start like a formula
 
 
 def test_negative_headroom_stays_a_number(seed_estimate: Estimate) -> None:
@@ -185,7 +178,7 @@ def test_fullwidth_formula_name_is_neutralised(lead: str) -> None:
     for r in table:
         for value in r.values():
             if value and starts_like_a_formula(value):
-                int(value)  # only a (negative) number may start like a formula
+                Decimal(value)  # only a (negative) number may start like a formula
 
 
 @pytest.mark.parametrize(
@@ -360,3 +353,19 @@ def test_a_survivor_explains_itself_in_the_detail(seed: Scenario) -> None:
     survivor = cell[("mutation", "shard-params-stage2")]
     assert (survivor["value"], survivor["formula"]) == ("survived", "")
     assert survivor["detail"] == "survived: dp = 1: sharding is the identity"
+
+
+@settings(max_examples=30, deadline=None)
+@given(scenarios())
+def test_every_byte_count_is_also_in_gb_and_gib(s: Scenario) -> None:
+    """A reviewer reads sizes without dividing: ``gb`` and ``gib`` beside every ``bytes``, two decimals rounded
+    half up (checked here with Decimal's own rounding, not the display's integer arithmetic); none without."""
+    exact_enough = Context(prec=80)  # x ÷ 2^30 has up to 30 decimals: no rounding before the quantize
+    for r in read_csv(estimate(s)):
+        if not r["bytes"]:
+            assert r["gb"] == r["gib"] == ""
+            continue
+        exact = Decimal(int(r["bytes"]))
+        for column, unit in (("gb", 10**9), ("gib", 2**30)):
+            want = exact_enough.divide(exact, Decimal(unit)).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+            assert Decimal(r[column]) == want, (r, column)

@@ -16,7 +16,8 @@ from starlette.requests import Request
 
 from app.ledger.estimate import estimate
 from app.ledger.scenario import parse_scenario
-from app.receipts.csv_rows import csv_text, read_csv, scenario_inputs
+from app.receipts.csv_format import read_csv
+from app.receipts.csv_rows import csv_text, scenario_inputs
 from app.receipts.url import DEFAULT_BASE_URL, check_base_url
 from app.web.app import create_app
 from app.web.http.settings import Settings, public_base_url
