@@ -15,7 +15,6 @@ from typing import Any
 from app.cli.scenario_args import add_scenario_arguments, fail, scenario_from_args
 from app.interop.writers import WRITERS
 from app.ledger.scenario import Scenario
-from app.receipts.receipt import receipt
 from app.receipts.url import DEFAULT_BASE_URL, check_base_url, page_url
 
 
@@ -98,6 +97,8 @@ def _render(args: argparse.Namespace, scenario: Scenario, base_url: str) -> Iter
         return [snippet.text]
     result = estimate(scenario)
     if args.format == "json":
+        from app.receipts.receipt import receipt  # its pydantic models: only for JSON (~60 ms of start-up)
+
         return [json.dumps(receipt(result, base_url), indent=2, ensure_ascii=False) + "\n"]
     bom = args.output is not None if args.bom is None else args.bom
     if args.format == "csv":

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from app.ledger.estimate import Estimate
 from app.ledger.scenario.links import canonical_query
+from app.receipts.disclaimer import DISCLAIMER
 from app.receipts.scenario_out import ScenarioOut
 from app.receipts.sections.checks import CheckResult, Mutation, check_out, mutation_out
 from app.receipts.sections.fit import FitSection, fit_out
@@ -38,11 +39,6 @@ from app.receipts.url import DEFAULT_BASE_URL, page_url
 SCHEMA_VERSION: Final = 2
 # The `parallelism` key (issue 15 item 4) was added without a version bump, as `host` and `url` were: the
 # contract names what a receipt holds "at least", and no existing field changed its name or meaning.
-DISCLAIMER = (
-    "Exact persistent state, the seed's declared peak and, with a model, a schedule-aware peak checked "
-    "against PyTorch's own accounting (FSDPMemTracker). The lab does not predict allocator fragmentation, "
-    "kernel workspaces, throughput, or whether a particular framework version fits."
-)
 
 ActivationSource = Literal["modelled", "measured", "placeholder"]
 ParamsSource = Literal["from config", "declared"]

@@ -9,8 +9,8 @@ from app.ledger.estimate import Estimate
 from app.ledger.scenario import Scenario
 from app.ledger.state.rules import CLASSES
 from app.ledger.verify.mutants import MutationResult
+from app.receipts.disclaimer import DISCLAIMER
 from app.receipts.display import gb, gib, integer
-from app.receipts.receipt import DISCLAIMER
 from app.receipts.sections.parallelism import parallelism_shown
 
 

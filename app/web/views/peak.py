@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from app.ledger.estimate import Estimate
 from app.ledger.models.activations import ActivationLedger
 from app.ledger.scenario import Scenario
-from app.receipts.receipt import DISCLAIMER
+from app.receipts.disclaimer import DISCLAIMER
 from app.web.views.charts import PARTS, PEAK_PARTS, PeakChart, peak_chart
 
 
