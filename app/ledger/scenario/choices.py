@@ -17,7 +17,7 @@ STACK_FIELD: Any = optional(
     "Accelerate with FSDP2: the loss computed inside the model from labels=) or torchtitan (torchtitan "
     "0.3.0's Llama 3 model, its per-op selective checkpointing and its FSDP2 wrapping).",
     examples=["hf-fsdp2"],
-    json_schema_extra=form("stack", "stack", "plain-fsdp2"),
+    json_schema_extra=form("run", "stack", "plain-fsdp2"),
 )
 LOSS_FIELD: Any = optional(
     title="Where the loss runs",

@@ -338,7 +338,7 @@ class ScenarioFields(BaseModel):
         description="The device's memory per rank as it reports it (nvidia-smi, torch.cuda.mem_get_info); the "
         "list gives each device's.",
         examples=[80_000_000_000],
-        json_schema_extra=form("device", "bytes", 80_000_000_000),
+        json_schema_extra=form("run", "bytes", 80_000_000_000),
     )
     offload_optimizer: Offload = optional(
         title="Optimizer offload",

@@ -11,11 +11,12 @@ from typing import Any
 from pydantic import Field
 from pydantic.fields import FieldInfo
 
-# The form's order: what the run is trained with and on first (the answer's opening line names both), then the model.
+# The form's order: the run's stack and hardware first (the answer's opening line names both), then the model, then
+# the choices the stack presets.
 GROUPS: tuple[tuple[str, str], ...] = (
-    ("stack", "Training stack"),
-    ("device", "Hardware"),
+    ("run", "Stack and hardware"),
     ("model", "Model"),
+    ("stack", "Stack choices"),
     ("precision", "Precision and optimizer"),
     ("parallelism", "Parallelism"),
     ("schedule", "Schedule and buffers"),

@@ -157,9 +157,7 @@ def test_a_field_that_contradicts_its_reader_is_refused() -> None:
 
 def test_a_field_without_bounds_is_refused() -> None:
     class Unbounded(BaseModel):
-        dp: Plain = PydanticField(
-            None, title="D", description="d", json_schema_extra={"x-group": "device", "x-unit": ""}
-        )
+        dp: Plain = PydanticField(None, title="D", description="d", json_schema_extra={"x-group": "run", "x-unit": ""})
 
     with pytest.raises(TypeError, match="ge"):
         derive_field("dp", Unbounded.model_fields["dp"])

@@ -537,9 +537,9 @@ def test_the_devices_say_what_an_80gb_h100_reports(client: TestClient) -> None:
 
 def test_the_form_opens_with_the_stack_and_the_hardware(client: TestClient) -> None:
     legends = re.findall(r"<legend>([^<]+)</legend>", client.get("/").text)
-    assert legends[:3] == ["Training stack", "Hardware", "Model"]
+    assert legends[:3] == ["Stack and hardware", "Model", "Stack choices"]
 
 
 def test_the_verdict_says_when_no_runtime_overhead_is_declared(client: TestClient) -> None:
-    assert 'id="run-overhead">Runtime overhead not declared' in client.get("/").text
+    assert '<p class="hint" id="run-overhead">Runtime overhead not declared' in client.get("/").text
     assert 'id="run-overhead"' not in client.get("/?overhead_bytes=600MiB").text
