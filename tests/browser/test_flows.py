@@ -576,3 +576,28 @@ def test_a_paste_on_an_fsdp2_run_keeps_its_layout_and_names_what_moved_in_view(p
     notice = page.locator("#moved-inputs")
     expect(notice).to_contain_text("Scenario name")
     expect(notice).to_be_in_viewport()
+
+
+@pytest.mark.browser
+def test_after_a_paste_live_edits_keep_the_answer_and_the_console_clean(page: Page, live_server: str) -> None:
+    """Issue 28's report: after a paste the results went blank while capacity was edited, and htmx logged CSP
+    errors. A paste on the FSDP2 preset, then a capacity and a D edit as typed: the run's verdict stays in the
+    results with the new figures, and the console has no error or warning."""
+    from app.ledger.models.known import KNOWN_BY_ID
+
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda error: problems.append(f"pageerror: {error}"))
+    page.goto(live_server + "/?preset=seed-fsdp2")
+    page.locator("details.paste summary").click()
+    page.locator("#config").fill(json.dumps(dict(KNOWN_BY_ID["mistral-7b-v0.1"].config)))
+    page.get_by_role("button", name="Use this config").click()
+    expect(page).to_have_url(re.compile(r"model=cfg%3Amodel_type%3Dmistral"))
+    page.locator("#f-capacity_bytes").fill("143771MiB")  # an H200, as the list suggests it
+    expect(page).to_have_url(re.compile(r"capacity_bytes=150754820096"))
+    expect(page.locator("#run")).to_contain_text("NVIDIA H200 SXM 141GB")
+    page.locator("#f-dp").fill("16")
+    expect(page).to_have_url(re.compile(r"dp=16"))
+    expect(page.locator("#run-verdict")).to_be_visible()
+    expect(page.locator("#run")).to_contain_text("D = 16 ranks")
+    assert problems == []

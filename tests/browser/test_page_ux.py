@@ -393,3 +393,29 @@ def test_only_the_verdict_is_announced(page: Page, live_server: str) -> None:
     expect(announce).to_contain_text(page.locator("#verdict").inner_text().split(": ", 1)[1])
     page.locator("#f-dp").fill("0")
     expect(announce).to_have_text("Waiting for valid input: 1 field needs attention.")
+
+
+def test_on_a_phone_chart_text_stays_readable_and_wide_tables_scroll_in_place(
+    browser: Browser, live_server: str
+) -> None:
+    """Issue 28: chart text was ~6 CSS px on a phone, and a table in the form was cut off. At 390 × 844 no chart
+    text is under 9 px high, every table wider than its box scrolls inside it, and the page never scrolls sideways."""
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        page = ctx.new_page()
+        for url in ("/?model=llama-2-7b", "/compare?a=dp%3D8&b=dp%3D64"):
+            page.goto(live_server + url)
+            page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            tiny = page.evaluate(
+                "Array.from(document.querySelectorAll('svg text')).map(t => t.getBoundingClientRect().height)"
+                ".filter(h => h > 0 && h < 9).length"
+            )
+            assert tiny == 0, url
+            cut = page.evaluate(
+                "Array.from(document.querySelectorAll('table')).filter(t => t.scrollWidth > t.parentElement.clientWidth"
+                " && getComputedStyle(t.parentElement).overflowX !== 'auto').map(t => t.outerHTML.slice(0, 80))"
+            )
+            assert cut == [], url
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), url
+    finally:
+        ctx.close()
