@@ -23,13 +23,13 @@ from app.ledger.arithmetic import ceil_div
 from app.ledger.peak.declared import contingency, declared_subtotal, gather_bytes, max_subtotal
 from app.ledger.peak.schedule.layout import layout, not_schedulable
 from app.ledger.peak.schedule.walk import floor, largest_totals, over, totals
+from app.ledger.peak.search import boundary, largest_micro_batch, smallest
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
 from app.ledger.state.persistent import LedgerLine, persistent_lines, shard, shard_elements, width_and_copies
 from app.ledger.state.rules import CLASSES, PRODUCTION, STAGES
 
 DP_MAX = FIELD_BY_NAME["dp"].maximum
-MICRO_BATCH_MAX = FIELD_BY_NAME["micro_batch"].maximum
 CURVE_DPS: tuple[int, ...] = tuple(2**k for k in range(18))  # 1 … 131,072, a log2 axis
 
 
@@ -89,7 +89,7 @@ class _PeakModel:
 
     def largest_micro_batch(self, stage: int, activations_at: Callable[[int], int]) -> int | None:
         """The largest micro batch whose modelled activations fit at the scenario's own D."""
-        return _largest_micro_batch(lambda b: [self.subtotal(stage, self.s.dp, activations_at(b))], self.room)
+        return largest_micro_batch(lambda b: [self.subtotal(stage, self.s.dp, activations_at(b))], self.room)
 
     def curve(self, activations: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """All four stages' peaks at each D of ``CURVE_DPS``."""
@@ -144,7 +144,7 @@ class _PeakModel:
         assert low is not None  # the tightening started from it
         high = self.smallest_dp_without_gather(3, activations + (1 + s.prefetch) * s.gather_bytes * s.unit_params)
         cap = s.allocatable_bytes
-        found = _smallest(lambda d: self.peak(3, d, activations) <= cap, low, DP_MAX if high is None else high)
+        found = smallest(lambda d: self.peak(3, d, activations) <= cap, low, DP_MAX if high is None else high)
         if found is None or self.step == 1:
             return found
         dp = ceil_div(found, self.step) * self.step  # the groups must divide D
@@ -158,42 +158,13 @@ class _PeakModel:
         def fits(k: int) -> bool:
             return declared_subtotal(self.s, self.persistent(stage, k * step), 0, activations) <= self.room
 
-        k = _smallest(fits, 1, DP_MAX // step)
+        k = smallest(fits, 1, DP_MAX // step)
         return None if k is None else k * step
 
 
 # Tightening steps before the stage-3 search falls back to bisection: of 80,000 random scenarios
 # one needed more than 22 steps (90).
 _TIGHTEN = 128
-
-
-def _smallest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
-    """The smallest x in [low, high] with fits(x), searching for the boundary by bisection."""
-    if fits(low):
-        return low
-    if not fits(high):
-        return None
-    return _boundary(fits, low, high)
-
-
-def _boundary(fits: Callable[[int], bool], low: int, high: int) -> int:
-    """The smallest x in (low, high] with fits(x), where fits(high) and not fits(low) are known."""
-    while high - low > 1:
-        mid = (low + high) // 2
-        if fits(mid):
-            high = mid
-        else:
-            low = mid
-    return high
-
-
-def _largest(fits: Callable[[int], bool], low: int, high: int) -> int | None:
-    """The largest x in [low, high] with fits(x), for a predicate that only turns false: one
-    before the first x that does not fit."""
-    first_miss = _smallest(lambda x: not fits(x), low, high)
-    if first_miss is None:
-        return high
-    return first_miss - 1 if first_miss > low else None
 
 
 class _SchedulePeak:
@@ -281,9 +252,10 @@ class _SchedulePeak:
         assert unpadded == list(CURVE_DPS[1 : 1 + len(unpadded)]), "divisible by 2D, a dimension is divisible by D"
         runs = {1: list(CURVE_DPS), 2: list(CURVE_DPS), 3: unpadded}
         peaks = {stage: dict(zip(dps, self._largest(stage, dps), strict=True)) for stage, dps in runs.items()}
-        return tuple(
-            (dp, (replicated, peaks[1][dp], peaks[2][dp], peaks[3].get(dp) or self.peak(3, dp))) for dp in CURVE_DPS
-        )
+        for dp in CURVE_DPS[1 + len(unpadded) :]:  # past the unpadded run: each degree walked whole
+            peaks[3][dp] = self.peak(3, dp)
+        peaks[3][CURVE_DPS[0]] = self.peak(3, CURVE_DPS[0])  # D = 1: no all-gather output, a step of its own
+        return tuple((dp, (replicated, peaks[1][dp], peaks[2][dp], peaks[3][dp])) for dp in CURVE_DPS)
 
     def _largest(self, stage: int, dps: list[int]) -> list[int]:
         """The stage's peaks at ``dps``, along which no instant grows (:func:`largest_totals`)."""
@@ -305,60 +277,30 @@ class _SchedulePeak:
             # the curve's points bracket the answer: the last that does not fit and the first that does
             if first_fit is None or first_fit == 1:
                 return first_fit  # none fits, not even DP_MAX (the curve's last point); or D = 1 does
-            return _boundary(lambda d: self.fits(stage, d), first_fit // 2, first_fit)
+            return boundary(lambda d: self.fits(stage, d), first_fit // 2, first_fit)
         first_fit = DP_MAX if first_fit is None else first_fit
         if curve[0][1][3] <= cap:
             return 1
-        low = _smallest(lambda d: self.peak(3, d, padded=False) <= cap, 2, max(2, first_fit))
+        low = smallest(lambda d: self.peak(3, d, padded=False) <= cap, 2, max(2, first_fit))
         if low is None:
             return None
         # The floor never grows with D either (every term a shard, padded or not, ⌈x ÷ D⌉ rows or elements):
         # bisect where it first fits, so that a MoE model whose padded experts fit at no D costs ~17 checks.
-        floor_low = _smallest(lambda d: self.floor_fits(3, d), low, DP_MAX)
+        floor_low = smallest(lambda d: self.floor_fits(3, d), low, DP_MAX)
         if floor_low is None:
             return None
         for dp in range(floor_low, min(low + _SCAN, DP_MAX + 1)):
             if self.fits(3, dp):
                 return dp
-        return _smallest(lambda d: self.fits(3, d), max(floor_low, min(low + _SCAN, DP_MAX)), DP_MAX)
+        return smallest(lambda d: self.fits(3, d), max(floor_low, min(low + _SCAN, DP_MAX)), DP_MAX)
 
     def largest_micro_batch(self, stage: int) -> int | None:
         """The largest micro batch that fits at the scenario's own D, from each instant's totals."""
         dp = self.s.dp
-        return _largest_micro_batch(lambda b: self.walked(stage, dp, b), self.room, lambda b: self.fits(stage, dp, b))
-
-
-def _largest_micro_batch(
-    totals_at: Callable[[int], list[int]], room: int, fits_at: Callable[[int], bool] | None = None
-) -> int | None:
-    """The largest micro batch b whose totals (before contingency) at b, ``totals_at(b)``, all stay within
-    ``room`` (:func:`max_subtotal`). The peak never falls as b grows, and each total is linear in b up to
-    rounding (each activation, logits and temporary term is a multiple of b): the totals at b = 1 and 2 give
-    each one's line, the lines give a guess, and a few exact evaluations around it settle the answer (a
-    bisection over 1 … 4,096 when they do not; any guess gives the same answer, a good one fewer walks).
-    ``fits_at(b)``, when given, says the same as the totals at b (with fewer sums: :meth:`_SchedulePeak.fits`)."""
-
-    def fits(b: int) -> bool:
-        return fits_at(b) if fits_at is not None else max(totals_at(b)) <= room
-
-    at_ones = totals_at(1)
-    if max(at_ones) > room:  # not even one sequence fits
-        return None
-    guess = MICRO_BATCH_MAX
-    for at_one, at_two in zip(at_ones, totals_at(2), strict=True):
-        if at_two > at_one:
-            guess = min(guess, 1 + (room - at_one) // (at_two - at_one))
-    guess = max(1, min(guess, MICRO_BATCH_MAX))
-    if fits(guess) and (guess == MICRO_BATCH_MAX or not fits(guess + 1)):
-        return guess  # the usual case: the lines are exact
-    low, high = max(1, guess - _NEAR), min(MICRO_BATCH_MAX, guess + _NEAR)
-    if fits(low) and (not fits(high) or high == MICRO_BATCH_MAX):
-        return _largest(fits, low, high)
-    return _largest(fits, 1, MICRO_BATCH_MAX)
+        return largest_micro_batch(lambda b: self.walked(stage, dp, b), self.room, lambda b: self.fits(stage, dp, b))
 
 
 _SCAN = 256  # stage 3 with a model: degrees searched up from the unpadded bound before bisecting
-_NEAR = 4  # micro batches either side of the linear guess searched exactly
 
 
 # Sized for a workshop: 200 attendees each edit D (the most common edit) a few seconds after their last
