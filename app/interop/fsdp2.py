@@ -11,6 +11,7 @@ from __future__ import annotations
 from app.interop.snippet import Snippet
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.links import link
+from app.ledger.scenario.stacks import STACK_STAGES
 
 __all__ = ["fsdp2_snippet"]
 
@@ -54,7 +55,7 @@ def _reshard(s: Scenario, notes: list[str]) -> bool:
             "stage 2: the layers keep their gathered parameters from forward to backward "
             "(reshard_after_forward=False), FSDP2's nearest to ZeRO-2"
         )
-    elif s.stage < 2:
+    elif s.stage not in STACK_STAGES[s.stack]:
         closer = "DDP" if s.stage == 0 else "ZeRO-1"
         notes.append(
             f"stage {s.stage}: FSDP2 shards parameters, so it cannot keep them replicated ({closer} is "

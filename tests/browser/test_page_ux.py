@@ -58,7 +58,9 @@ def test_the_verdict_is_above_the_fold_on_a_projector(projector: Page, live_serv
         assert box is not None and box["y"] + box["height"] <= 480, (first, box)
     expect(page.locator("#run-verdict")).to_contain_text("Does not fit")
     verdict = page.locator("#verdict")
-    expect(verdict).to_contain_text("No stage fits on D = 8 ranks of NVIDIA H100 SXM5 80GB (85.52 GB / 79.65 GiB)")
+    expect(verdict).to_contain_text(
+        "No stage plain-fsdp2 runs fits on D = 8 ranks of NVIDIA H100 SXM5 80GB (85.52 GB / 79.65 GiB)"
+    )
     # Every stage's fit in words (the ✓/✗ are decoration), with peak and overshoot in GB and GiB.
     stages = page.locator(".stage-verdicts li")
     expect(stages).to_have_count(4)
@@ -91,10 +93,12 @@ def test_the_answer_bar_on_a_wide_screen_and_a_phone(browser: Browser, live_serv
         ))  # fmt: skip
         assert left[0] < left[1]
         expect(page.locator("#verdict")).to_have_text(
-            "The ZeRO stages compared (DeepSpeed runs each; FSDP2\u2019s fully_shard is stage 3): "
-            "Stage 1 is the least complex stage that fits on D = 8 ranks of NVIDIA A100"
-            " 80GB (85.90 GB / 80.00 GiB): peak 58.50 GB / 54.48 GiB, headroom 27.40 GB / 25.52 GiB. Compared with the"
-            " capacity: the allocated peak (no allocator reserve given)."
+            "The ZeRO stages compared (DeepSpeed runs each; FSDP2\u2019s fully_shard runs stage 3, and stage 2 with"
+            " reshard_after_forward=False): Stage 2 is the least complex stage plain-fsdp2 runs that fits on D = 8"
+            " ranks of NVIDIA A100 80GB (85.90 GB / 80.00 GiB): peak 46.25 GB / 43.07 GiB, headroom 39.65 GB / 36.93"
+            " GiB. DeepSpeed\u2019s stage 1 (replicated parameters, which FSDP2 cannot keep) fits too: peak 58.50 GB"
+            " / 54.48 GiB, headroom 27.40 GB / 25.52 GiB. Compared with the capacity: the allocated peak (no allocator"
+            " reserve given)."
         )
         expect(page.locator('.stage-verdicts li[data-stage="0"]')).to_contain_text("Stage 0: does not fit")
         expect(page.locator('.stage-verdicts li[data-stage="3"]')).to_contain_text("Stage 3: fits")

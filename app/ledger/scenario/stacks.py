@@ -7,6 +7,7 @@ says which choices came from the stack. Each preset cites the code of the versio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import get_args
 
@@ -236,3 +237,16 @@ def stack_choices(stack: str, values: dict[str, str | int]) -> tuple[StackChoice
         if given is not None:
             out.append(StackChoice(name, values[name], given.value, given.evidence))
     return tuple(out)
+
+
+# The ZeRO stages a stack can run. Every stack here shards with FSDP2's fully_shard (torch 2.13,
+# torch/distributed/fsdp/_fully_shard/_fully_shard.py): stage 3 is its default (reshard_after_forward=True), stage 2
+# its reshard_after_forward=False (each unit keeps its gathered parameters from forward to backward). Its
+# parameters are sharded between steps whatever it is given, so stages 0 and 1 (parameters replicated: DDP, ZeRO-1)
+# are DeepSpeed's, not FSDP2's. The comparison still shows all four; a recommendation is made among these.
+STACK_STAGES: dict[str, tuple[int, ...]] = dict.fromkeys(STACKS, (2, 3))
+
+
+def least_stage(stack: str, fits: Sequence[bool]) -> int | None:
+    """The least complex stage ``stack`` can run whose peak fits (``fits`` per stage 0 … 3); None when none does."""
+    return next((stage for stage in STACK_STAGES[stack] if fits[stage]), None)

@@ -11,13 +11,12 @@ from starlette.requests import Request
 from app.receipts.url import DEFAULT_BASE_URL, check_base_url
 from app.trace.queue import check_queue_url, queue_url
 from app.trace.store import default_trace_cache, trace_cache_from_env
-
-ROOT = Path(__file__).resolve().parents[3]
+from app.web.http.assets import STATIC_DIR
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    static_dir: Path = ROOT / "static"
+    static_dir: Path = STATIC_DIR
     max_query_chars: int = 2048
     # /compare, /compare.json, /compare.csv carry two canonical queries (each up to 2,048 characters,
     # at most three times as long once percent-encoded inside a=…&b=…): their own, wider cap.

@@ -22,9 +22,8 @@ from fastapi.templating import Jinja2Templates
 from app.ledger.models.architecture import FAMILIES
 from app.ledger.scenario import DEFAULT_SCENARIO
 from app.receipts.display import billions, gb, gib, human_bytes, human_count, integer, percent_bp
+from app.web.http.assets import TEMPLATES_DIR
 from app.web.http.settings import Settings
-
-TEMPLATES_DIR = Path(__file__).resolve().parents[3] / "templates"
 
 
 @cache

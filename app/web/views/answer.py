@@ -1,5 +1,6 @@
-"""``partials/_answer.html``: the verdict first, the least complex stage that fits and every stage's
-peak and headroom, on D ranks of a device whose name the capacity gives when it is a listed one."""
+"""``partials/_answer.html``: the verdict first, the least complex stage the run's stack can run that fits (and a
+less complex one only DeepSpeed runs, when that fits too) and every stage's peak and headroom, on D ranks of a
+device whose name the capacity gives when it is a listed one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from app.ledger.estimate import Estimate
 from app.ledger.peak.schedule.instants import CATEGORY_INDEX
 from app.ledger.scenario.presets import DEVICES
+from app.ledger.scenario.stacks import STACK_STAGES, least_stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,14 +21,16 @@ class StageVerdict:
     fits: bool
     peak: int
     headroom: int
+    in_stack: bool  # whether the run's stack can run this stage (FSDP2: 2 and 3)
 
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """``_answer.html``: the least complex stage that fits (or the smallest peak when none does),
-    every stage's verdict, and what it runs on: D ranks of a device of ``capacity`` bytes."""
+    """``_answer.html``: the least complex stage the stack can run that fits (or the smallest peak when none
+    does), every stage's verdict, and what it runs on: D ranks of a device of ``capacity`` bytes."""
 
-    fits_stage: int | None
+    stack: str
+    fits_stage: int | None  # among the stack's stages (STACK_STAGES)
     fits_peak: int
     fits_headroom: int
     smallest_peak: int  # stage 3's, the smallest of all
@@ -38,6 +42,8 @@ class Answer:
     stage_run: int  # the stage the scenario says the run uses (marked in the list)
     reserve: int  # the allocator reserve the verdict adds to the allocated peak (0: none given)
     reserve_source: str  # measured | declared
+    # A less complex stage outside the stack (DeepSpeed's) that fits too, or fits where none of the stack's does
+    elsewhere: StageVerdict | None = None
     # Why stages 1 and 2 peak alike, when they do (a figure that looks wrong without it): None otherwise
     alike: str | None = None
 
@@ -50,21 +56,32 @@ def device_names(capacity: int) -> tuple[str, ...]:
 
 def answer(e: Estimate) -> Answer:
     stages = e.ledger.stages
-    least = next((st for st in stages if st.peak.fits), None)
     s = e.scenario
+    fits = [st.peak.fits for st in stages]
+    chosen = least_stage(s.stack, fits)
+    least = stages[chosen] if chosen is not None else None
+    verdicts = tuple(
+        StageVerdict(st.stage, st.peak.fits, st.peak.total, st.peak.headroom, st.stage in STACK_STAGES[s.stack])
+        for st in stages
+    )
+    anywhere = next((v for v in verdicts if v.fits), None)
     return Answer(
+        stack=s.stack,
         fits_stage=least.stage if least else None,
         fits_peak=least.peak.total if least else 0,
         fits_headroom=least.peak.headroom if least else 0,
         smallest_peak=stages[3].peak.total,
         smallest_headroom=stages[3].peak.headroom,
-        stages=tuple(StageVerdict(st.stage, st.peak.fits, st.peak.total, st.peak.headroom) for st in stages),
+        stages=verdicts,
         dp=s.dp,
         capacity=s.capacity_bytes,
         devices=device_names(s.capacity_bytes),
         stage_run=s.stage,
         reserve=s.reserve_bytes,
         reserve_source=s.reserve_source,
+        elsewhere=anywhere
+        if anywhere is not None and not anywhere.in_stack and (chosen is None or anywhere.stage < chosen)
+        else None,
         alike=_alike(e),
     )
 

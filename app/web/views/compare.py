@@ -13,6 +13,7 @@ from app.ledger.scenario import FieldError, Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME, FIELDS
 from app.ledger.scenario.links import canonical_query
 from app.ledger.scenario.presets import DEVICES
+from app.ledger.scenario.stacks import least_stage
 from app.receipts.compare import PATH, Comparison
 from app.web.views.charts import PARTS
 from app.web.views.form import DERIVED_ORDER, derived_hint, display_value, field_groups, form_fields
@@ -72,7 +73,9 @@ def _field_error(e: SideError) -> FieldError:
 
 
 def _least_fitting(c: Comparison, side: str) -> int | None:
-    return next((st.stage for st in c.stages if (st.fits_a if side == "a" else st.fits_b)), None)
+    """The least complex stage the side's stack runs that fits."""
+    stack = c.a.stack if side == "a" else c.b.stack
+    return least_stage(stack, [st.fits_a if side == "a" else st.fits_b for st in c.stages])
 
 
 def _changes(c: Comparison) -> list[tuple[str, str, str]]:

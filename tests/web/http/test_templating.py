@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.ledger.scenario import FieldError
-from app.web.http.templating import TEMPLATES_DIR, templates
+from app.web.http.assets import TEMPLATES_DIR
+from app.web.http.templating import templates
 from app.web.views.form import form_field
 from tests.support import paths
 
