@@ -14,7 +14,7 @@ from typing import Any, cast
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-from playwright.sync_api import ConsoleMessage, Page, Response, expect
+from playwright.sync_api import Browser, ConsoleMessage, Page, Response, expect
 
 pytestmark = pytest.mark.browser
 
@@ -139,3 +139,33 @@ def test_a_bad_side_in_the_link_is_shown_inline(page: Page, live_server: str) ->
     response = page.goto(live_server + compare_path("dp=0", "dp=64"))
     assert response is not None and response.status == 422
     expect(page.locator("#comparison [role=alert]")).to_contain_text("a.dp: 0 is out of range")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), [("dp=8", "dp=64"), ("model=llama-2-70b&dp=64", "model=llama-2-70b&dp=8")], ids=["seed", "70b"]
+)
+def test_the_comparison_tables_fit_a_phone(browser: Browser, live_server: str, a: str, b: str) -> None:
+    """At 390 × 844 the A | B | B − A tables fit the screen (issue 28, item 9: they scrolled sideways inside their
+    boxes): the exact bytes wrap after a thousands comma, the stage headers turn sideways, the type steps down. The
+    exact bytes are all still there, and the page itself does not scroll sideways."""
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = ctx.new_page()
+    try:
+        page.goto(live_server + compare_path(a, b))
+        regions = page.locator("#comparison .scroll")
+        expect(regions).to_have_count(3)
+        for i in range(3):
+            region = regions.nth(i)
+            widths = cast(list[int], region.evaluate("el => [el.clientWidth, el.scrollWidth]"))
+            assert widths[1] <= widths[0], (region.get_attribute("aria-label"), widths)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        wrong = page.evaluate(
+            """() => [...document.querySelectorAll('#comparison td[data-bytes]')]
+                .map(td => [td.dataset.bytes.replace('-', ''),
+                            td.querySelector('.raw').textContent.replace(/[^0-9]/g, '')])
+                .filter(([bytes, shown]) => bytes !== shown)"""
+        )
+        assert wrong == [], wrong[:3]
+        assert len(dom_cells(page)) > 100
+    finally:
+        ctx.close()

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 
 from app.ledger.estimate import estimate
 from app.ledger.peak.fit import CURVE_DPS
-from app.ledger.scenario import Scenario
+from app.ledger.scenario import Scenario, parse_scenario
 from app.receipts.display import gb
 from app.web.http.templating import templates
 from app.web.views.charts import (
@@ -274,3 +274,21 @@ def test_the_current_d_is_marked_with_each_stage_s_peak_there(s: Scenario) -> No
     anchor = capacity.get("text-anchor", "")
     assert _label_fits(int(capacity.get("x", "")), anchor, capacity.text, chart.width, LABEL_SIZE)
     assert (anchor == "start") == (x * 2 > chart.left + chart.right)  # on the side away from the marker
+
+
+def test_a_total_the_capacity_line_crosses_is_painted_over_it_with_a_halo() -> None:
+    """The seed on a 60 GB device: stage 1's 58.50 GB total starts left of the 60 GB line and runs across it. SVG
+    paints in document order, so the line comes before every total, and the totals' halo in the page colour
+    (static/app.css) keeps the line off their glyphs."""
+    s = parse_scenario({"capacity_bytes": 60 * 10**9})
+    chart = peak_chart(estimate(s).ledger, s.capacity_bytes)
+    stage1 = chart.bars[1]
+    assert stage1.total_x < chart.capacity_x < stage1.total_x + 40  # the label's first glyphs straddle the line
+    root = _svg(str(CHARTS.peak_chart(chart)))
+    order = [el.get("class") or "" for el in root if el.tag in (f"{SVG}line", f"{SVG}text")]
+    line = order.index("capacity")
+    totals = [i for i, name in enumerate(order) if name.startswith("total ")]
+    assert len(totals) == 4 and min(totals) > line, order
+    css = (paths.ROOT / "static" / "app.css").read_text(encoding="utf-8")
+    halo = re.search(r"\.chart \.total \{[^}]*paint-order: stroke;[^}]*stroke: var\(--bg\)", css)
+    assert halo is not None
