@@ -38,13 +38,16 @@ def add_worker_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
 def run_worker_command(args: argparse.Namespace) -> int:
     from app.trace import INSTALL_HINT, torch_installed
-    from app.trace.queue import describe, make_huey, queue_url
+    from app.trace.queue import check_reachable, describe, make_huey, queue_url
     from app.trace.runner import TraceRunner, cache_version
-    from app.trace.store import trace_cache_from_env
+    from app.trace.store import check_writable, trace_cache_from_env
     from app.trace.worker import run_worker
 
     try:
-        url = queue_url(trace_cache_from_env().parent)
+        cache = trace_cache_from_env()
+        url = queue_url(cache.parent)
+        check_writable(cache.parent, "ZERO3_LAB_TRACE_CACHE")  # each trace's report goes to the cache
+        check_reachable(url)
     except ValueError as exc:
         print(f"zero3-lab worker: {exc}", file=sys.stderr)
         return 2

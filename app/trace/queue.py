@@ -28,10 +28,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import redis
 from huey import Huey, RedisHuey
 from huey.storage import SqliteStorage
 
 from app.trace.sqlite_files import move_aside, same_file, unreadable
+from app.trace.store import check_writable
 
 NAME = "zero3-lab-traces"
 ENV = "ZERO3_LAB_QUEUE"
@@ -110,6 +112,22 @@ def make_huey(url: str) -> Huey:
         return RedisHuey(NAME, url=url)
     # the tables are made on first use, not here: a page that builds the queue must not fail for its file
     return Huey(NAME, storage_class=HealingSqliteStorage, filename=url.removeprefix("sqlite:///"), create_tables=False)
+
+
+def check_reachable(url: str, timeout_s: float = 3.0) -> None:
+    """At start: ``ValueError`` naming the setting when the queue cannot be used — a Redis that does not answer a
+    PING within ``timeout_s``, or a SQLite file whose folder cannot be written."""
+    if not url.startswith(REDIS_SCHEMES):
+        setting = ENV if os.environ.get(ENV, "").strip() else "ZERO3_LAB_TRACE_CACHE (the queue's file is beside it)"
+        check_writable(Path(url.removeprefix("sqlite:///")).parent, setting)
+        return
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ValueError(f"{ENV} = {describe(url)}: no Redis answers there ({exc})") from None
+    finally:
+        client.close()
 
 
 def release(huey: Huey) -> None:

@@ -74,6 +74,19 @@ def trace_cache_from_env() -> Path:
     return Path(cache) if cache else default_trace_cache()
 
 
+def check_writable(folder: Path, setting: str) -> None:
+    """At start, not at the first trace: ``ValueError`` naming ``setting`` when ``folder`` cannot be made or written
+    (a container's data volume mounted read-only, a path under a read-only root)."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{setting}: {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{setting}: {folder} cannot be written ({exc.strerror or exc})") from None
+
+
 class StoreError(Exception):
     """The cache cannot be written (its folder or file is not writable, the disk is full, …)."""
 
