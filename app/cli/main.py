@@ -46,11 +46,11 @@ def _serve_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     p.add_argument(
         "--trace-workers",
-        type=int,
-        choices=range(MAX_WORKERS + 1),
-        default=1,
+        type=_bounded(0, MAX_WORKERS, "ZERO3_LAB_TRACE_WORKERS"),
+        default=os.environ.get("ZERO3_LAB_TRACE_WORKERS", "").strip() or "1",
         metavar=f"0…{MAX_WORKERS}",
-        help="trace workers this server starts and supervises (default 1; 0 where `zero3-lab worker` runs elsewhere)",
+        help="trace workers this server starts and supervises (default $ZERO3_LAB_TRACE_WORKERS, else 1; 0 where "
+        "`zero3-lab worker` runs elsewhere)",
     )
     p.add_argument("--reload", action="store_true")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request (benchmarks)")

@@ -40,14 +40,12 @@ def run_worker_command(args: argparse.Namespace) -> int:
     from app.trace import INSTALL_HINT, torch_installed
     from app.trace.queue import check_reachable, describe, make_huey, queue_url
     from app.trace.runner import TraceRunner, cache_version
-    from app.trace.store import check_writable, trace_cache_from_env
+    from app.trace.store import trace_cache_from_env
     from app.trace.worker import run_worker
 
     try:
-        cache = trace_cache_from_env()
-        url = queue_url(cache.parent)
-        check_writable(cache.parent, "ZERO3_LAB_TRACE_CACHE")  # each trace's report goes to the cache
-        check_reachable(url)
+        url = queue_url(trace_cache_from_env().parent)
+        check_reachable(url)  # a worker writes only to its queue (the web server keeps the trace cache)
     except ValueError as exc:
         print(f"zero3-lab worker: {exc}", file=sys.stderr)
         return 2

@@ -36,6 +36,7 @@ def test_host_port_and_workers_default_to_the_environment(monkeypatch: pytest.Mo
     monkeypatch.setenv("ZERO3_LAB_HOST", "0.0.0.0")
     monkeypatch.setenv("ZERO3_LAB_PORT", "8123")
     monkeypatch.setenv("ZERO3_LAB_WORKERS", "3")
+    monkeypatch.setenv("ZERO3_LAB_TRACE_WORKERS", "0")
     args = build_parser().parse_args(["serve"])
     assert (args.host, args.port, args.workers) == ("0.0.0.0", 8123, 3)
     flags = build_parser().parse_args(["serve", "--port", "9000", "--workers", "2"])
@@ -64,7 +65,10 @@ def test_a_worker_whose_cache_cannot_be_written_stops_with_one_line(tmp_path: Pa
     blocker.write_text("not a folder", encoding="utf-8")
     done = _run({"ZERO3_LAB_TRACE_CACHE": str(blocker / "traces.sqlite3")}, "worker")
     assert done.returncode == 2
-    assert done.stderr.strip() == f"zero3-lab worker: ZERO3_LAB_TRACE_CACHE: {blocker} is a file, not a folder"
+    assert (
+        done.stderr.strip()
+        == f"zero3-lab worker: ZERO3_LAB_TRACE_CACHE (the queue's file is beside it): {blocker} is a file, not a folder"
+    )
 
 
 @pytest.mark.skipif(not torch_installed(), reason="without the trace extra serve writes no trace, so it checks nothing")
