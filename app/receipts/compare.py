@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
-from app.ledger.scenario import Scenario
+from app.ledger.estimate import run_stage_peak
+from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.ledger.scenario.fields import FIELDS
 from app.ledger.scenario.links import canonical_query, slug
 from app.ledger.scenario.stacks import stack_choices
@@ -100,6 +101,10 @@ class InputChange:
     # For a choice a side's stack decides: "stack" (that side has its stack's value) or "set"; else None.
     a_source: str | None = None
     b_source: str | None = None
+    # B's edit alone on A: the peak at the stage A-with-this-edit runs, minus A's (None: the input only follows
+    # another one, as N follows the model, or A cannot take the edit alone: ``alone_error`` says why).
+    alone: int | None = None
+    alone_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,12 +180,38 @@ def compare(a: Scenario, b: Scenario) -> Comparison:
     ra, rb = receipt(whole_estimate(a)), receipt(whole_estimate(b))
     stages = tuple(_stage(i, sa, sb) for i, (sa, sb) in enumerate(zip(ra["stages"], rb["stages"], strict=True)))
     sources_a, sources_b = _choice_sources(a), _choice_sources(b)
+    alone = _each_alone(a, b)
     inputs = tuple(
-        InputChange(f.name, getattr(a, f.name), getattr(b, f.name), sources_a.get(f.name), sources_b.get(f.name))
+        InputChange(
+            f.name,
+            getattr(a, f.name),
+            getattr(b, f.name),
+            sources_a.get(f.name),
+            sources_b.get(f.name),
+            *alone.get(f.name, (None, None)),
+        )
         for f in FIELDS
         if getattr(a, f.name) != getattr(b, f.name) and not _follows_dp(f.name, a, b)
     )
     return Comparison(a, b, ra, rb, stages, inputs)
+
+
+def _each_alone(a: Scenario, b: Scenario) -> dict[str, tuple[int | None, str | None]]:
+    """Each input B typed differently from A (its canonical link's), applied alone to A: the peak it moves at the
+    stage that run uses, or why A cannot take it alone. One estimate of one stage per edit, and at most one edit per
+    field: bounded by the form, not by anything typed."""
+    qa, qb = dict(parse_qsl(canonical_query(a))), dict(parse_qsl(canonical_query(b)))
+    base = run_stage_peak(a)
+    out: dict[str, tuple[int | None, str | None]] = {}
+    for name in (f.name for f in FIELDS):
+        if name == "name" or qa.get(name) == qb.get(name):
+            continue
+        edited = {k: v for k, v in qa.items() if k != name} | ({name: qb[name]} if name in qb else {})
+        try:
+            out[name] = (run_stage_peak(parse_scenario(edited)) - base, None)
+        except ScenarioError as exc:
+            out[name] = (None, "; ".join(f"{e.field}: {e.message}" for e in exc.errors))
+    return out
 
 
 def _choice_sources(s: Scenario) -> dict[str, str]:
@@ -221,7 +252,16 @@ def comparison_json(c: Comparison, base: str = "") -> dict[str, Any]:
         "b": _side_json(c.b_receipt),
         "diff": {
             "inputs": [
-                {"name": i.name, "a": i.a, "b": i.b, "a_source": i.a_source, "b_source": i.b_source} for i in c.inputs
+                {
+                    "name": i.name,
+                    "a": i.a,
+                    "b": i.b,
+                    "a_source": i.a_source,
+                    "b_source": i.b_source,
+                    "peak_alone_bytes": i.alone,
+                    "alone_error": i.alone_error,
+                }
+                for i in c.inputs
             ],
             "stages": [
                 {
@@ -248,7 +288,8 @@ def _fits(fits: bool) -> str:
 
 def csv_rows(c: Comparison) -> Iterator[Row]:
     """``side,stage,ledger,category,bytes,value``: each side's inputs (ledger ``input``) and figures,
-    then the differences (side ``diff``, bytes = b − a)."""
+    then the differences (side ``diff``, bytes = b − a), then each edit alone (side ``alone``, ledger ``input``: the
+    peak the edit moves by itself on A, or why A cannot take it)."""
     for side, s in (("a", c.a), ("b", c.b)):
         for f in FIELDS:
             value = getattr(s, f.name)
@@ -263,6 +304,10 @@ def csv_rows(c: Comparison) -> Iterator[Row]:
                 figure = {"a": d.a, "b": d.b, "diff": d.diff}[side]
                 yield {"side": side, "stage": st.stage, "ledger": d.ledger, "category": d.category,
                        "bytes": figure, "value": value}  # fmt: skip
+    for i in c.inputs:
+        if i.alone is not None or i.alone_error:
+            yield {"side": "alone", "ledger": "input", "category": i.name,
+                   "bytes": "" if i.alone is None else i.alone, "value": i.alone_error or ""}  # fmt: skip
 
 
 def csv_lines(c: Comparison, *, bom: bool = False) -> Iterator[str]:

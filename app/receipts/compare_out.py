@@ -93,6 +93,11 @@ class InputChange(Strict):
         description="for a choice A's training stack decides: stack (A has the stack's value) or set; else null"
     )
     b_source: ChoiceSource | None = Field(description="the same for B")
+    peak_alone_bytes: int | None = Field(
+        description="B's edit of this input alone, applied to A: the peak at the stage that run uses minus A's "
+        "(null: the input only follows another, as params follows the model, or A cannot take it alone)"
+    )
+    alone_error: str | None = Field(description="why A cannot take this edit alone (the fields refused); else null")
 
 
 class ComparisonDiff(Strict):

@@ -63,7 +63,9 @@ def test_the_comparison_says_which_side_took_its_stacks_value() -> None:
     ComparisonOut.model_validate(data)  # the schema /openapi.json documents
     changes = {i["name"]: i for i in data["diff"]["inputs"]}
     assert changes["wrap"] == {"name": "wrap", "a": "root", "b": "embed-tail", "a_source": "stack",
-                               "b_source": "stack"}  # fmt: skip
+                               "b_source": "stack", "peak_alone_bytes": None, "alone_error": None}  # fmt: skip
+    # wrap only follows the stack (B never typed it): the stack is the edit, and moves the peak by itself
+    assert changes["stack"]["peak_alone_bytes"] is not None
     assert "loss" not in changes  # outside on both sides: plain's by its stack, B's set over hf-fsdp2's
     assert changes["param_bytes"]["b_source"] == "stack"
     assert changes["stack"]["a_source"] is None

@@ -78,16 +78,22 @@ def _least_fitting(c: Comparison, side: str) -> int | None:
     return least_stage(stack, [st.fits_a if side == "a" else st.fits_b for st in c.stages])
 
 
-def _changes(c: Comparison) -> list[tuple[str, str, str]]:
+def _changes(c: Comparison) -> list[tuple[str, str, str, int | None, str | None]]:
     def shown(name: str, value: int | str) -> str:
         text = display_value(FIELD_BY_NAME[name], value)
-        return text if isinstance(value, str) or text == str(value) else f"{text} ({value:,})"
+        return text if isinstance(value, str) or text.replace(",", "") == str(value) else f"{text} ({value:,})"
 
     def origin(source: str | None, stack: str) -> str:
         return {"stack": f" — {stack}'s", "set": f" — set over {stack}'s"}.get(source or "", "")
 
     return [
-        (i.name, shown(i.name, i.a) + origin(i.a_source, c.a.stack), shown(i.name, i.b) + origin(i.b_source, c.b.stack))
+        (
+            i.name,
+            shown(i.name, i.a) + origin(i.a_source, c.a.stack),
+            shown(i.name, i.b) + origin(i.b_source, c.b.stack),
+            i.alone,
+            i.alone_error,
+        )
         for i in c.inputs
     ]
 

@@ -159,7 +159,10 @@ def test_json_twin_d8_against_d64(client: TestClient) -> None:
     assert body["a"]["stages"][3]["persistent"]["total"] == 14_000_000_000
     assert body["b"]["stages"][3]["persistent"]["total"] == 1_750_000_000
     assert body["diff"]["stages"][3]["persistent"]["total"] == -12_250_000_000
-    assert body["diff"]["inputs"] == [{"name": "dp", "a": 8, "b": 64, "a_source": None, "b_source": None}]
+    assert body["diff"]["inputs"] == [
+        {"name": "dp", "a": 8, "b": 64, "a_source": None, "b_source": None, "peak_alone_bytes": -12_162_500_000,
+         "alone_error": None}
+    ]  # fmt: skip
     assert "peak.activations" not in body["diff"]["stages"][3]["moved"]
 
 
@@ -353,7 +356,7 @@ def test_page_shows_a_b_and_the_marked_difference(client: TestClient) -> None:
 
 def test_page_names_what_changed_and_what_moved(client: TestClient) -> None:
     html = client.get(compare_url("", "dp=64")).text
-    assert re.search(r'data-input="dp"><code>dp</code>: 8 → 64', html)
+    assert re.search(r'data-input="dp" data-alone="-12162500000"><code>dp</code>: 8 → 64', html)
     assert 'data-moved="persistent.gradients">persistent gradients &mdash; stages 2, 3' in html
     assert 'data-moved="peak.activations"' not in html
 
@@ -433,3 +436,55 @@ def test_sides_with_many_unknown_keys_are_refused_not_a_500(client: TestClient, 
     response = client.get(path, params={"a": f"{junk}&dp=16", "b": junk})
     assert response.status_code == 422, response.text[:300]
     assert "junk0" in response.text
+
+
+# ----------------------------------------------------------------- each edit alone (issue 28, item 4)
+
+
+def _peak_diff(client: TestClient, a: str, b: str) -> int:
+    """B − A of the peak at the stage B runs, from the comparison's own JSON (two whole receipts)."""
+    body = client.get(compare_url(a, b, "/compare.json")).json()
+    stage = body["b"]["scenario"]["stage"]
+    return int(body["b"]["stages"][stage]["peak"]["total"] - body["a"]["stages"][stage]["peak"]["total"])
+
+
+def test_a_single_edit_alone_is_the_whole_difference(client: TestClient) -> None:
+    body = client.get(compare_url("dp=8", "dp=64", "/compare.json")).json()
+    (change,) = body["diff"]["inputs"]
+    assert change["name"] == "dp" and change["alone_error"] is None
+    # stage 3: the persistent state 16 B × (⌈7e9 ÷ 64⌉ − ⌈7e9 ÷ 8⌉) and the all-gather 2 B × (U − ⌈U ÷ D⌉), U = 4e8
+    expected = 16 * (7_000_000_000 // 64 - 7_000_000_000 // 8) + 2 * (400_000_000 // 8 - 400_000_000 // 64)
+    assert change["peak_alone_bytes"] == body["diff"]["stages"][3]["peak"]["total"] == expected == -12_162_500_000
+    page = client.get(compare_url("dp=8", "dp=64")).text
+    assert f'data-alone="{expected}"' in page and "alone: peak −12.16 GB / −11.33 GiB" in page
+
+
+def test_each_edit_alone_is_the_comparison_of_a_with_that_edit(client: TestClient) -> None:
+    a = "model=llama-2-7b&dp=8"
+    b = "model=llama-2-13b&dp=16&micro_batch=2&act_policy=full"
+    inputs = {i["name"]: i for i in client.get(compare_url(a, b, "/compare.json")).json()["diff"]["inputs"]}
+    typed = dict(parse_qsl(b))
+    for name in ("model", "dp", "micro_batch", "act_policy"):
+        one = urlencode({**dict(parse_qsl(a)), name: typed[name]})
+        assert inputs[name]["peak_alone_bytes"] == _peak_diff(client, a, one), name
+    # what only follows the model (its parameter count, its largest unit) is not an edit of its own
+    for name in ("params", "unit_params"):
+        assert inputs[name]["peak_alone_bytes"] is None and inputs[name]["alone_error"] is None
+    alone = sum(inputs[name]["peak_alone_bytes"] for name in ("model", "dp", "micro_batch", "act_policy"))
+    assert alone != _peak_diff(client, a, b)  # the edits interact: the page says so
+    assert "The edits alone need not add up" in client.get(compare_url(a, b)).text
+
+
+def test_an_edit_a_cannot_take_alone_says_why(client: TestClient) -> None:
+    """A shard group of 3 divides B's D = 6 but not A's D = 8: alone on A it is refused, naming the field."""
+    body = client.get(compare_url("dp=8", "dp=6&shard_group=3", "/compare.json")).json()
+    inputs = {i["name"]: i for i in body["diff"]["inputs"]}
+    assert inputs["shard_group"]["peak_alone_bytes"] is None
+    assert inputs["shard_group"]["alone_error"].startswith("shard_group: ")
+    assert isinstance(inputs["dp"]["peak_alone_bytes"], int)
+    assert "not valid alone (shard_group: " in client.get(compare_url("dp=8", "dp=6&shard_group=3")).text
+    text = client.get(compare_url("dp=8", "dp=6&shard_group=3", "/compare.csv")).text.lstrip("\ufeff")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    alone = {r["category"]: r for r in rows if r["side"] == "alone"}
+    assert int(alone["dp"]["bytes"]) == inputs["dp"]["peak_alone_bytes"]
+    assert alone["shard_group"]["bytes"] == "" and alone["shard_group"]["value"] == inputs["shard_group"]["alone_error"]

@@ -154,7 +154,8 @@ def _chunked_loss_refused(data: dict[str, Any]) -> bool:
     model without tied embeddings (the field's description)."""
     if not _chunked(data):
         return False
-    wrap = data.get("wrap", "root" if data.get("stack", "plain-fsdp2") == "plain-fsdp2" else "embed-tail")
+    # a key the case sends as null is absent (its default), as the API reads it
+    wrap = data.get("wrap") or ("root" if (data.get("stack") or "plain-fsdp2") == "plain-fsdp2" else "embed-tail")
     if wrap != "embed-tail":
         return True
     try:
