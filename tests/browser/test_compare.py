@@ -99,7 +99,11 @@ def test_pin_edit_b_and_reload_the_compare_link(page: Page, live_server: str) ->
     expect(diff).to_contain_text("▼ −5.25 GB")
     expect(diff).to_contain_text("−5,250,000,000 B")  # the exact bytes are visible text, not hover only
     expect(cell(page, "diff", 3, "peak", "activations")).to_contain_text("unchanged")
-    expect(page.locator('#comparison li[data-input="dp"]')).to_have_text("dp: 16 → 64")
+    # the edit alone: stage 3's state 16 B × (⌈N ÷ 64⌉ − ⌈N ÷ 16⌉) and its all-gather 2 B × (⌈U ÷ 16⌉ − ⌈U ÷ 64⌉)
+    alone = stage3_persistent(64) - stage3_persistent(16) + 2 * (400_000_000 // 16 - 400_000_000 // 64)
+    change = page.locator('#comparison li[data-input="dp"]')
+    expect(change).to_have_text("dp: 16 → 64 — alone: peak −5.21 GB / −4.85 GiB")
+    expect(change).to_have_attribute("data-alone", str(alone))
     expect(page).to_have_title("zero3-lab — compare: 7B parameters on 16 ranks vs 7B parameters on 64 ranks")
     before = dom_cells(page)
     assert before == json_cells(live_server, pushed)
