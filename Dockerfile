@@ -40,17 +40,6 @@ RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
 
 # Stage 3: the runtime.
 FROM ${PYTHON_IMAGE}
-# EXTRAS=trace adds pyproject.toml's trace extra (torch pinned, from TORCH_INDEX: PyTorch's CPU wheels) and torchtitan,
-# so that the page's trace button works; empty (the default) keeps the image lean.
-ARG EXTRAS=""
-ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# …or a folder of wheels mounted into the build (podman build -v /opt/wheels:/opt/wheels:ro), e.g. a CPU torch on disk
-ARG TORCH_WHEELS=""
-ARG VERSION=0.1.0
-LABEL org.opencontainers.image.title="zero3-lab" \
-      org.opencontainers.image.description="Budget every byte of a ZeRO-3 / FSDP training run: an exact per-rank memory ledger." \
-      org.opencontainers.image.licenses="MIT" \
-      org.opencontainers.image.version="${VERSION}"
 # The settings serve reads (docs/deploy.md); the health check follows ZERO3_LAB_PORT. The data folder holds the
 # trace cache and the embedded queue; HOME points there so that nothing writes under a read-only root.
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -60,6 +49,14 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
 COPY requirements.txt /tmp/deps/
 RUN pip install --require-hashes -r /tmp/deps/requirements.txt && rm -rf /tmp/deps
 # The trace extra, in a layer of its own (the largest: torch), read from pyproject.toml and pinned by constraints.txt.
+# Its build arguments are declared here, not above, so that they never invalidate the layers before this one.
+# EXTRAS=trace adds pyproject.toml's trace extra (torch pinned, from TORCH_INDEX: PyTorch's CPU wheels) and torchtitan,
+# so that the page's trace button works; empty (the default) keeps the image lean. Unlike the runtime dependencies
+# these carry no hashes yet (torch's CPU wheels come from another index): pinned by version only.
+ARG EXTRAS=""
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# …or a folder of wheels mounted into the build (podman build -v /opt/wheels:/opt/wheels:ro), e.g. a CPU torch on disk
+ARG TORCH_WHEELS=""
 COPY pyproject.toml constraints.txt /tmp/deps/
 RUN case "$EXTRAS" in \
       "") ;; \
@@ -86,3 +83,8 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
   CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('ZERO3_LAB_PORT', '8000'); sys.exit(urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=2).status != 200)"]
 CMD ["zero3-lab", "serve"]
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="zero3-lab" \
+      org.opencontainers.image.description="Budget every byte of a ZeRO-3 / FSDP training run: an exact per-rank memory ledger." \
+      org.opencontainers.image.licenses="MIT" \
+      org.opencontainers.image.version="${VERSION}"

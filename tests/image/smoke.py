@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -59,7 +60,10 @@ class Engine:
         self.name = name
 
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([self.name, *args], capture_output=True, text=True, check=False)
+        try:
+            done = subprocess.run([self.name, *args], capture_output=True, text=True, check=False, timeout=START_S)
+        except subprocess.TimeoutExpired:
+            fail(f"{self.name} {' '.join(args[:3])} … did not end in {START_S} s")
         if check and done.returncode != 0:
             fail(f"{self.name} {' '.join(args[:3])} …: {done.stderr.strip()[-500:]}")
         return done
@@ -172,11 +176,13 @@ def traced(engine: Engine, image: str) -> None:
 
 def composed(compose: str, image: str, redis: str) -> None:
     port = free_port()
-    env = {**os.environ, "ZERO3_LAB_IMAGE": image, "REDIS_IMAGE": redis, "ZERO3_LAB_PUBLISH": f"127.0.0.1:{port}"}
+    env = {**os.environ, "ZERO3_LAB_IMAGE": image, "REDIS_IMAGE": redis, "ZERO3_LAB_PUBLISH": f"127.0.0.1:{port}",
+           "ZERO3_LAB_REDIS_PASSWORD": secrets.token_hex(16)}  # fmt: skip
     project = ["-p", "zero3-lab-smoke", "-f", str(ROOT / "compose.yaml")]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*compose.split(), *project, *args], env=env, capture_output=True, text=True, check=False)
+        return subprocess.run([*compose.split(), *project, *args], env=env, capture_output=True, text=True, check=False,
+                              timeout=TRACE_S)  # fmt: skip
 
     try:
         up = run("up", "-d", "--no-build")
