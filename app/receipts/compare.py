@@ -180,7 +180,7 @@ def compare(a: Scenario, b: Scenario) -> Comparison:
     ra, rb = receipt(whole_estimate(a)), receipt(whole_estimate(b))
     stages = tuple(_stage(i, sa, sb) for i, (sa, sb) in enumerate(zip(ra["stages"], rb["stages"], strict=True)))
     sources_a, sources_b = _choice_sources(a), _choice_sources(b)
-    alone = _each_alone(a, b)
+    alone = _each_alone(a, b, ra["stages"][a.stage]["peak"]["total"])  # A's peak: its receipt's, not walked again
     inputs = tuple(
         InputChange(
             f.name,
@@ -196,12 +196,11 @@ def compare(a: Scenario, b: Scenario) -> Comparison:
     return Comparison(a, b, ra, rb, stages, inputs)
 
 
-def _each_alone(a: Scenario, b: Scenario) -> dict[str, tuple[int | None, str | None]]:
+def _each_alone(a: Scenario, b: Scenario, base: int) -> dict[str, tuple[int | None, str | None]]:
     """Each input B typed differently from A (its canonical link's), applied alone to A: the peak it moves at the
     stage that run uses, or why A cannot take it alone. One estimate of one stage per edit, and at most one edit per
-    field: bounded by the form, not by anything typed."""
+    field: bounded by the form, not by anything typed. ``base`` is A's peak at the stage it runs."""
     qa, qb = dict(parse_qsl(canonical_query(a))), dict(parse_qsl(canonical_query(b)))
-    base = run_stage_peak(a)
     out: dict[str, tuple[int | None, str | None]] = {}
     for name in (f.name for f in FIELDS):
         if name == "name" or qa.get(name) == qb.get(name):

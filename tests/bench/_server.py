@@ -8,9 +8,9 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
+
+from tests.support.live_server import wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,17 +31,8 @@ def start(port: int, *, cpu: int | None = None, access_log: bool = False, worker
     if cpu is not None and shutil.which("taskset"):
         cmd = ["taskset", "-c", str(cpu), *cmd]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as response:
-                if response.status == 200:
-                    return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("the lab did not start") from None
-            time.sleep(0.1)
+    wait_until_serving(f"http://127.0.0.1:{port}", proc)
+    return proc
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

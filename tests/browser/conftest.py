@@ -10,8 +10,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 
 from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.support.live_server import wait_until_serving
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 HERE = Path(__file__).resolve().parent
@@ -58,19 +57,7 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             stderr=log,
         )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=1) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
-                tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
-                raise RuntimeError(f"the lab did not start; its log ends:\n{tail}") from None
-            time.sleep(0.1)
+    wait_until_serving(base, proc, log_path)
     yield base
     proc.terminate()
     try:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +16,7 @@ from playwright.sync_api import Browser, Page, expect
 from app.trace import torch_installed
 from tests.browser.conftest import _free_port
 from tests.browser.test_accessibility import AXE, axe_violations, describe
+from tests.support.live_server import wait_until_serving
 from tests.web.routes.test_trace_jobs import QUERY
 
 pytestmark = [
@@ -41,17 +40,7 @@ def trace_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             env=env,
         )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
-                raise RuntimeError("the lab did not start") from None
-            time.sleep(0.1)
+    wait_until_serving(base, proc, folder / "serve.log")
     yield base
     proc.terminate()
     proc.wait(timeout=10)

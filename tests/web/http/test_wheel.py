@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 import zipfile
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pytest
 
 from tests.bench._server import free_port
 from tests.support import paths
+from tests.support.live_server import wait_until_serving
 
 pytestmark = pytest.mark.server
 
@@ -89,16 +89,8 @@ def served(installed: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             cwd=elsewhere, env=_env(installed, elsewhere), stdout=subprocess.DEVNULL, stderr=log,
         )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_WITHIN_S
+    wait_until_serving(base, proc, elsewhere / "serve.log", START_WITHIN_S)
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=1):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((elsewhere / "serve.log").read_text(errors="replace")[-2000:]) from None
-                time.sleep(0.1)
         yield base
     finally:
         proc.terminate()

@@ -145,7 +145,7 @@ def _expand_without_grouped_heads(data: dict[str, Any]) -> bool:
 
 def _chunked(data: dict[str, Any]) -> bool:
     """loss chunked, typed or torchtitan's preset."""
-    loss = data.get("loss", "chunked" if data.get("stack") == "torchtitan" else "outside")
+    loss = data.get("loss") or ("chunked" if data.get("stack") == "torchtitan" else "outside")  # null: the default
     return bool(loss == "chunked")
 
 
