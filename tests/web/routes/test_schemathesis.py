@@ -41,7 +41,7 @@ def _scenario_data(case: Any) -> dict[str, Any]:
 
 def _unit_exceeds_params(data: dict[str, Any]) -> bool:
     try:
-        params = int(data.get("params", DEFAULT_SCENARIO.params))
+        params = int(data.get("params") or DEFAULT_SCENARIO.params)
         unit = int(data["unit_params"])
     except (KeyError, TypeError, ValueError):
         return False
@@ -58,7 +58,7 @@ def _breaks_name_pattern(data: dict[str, Any]) -> bool:
 # Schemathesis does not apply when it generates query strings.
 def _names_no_model(data: dict[str, Any]) -> bool:
     try:
-        resolve(str(data.get("model", "")))
+        resolve(str(data.get("model") or ""))
     except ModelConfigError:
         return True
     return False
@@ -105,7 +105,7 @@ def _ep_refused(data: dict[str, Any]) -> bool:
 
 def _reserve_above_capacity(data: dict[str, Any]) -> bool:
     try:
-        capacity = int(data.get("capacity_bytes", DEFAULT_SCENARIO.capacity_bytes))
+        capacity = int(data.get("capacity_bytes") or DEFAULT_SCENARIO.capacity_bytes)  # null: the default
         return int(data["reserve_bytes"]) > capacity
     except (KeyError, TypeError, ValueError):
         return False
@@ -116,7 +116,7 @@ def _op_without_a_dense_swiglu_model(data: dict[str, Any]) -> bool:
     if data.get("act_policy") != "op":
         return False
     try:
-        arch = resolve(str(data.get("model", ""))).architecture
+        arch = resolve(str(data.get("model") or "")).architecture
     except ModelConfigError:
         return True
     return arch.family not in ("llama", "mistral", "qwen2") or arch.experts > 0
@@ -126,10 +126,10 @@ def _every_refused(data: dict[str, Any]) -> bool:
     """ac_every: act_policy full's, at most the model's layers (the field's description)."""
     try:
         every = int(data["ac_every"])
-        layers = resolve(str(data.get("model", ""))).architecture.layers
+        layers = resolve(str(data.get("model") or "")).architecture.layers
     except (KeyError, TypeError, ValueError, ModelConfigError):
         return False
-    return (every > 1 and data.get("act_policy", "none") != "full") or every > layers // int(data.get("pp", 1))
+    return (every > 1 and (data.get("act_policy") or "none") != "full") or every > layers // int(data.get("pp") or 1)
 
 
 def _expand_without_grouped_heads(data: dict[str, Any]) -> bool:
@@ -137,7 +137,7 @@ def _expand_without_grouped_heads(data: dict[str, Any]) -> bool:
     if data.get("gqa") != "expand":
         return False
     try:
-        arch = resolve(str(data.get("model", ""))).architecture
+        arch = resolve(str(data.get("model") or "")).architecture
     except ModelConfigError:
         return False
     return arch.kv_heads == arch.heads or arch.family in ("gpt2", "gpt_neox")
@@ -159,7 +159,7 @@ def _chunked_loss_refused(data: dict[str, Any]) -> bool:
     if wrap != "embed-tail":
         return True
     try:
-        return resolve(str(data.get("model", ""))).architecture.tied_embeddings
+        return resolve(str(data.get("model") or "")).architecture.tied_embeddings
     except ModelConfigError:
         return False
 
@@ -170,7 +170,7 @@ def _chunks_not_dividing(data: dict[str, Any]) -> bool:
         return False
     default_seq = DEFAULT_SCENARIO.seq_len
     try:
-        arch = resolve(str(data.get("model", ""))).architecture
+        arch = resolve(str(data.get("model") or "")).architecture
         if arch.learned_positions:
             default_seq = min(default_seq, arch.max_positions)
     except ModelConfigError:
