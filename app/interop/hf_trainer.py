@@ -32,7 +32,12 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
         "args = TrainingArguments(",
         '    output_dir="out",',
         f"    per_device_train_batch_size={s.micro_batch},",
-        "    gradient_accumulation_steps=1,",
+        f"    gradient_accumulation_steps={s.grad_accum},",
+        *(
+            ['    accelerator_config={"gradient_accumulation_kwargs": {"sync_each_batch": True}},  # grad_sync every']
+            if s.grad_accum > 1 and s.grad_sync == "every"
+            else []
+        ),
         *(
             [
                 "    activation_checkpointing=True,  # the model's own, every N-th decoder layer",

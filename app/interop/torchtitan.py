@@ -54,6 +54,11 @@ def _parallelism(s: Scenario, notes: list[str]) -> list[str]:
 
 def _training(s: Scenario, notes: list[str]) -> list[str]:
     out = [f"--training.local-batch-size {s.micro_batch}", f"--training.seq-len {s.seq_len}"]
+    if s.grad_accum > 1:  # trainer.py: gradient_accumulation_steps = global ÷ (local × the data-parallel degree)
+        out.append(f"--training.global-batch-size {s.micro_batch * s.dp * s.grad_accum}")
+        if s.grad_sync == "last":
+            notes.append("grad_sync last: torchtitan 0.3.0 reduce-scatters every micro batch (no no_sync); written "
+                         "as its own, which holds the gradient shards instead of unsharded gradients")  # fmt: skip
     if s.param_bytes in DTYPES:
         out.append(f"--training.dtype {DTYPES[s.param_bytes]}")
     else:

@@ -35,6 +35,7 @@ _INTEGERS = {
     "parallelism.pipeline-parallel-degree": "pp",
     "parallelism.expert-parallel-degree": "ep",
     "loss.num-chunks": "loss_chunks",  # the llama3 configs' ChunkedLossWrapper.Config.num_chunks
+    "training.global-batch-size": "_global",  # ÷ (local batch × D): the gradient accumulation steps
 }
 _IMPLEMENTATIONS: tuple[str, ...] = get_args(OptimizerImpl)
 _RESHARD = {"default": 1, "always": 1, "never": 0}  # "default" is not pp_enabled: pp = 1 here resharding
@@ -175,4 +176,21 @@ def read_torchtitan_command(command: str) -> tuple[dict[str, object], tuple[Tita
     if isinstance(shard, int):
         fields["dp"] = shard * (replicate if isinstance(replicate, int) else 1)
         fields["shard_group"] = shard
+    _accumulation(fields)
     return fields, tuple(lines)
+
+
+def _accumulation(fields: dict[str, object]) -> None:
+    """torchtitan 0.3.0 trainer.py: gradient_accumulation_steps = global_batch_size ÷ (local_batch_size × the
+    data-parallel degree), refused unless it divides."""
+    total = fields.pop("_global", None)
+    if not isinstance(total, int):
+        return
+    flag, local, dp = "--training.global-batch-size", fields.get("micro_batch"), fields.get("dp")
+    if not isinstance(local, int) or not isinstance(dp, int):
+        why = "needs --training.local-batch-size and --parallelism.data-parallel-shard-degree to give the steps"
+        raise TorchtitanCommandError(flag, why)
+    if total % (local * dp):
+        raise TorchtitanCommandError(flag, f"{total:,} is not a multiple of local batch {local} × data-parallel "
+                                     f"degree {dp:,} (torchtitan refuses it)")  # fmt: skip
+    fields["grad_accum"] = total // (local * dp)

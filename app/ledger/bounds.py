@@ -24,6 +24,7 @@ MICRO_BATCH = (1, 4_096)
 TP = (1, 1_024)
 AC_EVERY = (1, 1_024)  # checkpoint every N-th decoder layer
 LOSS_CHUNKS = (1, 1_024)  # loss = chunked: the sequence split into N chunks for the head and the loss
+GRAD_ACCUM = (1, 1_024)  # micro batches per optimizer step (gradient accumulation)
 ROUTING_IMBALANCE = (100, 1_000)  # %: the busiest expert-parallel rank's routed token slots over the balanced share
 
 # The training stacks a scenario names (its presets: app/ledger/scenario/stacks.py) and where its loss runs.
@@ -38,6 +39,8 @@ GqaKind = Literal["native", "expand"]
 OptimizerImpl = Literal["for-loop", "foreach", "fused"]
 # Where the allocator reserve beyond the allocated peak comes from: a reconciled run, or a declared figure.
 ReserveSource = Literal["declared", "measured"]
+# When gradients are reduce-scattered under accumulation: after every micro batch, or after the last only (no_sync).
+GradSync = Literal["every", "last"]
 # Registered buffers every rank holds whole (FSDP2 shards parameters, not buffers).
 BuffersKind = Literal["none", "rope-per-layer"]
 ActWidth = Literal[1, 2, 4]

@@ -33,6 +33,7 @@ DTYPE_NAMES: dict[int, str] = {2: "bfloat16", 4: "float32"}
 OPTIMIZERS: dict[int, str] = {0: "SGD", 1: "SGD with momentum", 2: "AdamW"}
 FSDP2_LAYOUT = "--param-bytes 4 --master-bytes 0 --grad-bytes 4 --opt-bytes 4 --gather-bytes 2 --act-bytes 2"
 REDUCE_WIDTHS = (2, 4)
+TRACE_MAX_ACCUM = 4  # micro batches a trace runs per step: its time grows with each
 MESH_DIM = "dp_shard"  # the fake mesh's one dimension (Accelerate shards over it: parallelism_config.fsdp_dim_names)
 
 
@@ -70,6 +71,8 @@ class TraceSetup:
     # chunked: torchtitan's ChunkedLossWrapper
     loss_chunks: int = 1  # chunked: the wrapper's num_chunks
     wrap: str = "root"  # root: the lab's recipe (layers, then the root); embed-tail: Accelerate's own code
+    grad_accum: int = 1  # micro batches per optimizer step
+    grad_sync: str = "every"  # every: reduce-scatter each micro batch; last: set_requires_gradient_sync(False) before
 
     @property
     def foreach(self) -> bool:
@@ -151,6 +154,9 @@ def _run_problems(s: Scenario) -> list[str]:
     if s.act_policy not in traceable:
         problems.append(f"--act-policy {s.act_policy}: not traceable with --stack {s.stack} (traceable: "
                         f"{', '.join(traceable)}; op is torchtitan's own policy)")  # fmt: skip
+    if s.grad_accum > TRACE_MAX_ACCUM:
+        problems.append(f"--grad-accum {s.grad_accum}: the trace runs every micro batch, at most {TRACE_MAX_ACCUM} "
+                        "(the worst comes in the second; each later one repeats it)")  # fmt: skip
     if s.tp != 1 or s.sequence_parallel:
         problems.append("--tp / --sequence-parallel: the trace shards over one data-parallel mesh only (tp = 1)")
     if s.reduce_bytes not in REDUCE_WIDTHS:  # the scenario's field allows exactly these; kept for direct callers
@@ -244,4 +250,6 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         loss=s.loss,
         loss_chunks=s.loss_chunks,
         wrap=s.wrap,
+        grad_accum=s.grad_accum,
+        grad_sync=s.grad_sync,
     )

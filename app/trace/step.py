@@ -189,6 +189,18 @@ def _loss_outside(tracker: TimelineTracker, model: Any, setup: TraceSetup, token
     return loss
 
 
+def _next_micro_batch(tracker: TimelineTracker, model: Any, setup: TraceSetup, micro: int) -> None:
+    """Before micro batch ``micro`` of an accumulating step: with ``grad_sync = last`` no sync until the last (what
+    Accelerate 1.15.0's no_sync calls under FSDP2); the tracker's per-module statistics forgotten (it takes a
+    module's second forward for a new iteration; the trace reads only its totals)."""
+    last = micro == setup.grad_accum - 1
+    if setup.grad_sync == "last":
+        model.set_requires_gradient_sync(last)
+    if micro:
+        tracker.reset_mod_stats()
+    tracker.instant(f"micro batch {micro + 1} of {setup.grad_accum}" + (" (sync)" if last else ""), "start")
+
+
 def iteration(
     tracker: TimelineTracker, sharded: Sharded, setup: TraceSetup, tokens: Any, labels: Any, report: Progress, what: str
 ) -> None:
@@ -199,20 +211,23 @@ def iteration(
     tracker.instant("iteration start (last step's gradients still resident)", "start")
     optimizer.zero_grad(set_to_none=True)
     tracker.instant("zero_grad(set_to_none=True)", "start")
-    tracker.phase = "forward"
-    if setup.loss == "inside":  # transformers' forward computes its loss from labels= (the HF Trainer's call)
-        loss = model(input_ids=tokens, labels=labels).loss
-    elif setup.loss == "chunked":
-        from app.trace.titan import chunked_loss
+    for micro in range(setup.grad_accum):
+        if setup.grad_accum > 1:
+            _next_micro_batch(tracker, model, setup, micro)
+        tracker.phase = "forward"
+        if setup.loss == "inside":  # transformers' forward computes its loss from labels= (the HF Trainer's call)
+            loss = model(input_ids=tokens, labels=labels).loss
+        elif setup.loss == "chunked":
+            from app.trace.titan import chunked_loss
 
-        loss = chunked_loss(tracker, model, setup, tokens, labels)
-    else:
-        loss = _loss_outside(tracker, model, setup, tokens, labels, logits_dtype)
-    tracker.instant("loss computed", "loss")
-    tracker.phase = "backward"
-    loss.backward()
-    del loss
-    tracker.instant("end of backward", "backward")
+            loss = chunked_loss(tracker, model, setup, tokens, labels)
+        else:
+            loss = _loss_outside(tracker, model, setup, tokens, labels, logits_dtype)
+        tracker.instant("loss computed", "loss")
+        tracker.phase = "backward"
+        loss.backward()
+        del loss
+        tracker.instant("end of backward", "backward")
     tracker.phase = "optimizer"
     report(f"{what}: optimizer step", 1, 1)
     if setup.stack == "torchtitan":  # its train step clips before the step (trainer.py: max_norm 1.0, foreach)

@@ -100,3 +100,31 @@ def test_every_nth_layer_is_the_models_own_checkpointing_in_the_arguments() -> N
     assert args.activation_checkpointing is True
     assert args.activation_checkpointing_kwargs == {"every_n_layers": 4}
     assert args.fsdp_plugin_args["activation_checkpointing"] is False  # the plugin's wraps every layer
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="the trace extra is not installed")
+@pytest.mark.parametrize("sync", ["every", "last"])
+def test_the_trainer_accumulates_and_syncs_as_the_scenario_says(sync: str) -> None:
+    """transformers 5.23.0 reads gradient_accumulation_steps, and Accelerate's sync_each_batch from
+    accelerator_config (the Trainer then runs no micro batch under no_sync); without it, the last only syncs."""
+    s = parse_scenario({**RUN, "stack": "hf-fsdp2", "grad_accum": "4", "grad_sync": sync})
+    namespace: dict[str, Any] = {}
+    text = hf_trainer_snippet(s).text.replace("TrainingArguments(\n", "TrainingArguments(\n    use_cpu=True,\n")
+    exec(text, namespace)  # noqa: S102 (the snippet is our own output, run to check it)
+    args = namespace["args"]
+    assert args.gradient_accumulation_steps == 4
+    kwargs = args.accelerator_config.gradient_accumulation_kwargs or {}
+    assert kwargs.get("sync_each_batch", False) is (sync == "every")
+
+
+@pytest.mark.skipif(not titan_installed(), reason="torchtitan is not installed (scripts/setup)")
+def test_torchtitan_accumulates_by_its_global_batch() -> None:
+    s = parse_scenario({**RUN, "stack": "torchtitan", "grad_accum": "4"})
+    argv = shlex.split(torchtitan_snippet(s).text.replace("\\\n", " "))
+    job = _titan_config(argv[7:])
+    # trainer.py: gradient_accumulation_steps = global ÷ (local × the data-parallel degree: 8 × 2 replicas)
+    assert job.training.global_batch_size == 2 * 16 * 4
+    assert job.training.global_batch_size // (job.training.local_batch_size * 16) == 4
+    said = " | ".join(torchtitan_snippet(parse_scenario({**RUN, "stack": "torchtitan", "grad_accum": "4",
+                                                         "grad_sync": "last"})).notes)  # fmt: skip
+    assert "grad_sync last" in said

@@ -17,7 +17,7 @@ from app.web.app import create_app
 
 READ = ("stack", "dp", "shard_group", "micro_batch", "seq_len", "act_policy", "reshard_after_forward", "param_bytes",
         "grad_bytes", "opt_bytes", "master_bytes", "gather_bytes", "reduce_bytes", "tp", "loss",
-        "loss_chunks")  # fmt: skip
+        "loss_chunks", "grad_accum")  # fmt: skip
 
 
 @pytest.mark.parametrize("raw", [
@@ -25,6 +25,7 @@ READ = ("stack", "dp", "shard_group", "micro_batch", "seq_len", "act_policy", "r
     {"dp": "64", "seq_len": "8192", "act_policy": "none", "tp": "2"},
     {"dp": "8"},
     {"dp": "8", "seq_len": "2048", "loss_chunks": "16"},
+    {"dp": "16", "shard_group": "8", "micro_batch": "2", "grad_accum": "4"},  # global batch 2 × 16 × 4
 ])  # fmt: skip
 def test_what_the_writer_writes_the_reader_reads_back(raw: dict[str, str]) -> None:
     s = parse_scenario({"model": "llama-2-7b", "stack": "torchtitan", **raw})
@@ -56,6 +57,9 @@ def test_every_flag_is_named_back() -> None:
     ("activation-checkpoint:memory-budget", "activation-checkpoint:memory-budget", "not modelled"),
     ("--parallelism.data-parallel-replicate-degree 2", "--parallelism.data-parallel-replicate-degree", "needs"),
     ("--module deepseek_v3", "--module", "llama3 only"),
+    ("--training.global-batch-size 64", "--training.global-batch-size", "needs --training.local-batch-size"),
+    ("--training.global-batch-size 60 --training.local-batch-size 2 --parallelism.data-parallel-shard-degree 8",
+     "--training.global-batch-size", "not a multiple of local batch 2 × data-parallel degree 8"),
     ("--training.seq-len '8192", "command", "not a shell command line"),
     ("x" * (MAX_COMMAND_CHARS + 1), "command", "at most"),
 ])  # fmt: skip

@@ -79,6 +79,8 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "pp_stage": "first",
         "ep": 1,
         "routing_imbalance_pct": 100,
+        "grad_accum": 1,
+        "grad_sync": "every",
     }
 
 

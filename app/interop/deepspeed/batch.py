@@ -19,9 +19,17 @@ __all__ = ["read_activation_checkpointing", "read_batch"]
 
 _KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 _Sizes = tuple[int | None, int | None, int | None]
+# When DeepSpeed reduces the gradients under accumulation (deepspeed runtime/engine.py, zero/stage_1_and_2.py,
+# stage3.py): at stages 0–1 once, at the accumulation boundary; at stages 2–3 in every micro batch's backward
+# hooks, into the partitions (its engine refuses no_sync there).
+_SYNC = {
+    False: ("grad_sync", "last", "stages 0–1: DeepSpeed reduces the gradients at the accumulation boundary only"),
+    True: ("grad_sync", "every", "stages 2–3: DeepSpeed reduces each micro batch's gradients into their partitions "
+           "(its engine refuses no_sync)"),
+}  # fmt: skip
 
 
-def read_batch(r: Report, config: Mapping[str, object], dp: int) -> None:
+def read_batch(r: Report, config: Mapping[str, object], dp: int, stage: int) -> None:
     """The three batch keys: resolved and checked as DeepSpeed does, then one line each."""
     raw = {key: config.get(key) for key in _KEYS}
     auto = frozenset(key for key, value in raw.items() if value == "auto")
@@ -36,18 +44,13 @@ def read_batch(r: Report, config: Mapping[str, object], dp: int) -> None:
     _micro_batch(r, raw, auto, micro, train)
     if "gradient_accumulation_steps" in auto:
         r.unresolved_auto(
-            "gradient_accumulation_steps", "the Trainer's --gradient_accumulation_steps; no effect on the per-rank peak"
+            "gradient_accumulation_steps", "the Trainer's --gradient_accumulation_steps; the lab uses its grad_accum"
         )
     elif accum is not None:
-        r.line(
-            "gradient_accumulation_steps",
-            raw["gradient_accumulation_steps"],
-            f"{n(accum)}: no effect on the "
-            "per-rank peak (gradients are held between micro batches at every stage); the communication table is "
-            f"one micro batch's, and ZeRO-2 and 3 reduce-scatter every micro batch: × {n(accum)} per optimizer "
-            "step",
-            "checked",
-        )
+        r.set("gradient_accumulation_steps", raw["gradient_accumulation_steps"], "grad_accum", accum,
+              "micro batches per optimizer step")  # fmt: skip
+        if accum > 1:
+            r.set("gradient_accumulation_steps", raw["gradient_accumulation_steps"], *_SYNC[stage >= 2])
 
 
 def _resolved(r: Report, raw: Mapping[str, object], auto: frozenset[str], dp: int) -> _Sizes:

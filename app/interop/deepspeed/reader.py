@@ -83,7 +83,7 @@ def import_deepspeed(
     read_activation_checkpointing(r, config)
     _top_level(r, config)
     read_partitions(r, config, stage, _parse(r, inputs), zero_end)
-    read_batch(r, config, _parse(r, inputs).dp)
+    read_batch(r, config, _parse(r, inputs).dp, stage)
     read_sizes(r, config, _parse(r, inputs), stage)
     read_save_flags(r, config)
     final = _parse(r, inputs)

@@ -29,14 +29,16 @@ _Z = "zero_optimization."
 
 def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
     """The config and its notes. Written for the HF Trainer or ``deepspeed.initialize`` alike: every value
-    explicit (no "auto"), train_batch_size = micro batch × D with no gradient accumulation (the lab's
-    step is one micro batch)."""
+    explicit (no "auto"), train_batch_size = micro batch × gradient accumulation × D."""
     notes: list[str] = []
     config: dict[str, object] = {
         "train_micro_batch_size_per_gpu": s.micro_batch,
-        "gradient_accumulation_steps": 1,
-        "train_batch_size": s.micro_batch * s.dp,
+        "gradient_accumulation_steps": s.grad_accum,
+        "train_batch_size": s.micro_batch * s.grad_accum * s.dp,
     }
+    if s.grad_accum > 1 and s.grad_sync == "last" and s.stage >= 2:
+        notes.append("grad_sync last: DeepSpeed's ZeRO-2 and 3 reduce every micro batch into their partitioned "
+                     "gradients (no no_sync): its own, holding gradient shards, not unsharded ones")  # fmt: skip
     _precision(s, config, notes)
     _optimizer(s, config, notes)
     config["zero_optimization"] = _zero(s, notes)

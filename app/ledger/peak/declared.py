@@ -143,9 +143,17 @@ def gather_bytes(s: Scenario, stage: int, rules: Rules, dp: int | None = None) -
     return (1 + s.prefetch) * remote_unit_elements(s, dp) * s.gather_bytes
 
 
-def declared_subtotal(s: Scenario, persistent: int, gather: int, activations: int) -> int:
-    """persistent + gather + buckets + activations + overhead: the seed's sum, before the contingency."""
-    return persistent + gather + s.bucket_bytes + activations + s.overhead_bytes
+def accumulated_bytes(s: Scenario, stage: int) -> int:
+    """Accumulating without sync at stages 2–3: every unit's unsharded gradient in the reduce width, N × r (FSDP2
+    keeps them from the first micro batch's backward to the last's reduce-scatter); else 0."""
+    return s.params * s.reduce_bytes if s.accumulates_unsharded(stage) else 0
+
+
+def declared_subtotal(s: Scenario, persistent: int, gather: int, activations: int, stage: int) -> int:
+    """persistent + gather + buckets + activations + overhead: the seed's sum, before the contingency (buckets: the
+    declared ones, and the accumulated unsharded gradients of :func:`accumulated_bytes`)."""
+    buckets = s.bucket_bytes + accumulated_bytes(s, stage)
+    return persistent + gather + buckets + activations + s.overhead_bytes
 
 
 def activation_bytes(s: Scenario, rules: Rules, dp: int | None = None) -> int:
@@ -195,14 +203,14 @@ def declared_peak(s: Scenario, stage: int, persistent: int, rules: Rules) -> Pea
     """The seed's declared peak: persistent + gather + buckets + activations + overhead + contingency."""
     gather = gather_bytes(s, stage, rules)
     activations = activation_bytes(s, rules)
-    subtotal = declared_subtotal(s, persistent, gather, activations)
+    subtotal = declared_subtotal(s, persistent, gather, activations, stage)
     margin = contingency(subtotal, s.contingency_pct)
     total = subtotal + margin
     return Peak(
         stage=stage,
         persistent=persistent,
         gather=gather,
-        buckets=s.bucket_bytes,
+        buckets=s.bucket_bytes + accumulated_bytes(s, stage),
         activations=activations,
         overhead=s.overhead_bytes,
         subtotal=subtotal,

@@ -81,7 +81,7 @@ class _PeakModel:
     def subtotal(self, stage: int, dp: int, activations: int) -> int:
         """The declared peak before contingency."""
         gather = gather_bytes(self.s, stage, PRODUCTION, dp)
-        return declared_subtotal(self.s, self.persistent(stage, dp), gather, activations)
+        return declared_subtotal(self.s, self.persistent(stage, dp), gather, activations, stage)
 
     def peak(self, stage: int, dp: int, activations: int) -> int:
         subtotal = self.subtotal(stage, dp, activations)
@@ -101,7 +101,7 @@ class _PeakModel:
             return self._bisected(stage, activations)
         s = self.s
         sharded, replicated = self.widths[stage]
-        room = self.room - declared_subtotal(s, s.params * replicated, 0, activations)  # left for the sharded
+        room = self.room - declared_subtotal(s, s.params * replicated, 0, activations, stage)  # left for the sharded
         if room < 0:
             return None
         if sharded == 0:
@@ -156,7 +156,7 @@ class _PeakModel:
         step = self.step
 
         def fits(k: int) -> bool:
-            return declared_subtotal(self.s, self.persistent(stage, k * step), 0, activations) <= self.room
+            return declared_subtotal(self.s, self.persistent(stage, k * step), 0, activations, stage) <= self.room
 
         k = smallest(fits, 1, DP_MAX // step)
         return None if k is None else k * step

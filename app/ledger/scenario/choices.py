@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.ledger.bounds import AC_EVERY, LOSS_CHUNKS, TWO_46
+from app.ledger.bounds import AC_EVERY, GRAD_ACCUM, LOSS_CHUNKS, TWO_46
 from app.ledger.scenario.form import form, optional
 
 STACK_FIELD: Any = optional(
@@ -127,4 +127,25 @@ GQA_FIELD: Any = optional(
     "activation width, b·s² per layer, both saved for backward). A GQA model only. Default: the stack's.",
     examples=["native"],
     json_schema_extra=form("activation", "kind", None),
+)
+GRAD_ACCUM_FIELD: Any = optional(
+    ge=GRAD_ACCUM[0],
+    le=GRAD_ACCUM[1],
+    title="Gradient accumulation",
+    description="Micro batches per optimizer step (gradient_accumulation_steps): each runs forward and backward "
+    "before one optimizer step. The global batch is micro batch × this × D. Under grad_sync every it adds no bytes "
+    "beyond one micro batch's, except that every gradient shard is resident from the second micro batch on; under "
+    "grad_sync last see there. The communication per step scales with it.",
+    examples=[4],
+    json_schema_extra=form("schedule", "micro batches", 1),
+)
+GRAD_SYNC_FIELD: Any = optional(
+    title="Gradient sync under accumulation",
+    description="With gradient accumulation above 1: every (each micro batch's backward reduce-scatters, and the "
+    "gradient shards accumulate: torchtitan, a plain loop, DeepSpeed's partitioned gradients) or last (no sync "
+    "until the last micro batch: FSDP2's set_requires_gradient_sync(False), what Accelerate's no_sync calls; FSDP2 "
+    "then keeps every unit's unsharded gradient, upcast to the reduce width, across the micro batches: the whole "
+    "model's at stages 2–3, from the second micro batch's forward on). Default: the stack's.",
+    examples=["last"],
+    json_schema_extra=form("schedule", "when", None),
 )

@@ -34,6 +34,8 @@ from app.ledger.scenario.choices import (
     ACT_POLICY_FIELD,
     BUFFERS_FIELD,
     GQA_FIELD,
+    GRAD_ACCUM_FIELD,
+    GRAD_SYNC_FIELD,
     LOSS_CHUNKS_FIELD,
     LOSS_FIELD,
     NORMS_FIELD,
@@ -67,6 +69,7 @@ from app.ledger.scenario.readers import (
     Source,
     Stack,
     StageRun,
+    Sync,
     Text,
     Wrap,
 )
@@ -250,6 +253,8 @@ class ScenarioFields(BaseModel):
         examples=[1],
         json_schema_extra=form("schedule", "0 or 1", 1),
     )
+    grad_accum: Plain = GRAD_ACCUM_FIELD
+    grad_sync: Sync = GRAD_SYNC_FIELD
     bucket_bytes: Bytes = optional(
         ge=0,
         le=TWO_40,

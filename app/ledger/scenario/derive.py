@@ -30,7 +30,7 @@ RECEIPT_ORDER: tuple[str, ...] = (
     "seq_len", "micro_batch", "act_bytes", "act_policy", "tp", "sequence_parallel", "logits_bytes",
     "reduce_bytes", "reshard_after_forward", "norms", "offload_optimizer", "offload_param", "ranks_per_node",
     "host_bytes", "zero_init", "stack", "loss", "wrap", "buffers", "reserve_bytes", "reserve_source", "ac_every",
-    "optimizer_impl", "gqa", "loss_chunks", "routing_imbalance_pct",
+    "optimizer_impl", "gqa", "loss_chunks", "routing_imbalance_pct", "grad_accum", "grad_sync",
 )  # fmt: skip
 
 TARGET = Path(__file__).with_name("values.py")

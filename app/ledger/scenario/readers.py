@@ -20,6 +20,7 @@ from app.ledger.bounds import (
     ActWidth,
     BuffersKind,
     GqaKind,
+    GradSync,
     LogitsWidth,
     LossPlace,
     NormsImpl,
@@ -130,6 +131,7 @@ Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice
 Buffers = Annotated[BuffersKind | None, BeforeValidator(_read_choice), _kind("choice")]
 Source = Annotated[ReserveSource | None, BeforeValidator(_read_choice), _kind("choice")]
 Gqa = Annotated[GqaKind | None, BeforeValidator(_read_choice), _kind("choice")]
+Sync = Annotated[GradSync | None, BeforeValidator(_read_choice), _kind("choice")]
 OptimizerKind = Annotated[OptimizerImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
 PpStage = Annotated[PipelineStage | None, BeforeValidator(_read_choice), _kind("choice")]

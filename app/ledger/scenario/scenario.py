@@ -93,6 +93,12 @@ class Scenario(ScenarioValues):
             return ((self.unit_params, group),)
         return ((self.unit_params - experts, group), (experts, max(1, dp // self.ep)))
 
+    def accumulates_unsharded(self, stage: int) -> bool:
+        """Whether ``stage`` holds every unit's unsharded gradient across the micro batches: accumulating without
+        sync until the last (FSDP2's set_requires_gradient_sync(False)) at stages 2–3, whose gradients are sharded;
+        at stages 0–1 they are whole anyway."""
+        return self.grad_accum > 1 and self.grad_sync == "last" and stage >= 2
+
     @property
     def allocatable_bytes(self) -> int:
         """What allocations may reach: the capacity less the allocator's reserve (0 unless measured or declared).

@@ -77,6 +77,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "optimizer_impl foreach for a loop that leaves it",
         ),
         "buffers": Preset("none", _NO_BUFFERS),
+        "grad_sync": Preset(
+            "every",
+            "a plain loop calls backward per micro batch and never set_requires_gradient_sync(False): FSDP2's "
+            "default (torch 2.13 FSDPModule, requires_gradient_sync True) reduce-scatters each micro batch",
+        ),
     },
     "hf-fsdp2": {
         "loss": Preset(
@@ -110,6 +115,12 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "(training_args.py): torch.optim.AdamW(fused=True)",
         ),
         "buffers": Preset("none", _NO_BUFFERS),
+        "grad_sync": Preset(
+            "last",
+            "transformers 5.23.0 Trainer._inner_training_loop runs every micro batch but the last under "
+            "accelerator.no_sync (unless Accelerate's sync_each_batch), and accelerate 1.15.0 Accelerator.no_sync "
+            "calls model.set_requires_gradient_sync(False) under FSDP2",
+        ),
     },
     "torchtitan": {
         "loss": Preset(
@@ -158,12 +169,17 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "register_buffer('cache', …, persistent=False), complex64 (seq_len, head_dim ÷ 2); "
             "Decoder.Config.update_from_config sizes it by training.seq_len",
         ),
+        "grad_sync": Preset(
+            "every",
+            "torchtitan 0.3.0 trainer.py train_step calls forward_backward_step for each of its "
+            "gradient_accumulation_steps micro batches with no no_sync: FSDP2 reduce-scatters each",
+        ),
     },
 }
 # The fields whose default is the stack's (the widths last: the all-gather and reduce-scatter widths follow the
 # parameter and gradient widths where a stack leaves them).
 STACK_CHOICES: tuple[str, ...] = (
-    "loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl",
+    "loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync",
     "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
 )  # fmt: skip
 

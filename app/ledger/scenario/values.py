@@ -62,3 +62,5 @@ class ScenarioValues:
     gqa: str = "native"  # Grouped K/V heads
     loss_chunks: int = 8  # Loss chunks
     routing_imbalance_pct: int = 100  # Routing imbalance (busiest expert)
+    grad_accum: int = 1  # Gradient accumulation
+    grad_sync: str = "every"  # Gradient sync under accumulation

@@ -69,6 +69,8 @@ class Communication:
             text += f"{_replicas(s)} groups"
         if s.ep > 1:
             text += f"; the experts' over their D ÷ ep = {s.dp // s.ep} ranks"
+        if s.grad_accum > 1:
+            text += f"; {s.grad_accum} micro batches a step: " + _per_micro_batch(s, self.stage)
         return text
 
     @property
@@ -78,7 +80,8 @@ class Communication:
     @property
     def formula(self) -> Formula:
         groups = sorted({t.key for t in self.terms}, key=lambda k: (k[0], -k[1]))
-        if groups == [(False, self.scenario.dp)]:  # every collective over the D ranks: the spec's formula
+        one_pass = self.scenario.grad_accum == 1
+        if one_pass and groups == [(False, self.scenario.dp)]:  # every collective over the D ranks: the spec's
             s = self.scenario
             psi_p, psi_g = s.params * s.param_bytes, s.params * s.grad_bytes
             if self.stage == 0:
@@ -101,31 +104,53 @@ def _replicas(s: Scenario) -> int:
     return max(1, s.dp // s.shard_group)
 
 
+def _syncs(s: Scenario) -> int:
+    """How many times a step reduces its gradients: each micro batch (grad_sync every), or once (last: no sync until
+    the last micro batch)."""
+    return s.grad_accum if s.grad_sync == "every" else 1
+
+
+def _per_micro_batch(s: Scenario, stage: int) -> str:
+    """What gradient accumulation repeats: stage 3's all-gathers run in every micro batch's forward and backward; the
+    gradients' collective each micro batch or once; the updated parameters' all-gather once."""
+    syncs = _syncs(s)
+    said = "each micro batch" if syncs > 1 else "once, after the last (no sync before)"
+    text = ("the all-gathers run in each micro batch, " if stage == 3 else "") + f"the gradients are reduced {said}"
+    return text + (", the updated parameters gathered once" if stage in (1, 2) else "")
+
+
+def _times(k: int, spelled: str) -> str:
+    return f"{k} × {spelled}" if k > 1 else spelled
+
+
 def _terms(s: Scenario, stage: int) -> list[Term]:
     terms: list[Term] = []
     parts = s.shards()
+    syncs, passes = _syncs(s), s.grad_accum  # gradient reductions and forward/backward passes per step
     for params, group in parts:
         psi_p, psi_g = params * s.param_bytes, params * s.grad_bytes
         tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one
         p_, g_ = ("Ψ_p(experts)", "Ψ_g(experts)") if tag else ("Ψ_p", "Ψ_g")
         if stage == 0:
             # Plain data parallelism all-reduces over every data-parallel rank (the experts' over theirs).
-            terms.append(Term("all-reduce" + tag, 2 * psi_g, s.dp if not tag else group, f"2 × {g_}"))
+            terms.append(Term("all-reduce" + tag, syncs * 2 * psi_g, s.dp if not tag else group,
+                              _times(syncs, f"2 × {g_}")))  # fmt: skip
             continue
+        gathered = _times(passes, p_)
         if stage == 3 and s.hpz > 1:
-            terms.append(Term("all-gather forward" + tag, psi_p, s.dp, p_))
-            terms.append(Term("all-gather backward (hpZ)" + tag, psi_p, s.hpz, p_))
+            terms.append(Term("all-gather forward" + tag, passes * psi_p, s.dp, gathered))
+            terms.append(Term("all-gather backward (hpZ)" + tag, passes * psi_p, s.hpz, gathered))
         elif stage == 3:
-            terms.append(Term("all-gather forward" + tag, psi_p, group, p_))
-            terms.append(Term("all-gather backward" + tag, psi_p, group, p_))
-        terms.append(Term("reduce-scatter" + tag, psi_g, group, g_))
+            terms.append(Term("all-gather forward" + tag, passes * psi_p, group, gathered))
+            terms.append(Term("all-gather backward" + tag, passes * psi_p, group, gathered))
+        terms.append(Term("reduce-scatter" + tag, syncs * psi_g, group, _times(syncs, g_)))
         if stage in (1, 2):
             terms.append(Term("all-gather" + tag, psi_p, group, p_))
     replicas = _replicas(s)
     if stage >= 1 and replicas > 1:
         grad_shard = shard(s.params, s.shard_group) * s.grad_bytes
-        spelled = f"2 × ⌈N ÷ {n(s.shard_group)}⌉ × {s.grad_bytes} B"
-        terms.append(Term("all-reduce of the gradient shard", 2 * grad_shard, replicas, spelled, across=True))
+        spelled = _times(syncs, f"2 × ⌈N ÷ {n(s.shard_group)}⌉ × {s.grad_bytes} B")
+        terms.append(Term("all-reduce of the gradient shard", syncs * 2 * grad_shard, replicas, spelled, across=True))
     return terms
 
 

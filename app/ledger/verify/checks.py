@@ -262,6 +262,9 @@ def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
     if skip is not None:
         return skip
     s = ledger.scenario
+    if s.grad_accum > 1 and s.grad_sync == "last":
+        return ok("reduce-scatter-presence", "not applicable: the micro batch walked, before the last, reduce-scatters "
+                  "nothing (grad_sync last)")  # fmt: skip
     inv = resolve(s.model).inventory
     held_by: dict[str, int] = {}  # "root" or "embedding" → the bytes its post-backward must hold
     for st in stages:
@@ -288,26 +291,35 @@ def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
     return ok("reduce-scatter-presence", f"stages 2–3 {said} of reduce-scatter input")
 
 
+_FILL_WHY = "zero_grad(set_to_none=True): gradients appear during backward"
+
+
 def gradient_filling(ledger: Ledger) -> CheckResult:
     """With a schedule: ``zero_grad(set_to_none=True)`` leaves no gradient at the loss backward (where every
     activation is saved; under the chunked loss the end of forward, since its slices run the head's backward
-    before the loss ends); the optimizer step holds at least the stage's persistent gradients."""
+    before the loss ends); the optimizer step holds at least the stage's persistent gradients. Accumulating over
+    micro batches, the one walked holds there every gradient shard (synced each micro batch, or at stages 0–1),
+    or at stages 2–3 without sync no shard but every unit's unsharded gradient in the reduce width."""
     stages, skip = _scheduled(ledger, "gradient-filling")
     if skip is not None:
         return skip
+    s = ledger.scenario
     for st in stages:
         assert st.peak.schedule is not None
         by_key = {i.key: i for i in st.peak.schedule.instants}
-        before = "end-of-forward" if ledger.scenario.loss == "chunked" else "loss-backward"
-        loss, step = by_key[before], by_key["optimizer-step"]
-        early = loss.bytes_of("gradients")
-        if early:
-            return fail(
-                "gradient-filling",
-                f"stage {st.stage} {loss.name} gradients: {n(early)} B resident, expected 0 B "
-                "(zero_grad(set_to_none=True): gradients appear during backward)",
-            )
-        line = st.bytes_of("gradients")
+        loss, step = by_key["end-of-forward" if s.loss == "chunked" else "loss-backward"], by_key["optimizer-step"]
+        early, line = loss.bytes_of("gradients"), st.bytes_of("gradients")
+        unsynced = s.accumulates_unsharded(st.stage)
+        expected = line if s.grad_accum > 1 and not unsynced else 0
+        if early < expected or (early and not expected):
+            why = "accumulated since the first micro batch" if expected else _FILL_WHY + (
+                ", shards only in the last micro batch" if unsynced else "")  # fmt: skip
+            return fail("gradient-filling", f"stage {st.stage} {loss.name} gradients: {n(early)} B resident, expected "
+                        f"{n(expected)} B ({why})")  # fmt: skip
+        held = loss.bytes_of("unsharded_grads")
+        if unsynced and held < s.params * s.reduce_bytes:
+            return fail("gradient-filling", f"stage {st.stage} {loss.name}: {n(held)} B of unsharded gradients, fewer "
+                        f"than every unit's accumulated {n(s.params)} elements × {s.reduce_bytes} B")  # fmt: skip
         late = step.bytes_of("gradients")
         if late < line:
             return fail(

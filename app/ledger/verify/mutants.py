@@ -103,6 +103,19 @@ def _why_no_schedule(s: Scenario) -> str | None:
     return None if why is None else f"the declared peak has no schedule to break ({why})"
 
 
+def _why_keep_all_grads(s: Scenario) -> str | None:
+    if s.grad_accum > 1 and s.grad_sync == "every":
+        return (f"grad_accum {s.grad_accum} with grad_sync every: from the second micro batch every gradient shard is "
+                "resident, as the mutant has it")  # fmt: skip
+    return _why_no_schedule(s)
+
+
+def _why_keep_rs_buffer(s: Scenario) -> str | None:
+    if s.grad_accum > 1 and s.grad_sync == "last":
+        return "grad_sync last: the micro batch walked, before the last, reduce-scatters nothing"
+    return _why_no_schedule(s)
+
+
 @dataclass(frozen=True, slots=True)
 class Mutant:
     id: str
@@ -145,13 +158,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "drop-reduce-scatter-buffer",
         "the reduce-scatter input of the unit just finished is not counted",
         Rules(reduce_scatter_buffer=False),
-        _why_no_schedule,
+        _why_keep_rs_buffer,
     ),
     Mutant(
         "keep-all-grads-at-activation-peak",
         "every gradient stays resident through the step, at the activation peak too (no set_to_none)",
         Rules(gradients_fill_during_backward=False),
-        _why_no_schedule,
+        _why_keep_all_grads,
     ),
     Mutant(
         "flatten-shard-groups",

@@ -51,6 +51,7 @@ class RunChange:
     dp_says: str
     recompute_dp: int | None = None
     recompute_says: str = ""
+    sync_says: str = ""  # accumulating without sync: reduce-scatter each micro batch instead, when that fits
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,10 @@ def run_change(e: Estimate) -> RunChange:
     micro = b if b is not None and b < s.micro_batch else None
     dp = found.smallest_dp if found.smallest_dp is not None and found.smallest_dp != s.dp else None
     change = RunChange(micro, _micro_batch_says(s, micro) if micro else "", dp, _dp_says(s, dp) if dp else "")
+    if s.accumulates_unsharded(s.stage):
+        synced = parse_scenario({**dict(s.non_default_items()), "grad_sync": "every"})
+        if run_stage_peak(synced) <= synced.allocatable_bytes:
+            change = replace(change, sync_says=_sync_says(s))
     if e.model is None or s.act_policy == "full":
         return change
     # The same run recomputing every layer, at the same D: its modelled activations read anew from the model (a new
@@ -115,12 +120,18 @@ def _recompute_says(s: Scenario) -> str:
     return "torch.utils.checkpoint around every decoder layer"
 
 
+def _sync_says(s: Scenario) -> str:
+    if s.stack == "hf-fsdp2":
+        return 'accelerator_config={"gradient_accumulation_kwargs": {"sync_each_batch": True}}'
+    return "no set_requires_gradient_sync(False) / no_sync between the micro batches"
+
+
 def _micro_batch_says(s: Scenario, b: int) -> str:
-    steps = -(-s.micro_batch // b)  # accumulate to keep the batch
+    steps = -(-s.micro_batch // b) * s.grad_accum  # accumulate to keep the batch
     if s.stack == "torchtitan":
         return f"--training.local-batch-size {b}, with --training.global-batch-size kept (it accumulates)"
     if s.stack == "hf-fsdp2":
-        return f"per_device_train_batch_size={b}, gradient_accumulation_steps × {steps}"
+        return f"per_device_train_batch_size={b}, gradient_accumulation_steps={steps}"
     return f"a micro batch of {b}, accumulating {steps} to keep the batch"
 
 

@@ -121,10 +121,10 @@ def test_deepspeed_chat_step1_batch_sizes() -> None:
     result = import_deepspeed(cfg, {"model": "llama-2-7b", "dp": 8})
     s = result.scenario
     assert (s.micro_batch, s.bucket_bytes, s.prefetch, s.stage) == (4, 1_000_000_000, 0, 3)
-    assert lines_of(result, "gradient_accumulation_steps")[0].startswith("checked: 1:")
-    assert lines_of(import_deepspeed(cfg, {"model": "llama-2-7b", "dp": 4}), "gradient_accumulation_steps")[
-        0
-    ].startswith("checked: 2:")
+    assert lines_of(result, "gradient_accumulation_steps") == ["sets: grad_accum = 1: micro batches per optimizer step"]
+    on_4 = import_deepspeed(cfg, {"model": "llama-2-7b", "dp": 4})
+    assert (on_4.scenario.grad_accum, on_4.scenario.grad_sync) == (2, "every")  # ZeRO-3 reduces each micro batch
+    assert lines_of(on_4, "gradient_accumulation_steps")[1].startswith("sets: grad_sync = every: stages 2–3")
     with pytest.raises(DeepSpeedConfigError) as refused:
         import_deepspeed(cfg, {"model": "llama-2-7b", "dp": 16})
     assert refused.value.key == "train_batch_size"
@@ -144,7 +144,8 @@ def test_bloom_176b_bf16_at_stage_0() -> None:
     * bf16 without ZeRO: since DeepSpeed 0.17.6 ``get_data_types`` keeps gradients in the model's type
       when ``grad_accum_dtype`` is unset (the FP32 rule for non-ZeRO bf16 was removed): grad_bytes 2,
       parameters 2 B, an FP32 master 4 B.
-    * gradient accumulation = 2,048 ÷ 2 ÷ 8 = 128 (resolved, no memory effect per rank).
+    * gradient accumulation = 2,048 ÷ 2 ÷ 8 = 128 (resolved): at stage 0 DeepSpeed all-reduces at the
+      accumulation boundary only (grad_sync last), the gradients whole either way.
     * stage 0: no ZeRO buckets.
     """
     cfg = config("bloom-176b-tr11")
@@ -153,7 +154,9 @@ def test_bloom_176b_bf16_at_stage_0() -> None:
     assert (s.stage, s.param_bytes, s.grad_bytes, s.master_bytes, s.micro_batch, s.bucket_bytes) == (
         0, 2, 2, 4, 2, 0,
     )  # fmt: skip
-    assert lines_of(result, "gradient_accumulation_steps")[0].startswith("checked: 128:")
+    assert (s.grad_accum, s.grad_sync) == (128, "last")  # stage 0: DeepSpeed all-reduces at the boundary only
+    said = lines_of(result, "gradient_accumulation_steps")
+    assert said[0] == "sets: grad_accum = 128: micro batches per optimizer step"
     assert result.unresolved == ()
     assert_every_key_accounted(cfg, result)
 

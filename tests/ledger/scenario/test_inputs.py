@@ -129,6 +129,7 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "norms",
             "optimizer_impl",
             "gqa",
+            "grad_sync",
             "param_bytes",
             "grad_bytes",
             "master_bytes",

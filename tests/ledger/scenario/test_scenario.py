@@ -119,6 +119,8 @@ def test_every_spec_field_is_in_the_table() -> None:
         "optimizer_impl",
         "gqa",
         "loss_chunks",
+        "grad_accum",
+        "grad_sync",
         "params",
         "dp",
         "param_bytes",

@@ -84,8 +84,9 @@ class ChunkedStep(CarvedStep):
                        self.u.tail_unsharded)  # fmt: skip
 
     def _accumulated(self, out: Sink) -> None:
-        """From the second slice: the head's unsharded gradient accumulated in the reduce width."""
-        if self.chunks < 2:
+        """From the second slice: the head's unsharded gradient accumulated in the reduce width (without sync across
+        micro batches it is one of the gradients accumulated since the first, counted there)."""
+        if self.chunks < 2 or self.accumulating:
             return
         u, r = self.u, self.reduce
         value = u.head_params * r

@@ -56,6 +56,7 @@ class Layout:
     head_unsharded: int = 0
     norm_params: int = 0
     tied: bool = False
+    tied_params: int = 0  # tied: the shared embedding and head weight, V × h
     # deepseek_v3: layers 0 … dense_layers − 1 are of another kind (a dense MLP), with these figures; the layer_
     # figures above are then its MoE layers'
     dense_layers: int = 0
@@ -153,6 +154,7 @@ def layout(model: str, dp: int, padded: bool = True) -> Layout:
         head_unsharded=head_whole,
         norm_params=inv.final.params - head_params,
         tied=arch.tied_embeddings,
+        tied_params=head,
         dense_layers=dense_count,
         dense_params=dense.params if dense is not None else 0,
         dense_shard=dense_shard,

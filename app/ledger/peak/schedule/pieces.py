@@ -51,6 +51,13 @@ class Pieces:
         self.dense_grad = self._grad_elements(self.u.dense_params, self.u.dense_shard)  # deepseek_v3's dense layers
         self.head_grad = self._grad_elements(self.u.head_grad_params, None)
         self.buffers = self._buffers()
+        # Gradient accumulation: the micro batch walked is one after the first, the worst of the step. Synced each
+        # micro batch (or at stages 0–1, whose gradients are whole anyway), every gradient is resident by then;
+        # at stages 2–3 without sync until the last, FSDP2 holds every unit's unsharded gradient instead
+        # (torch 2.13 FSDPParam.to_accumulated_grad_if_needed: upcast to reduce_dtype), and reduces nothing.
+        self.accumulating = s.accumulates_unsharded(stage)
+        self.shards_accumulate = s.grad_accum > 1 and not self.accumulating
+        self.model_params = self.u.root_params + sum(self.u.params_of(k) for k in range(self.u.layers))
         self.scale: tuple[int, int] | None = None
         if s.source_of("activation_bytes") == "measured":
             self.scale = (s.activation_bytes, self.a.modelled_total)
@@ -112,9 +119,15 @@ class Pieces:
         return total, lambda: line.formula.text
 
     def gradients_so_far(self, out: Sink, layers_done: int, head_done: bool, what: str) -> None:
-        if not self.rules.gradients_fill_during_backward:
+        if self.accumulating:
+            self.accumulated_gradients(out)
+        if self.shards_accumulate or not self.rules.gradients_fill_during_backward:
             total, formula = self.all_gradients()
-            out.add("gradients", "every gradient (kept resident through the step)", total, formula)
+            why = (f"every gradient (accumulated since the first of {self.s.grad_accum} micro batches)"
+                   if self.shards_accumulate else "every gradient (kept resident through the step)")  # fmt: skip
+            out.add("gradients", why, total, formula)
+            return
+        if self.accumulating:  # no micro batch before the last reduce-scatters: no gradient shard yet
             return
         per_layer, dense = self.layer_grad, self.u.last_dense(layers_done)  # the top layers_done layers
         head = self.head_grad if head_done else 0
@@ -131,6 +144,18 @@ class Pieces:
                 + (f" + {n(head)}" if head else "")
                 + f") elements × {w} B = {n(value)} B"
             ),
+        )
+
+    def accumulated_gradients(self, out: Sink) -> None:
+        """grad_sync last, accumulating: every unit's unsharded gradient, kept across the micro batches in the reduce
+        width (FSDP2 upcasts each at its post-backward when reduce_dtype differs, and adds the next micro batch's)."""
+        elements, r, accum = self.model_params, self.reduce, self.s.grad_accum
+        value = elements * r
+        out.add(
+            "unsharded_grads",
+            f"every unit's unsharded gradient, accumulated without sync (micro batch 2 or later of {accum})",
+            value,
+            lambda: f"{n(elements)} elements × {r} B = {n(value)} B",
         )
 
     def unsharded_layers(self, out: Sink, what: str, lo: int, hi: int, category: str = "unsharded_params") -> None:
@@ -174,7 +199,7 @@ class Pieces:
 
     def reduce_scatter_input(self, out: Sink, what: str, params: int, whole: int) -> None:
         """The reduce-scatter input of a unit: at stage 3 FSDP2's whole padded unit, at stage 2 the unit."""
-        if self.stage < 2 or not self.rules.reduce_scatter_buffer:
+        if self.stage < 2 or not self.rules.reduce_scatter_buffer or self.accumulating:
             return
         r = self.reduce
         elements = whole if self.fsdp2 else params

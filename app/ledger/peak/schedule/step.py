@@ -329,6 +329,17 @@ class Step(Pieces):
             out, "reduce-scatter input of layer 0 (in flight until the root's post-backward)", u.params_of(0),
             u.unsharded_of(0),
         )  # fmt: skip
+        if u.tied:
+            self._tied_embedding_sum(out)
+
+    def _tied_embedding_sum(self, out: Sink) -> None:
+        """Tied embeddings: the embedding's backward makes a dense V × h gradient, and autograd's AccumulateGrad adds
+        it to the head's gradient already on the shared weight out of place (torch 2.13: aten.add, traced), so
+        both and their sum are held at once, in the gather width."""
+        elements, g = self.u.tied_params, self.gather if self.fsdp2 else self.grads_width
+        value = 2 * elements * g
+        out.add("temporaries", "the tied embedding's gradient and its sum with the head's (added out of place)",
+                value, lambda: f"2 × {n(elements)} elements × {g} B = {n(value)} B")  # fmt: skip
 
     def root_post_backward(self, out: Sink) -> None:
         u = self.u
