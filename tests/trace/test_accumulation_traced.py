@@ -25,8 +25,8 @@ pytestmark = MARKS
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 16384}  # fmt: skip
 TIED = {**LLAMA, "tie_word_embeddings": True}
-RUN = {"dp": 4, "seq_len": 256, "micro_batch": 1, "reduce_bytes": 4, **FSDP2}
-CASES = {
+RUN: dict[str, object] = {"dp": 4, "seq_len": 256, "micro_batch": 1, "reduce_bytes": 4, **FSDP2}
+CASES: dict[str, dict[str, object]] = {
     "plain-every": {"model": compact(LLAMA), "grad_sync": "every"},
     "plain-last": {"model": compact(LLAMA), "grad_sync": "last"},
     "plain-last-full": {"model": compact(LLAMA), "grad_sync": "last", "act_policy": "full"},
