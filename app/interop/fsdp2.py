@@ -25,7 +25,7 @@ def fsdp2_snippet(s: Scenario) -> Snippet:
     notes: list[str] = []
     reshard = _reshard(s, notes)
     _offload_notes(s, notes)
-    lines = _head(s) + _sharding(s, reshard) + _optimizer(s, notes)
+    lines = _head(s) + _sharding(s, reshard) + _optimizer(s, notes) + _accumulation(s)
     _notes(s, notes)
     return Snippet("\n".join(lines) + "\n", tuple(notes))
 
@@ -135,6 +135,26 @@ def _optimizer(s: Scenario, notes: list[str]) -> list[str]:
         return ["optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)  # no state"]
     notes.append(f"opt_states {s.opt_states}: no torch.optim optimizer written; use one with that many states")
     return []
+
+
+def _accumulation(s: Scenario) -> list[str]:
+    """The step's loop over its micro batches, with the sync and resharding the scenario asks between them."""
+    if s.grad_accum == 1:
+        return []
+    between = []
+    if s.grad_sync == "last":
+        between.append("    model.set_requires_gradient_sync(last)  # no reduce-scatter before the last")
+    if not s.reshard_after_backward:
+        between.append("    model.set_reshard_after_backward(last)  # keep the units gathered between micro batches")
+    return [
+        "",
+        f"for i, (inputs, labels) in enumerate(micro_batches):  # {s.grad_accum} a step",
+        f"    last = i == {s.grad_accum - 1}",
+        *between,
+        f"    loss_fn(model(inputs), labels).div({s.grad_accum}).backward()",
+        "optimizer.step()",
+        "optimizer.zero_grad(set_to_none=True)",
+    ]
 
 
 def _notes(s: Scenario, notes: list[str]) -> None:

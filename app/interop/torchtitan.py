@@ -56,6 +56,9 @@ def _training(s: Scenario, notes: list[str]) -> list[str]:
     out = [f"--training.local-batch-size {s.micro_batch}", f"--training.seq-len {s.seq_len}"]
     if s.grad_accum > 1:  # trainer.py: gradient_accumulation_steps = global ÷ (local × the data-parallel degree)
         out.append(f"--training.global-batch-size {s.micro_batch * s.dp * s.grad_accum}")
+        if not s.reshard_after_backward:
+            notes.append("reshard_after_backward 0: torchtitan 0.3.0 keeps units gathered between micro batches only "
+                         "under pipeline parallelism (torch's PipelineStage); written as its default")  # fmt: skip
         if s.grad_sync == "last":
             notes.append("grad_sync last: torchtitan 0.3.0 reduce-scatters every micro batch (no no_sync); written "
                          "as its own, which holds the gradient shards instead of unsharded gradients")  # fmt: skip

@@ -73,6 +73,7 @@ class TraceSetup:
     wrap: str = "root"  # root: the lab's recipe (layers, then the root); embed-tail: Accelerate's own code
     grad_accum: int = 1  # micro batches per optimizer step
     grad_sync: str = "every"  # every: reduce-scatter each micro batch; last: set_requires_gradient_sync(False) before
+    reshard_after_backward: bool = True  # False: set_reshard_after_backward(False) on every micro batch but the last
 
     @property
     def foreach(self) -> bool:
@@ -252,4 +253,5 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         wrap=s.wrap,
         grad_accum=s.grad_accum,
         grad_sync=s.grad_sync,
+        reshard_after_backward=bool(s.reshard_after_backward),
     )

@@ -196,6 +196,8 @@ def _next_micro_batch(tracker: TimelineTracker, model: Any, setup: TraceSetup, m
     last = micro == setup.grad_accum - 1
     if setup.grad_sync == "last":
         model.set_requires_gradient_sync(last)
+    if not setup.reshard_after_backward:
+        model.set_reshard_after_backward(last)
     if micro:
         tracker.reset_mod_stats()
     tracker.instant(f"micro batch {micro + 1} of {setup.grad_accum}" + (" (sync)" if last else ""), "start")

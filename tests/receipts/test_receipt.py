@@ -81,6 +81,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "routing_imbalance_pct": 100,
         "grad_accum": 1,
         "grad_sync": "every",
+        "reshard_after_backward": 1,
     }
 
 

@@ -25,6 +25,10 @@ pytestmark = MARKS
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 16384}  # fmt: skip
 TIED = {**LLAMA, "tie_word_embeddings": True}
+# Layers outweighing the loss (a small vocabulary, recomputation): where units kept gathered after the first micro
+# batch's backward make it the worst
+LAYERS = {**LLAMA, "num_hidden_layers": 4, "vocab_size": 512}
+KEPT: dict[str, object] = {"act_policy": "full", "reshard_after_backward": 0, "seq_len": 128}
 RUN: dict[str, object] = {"dp": 4, "seq_len": 256, "micro_batch": 1, "reduce_bytes": 4, **FSDP2}
 CASES: dict[str, dict[str, object]] = {
     "plain-every": {"model": compact(LLAMA), "grad_sync": "every"},
@@ -33,7 +37,15 @@ CASES: dict[str, dict[str, object]] = {
     "plain-tied-every-full": {"model": compact(TIED), "grad_sync": "every", "act_policy": "full"},
     "hf-last": {"model": compact(LLAMA), "stack": "hf-fsdp2", "reduce_bytes": 2},
     "hf-every-full": {"model": compact(LLAMA), "stack": "hf-fsdp2", "grad_sync": "every", "act_policy": "full"},
-}
+    # set_reshard_after_backward(False) between micro batches: the units stay gathered after the first's backward
+    "plain-last-full-kept": {"model": compact(TIED), "grad_sync": "last", "act_policy": "full",
+                             "reshard_after_backward": 0},
+    "plain-tied-last-kept-b16": {"model": compact({**LAYERS, "tie_word_embeddings": True}), "grad_sync": "last",
+                                 "reduce_bytes": 2, **KEPT},
+    "hf-last-kept": {"model": compact(LAYERS), "stack": "hf-fsdp2", **KEPT},
+    "plain-every-full-kept-raf0": {"model": compact(LLAMA), "grad_sync": "every", "act_policy": "full",
+                                   "reshard_after_backward": 0, "reshard_after_forward": 0},
+}  # fmt: skip
 
 
 def _scenario(case: str, accum: int) -> Any:
@@ -80,6 +92,20 @@ def test_skipping_the_sync_holds_every_unit_unsharded_in_the_reduce_width(traced
     assert unsharded >= last.scenario.params * 4
     traced_gap = traced["plain-last"].peak["total"] - traced["plain-every"].peak["total"]
     assert abs((last.total - every.total) - traced_gap) * 20 <= traced_gap
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if _scenario(c, 2).grad_sync == "last"])
+def test_the_lab_and_the_trace_agree_on_the_worst_micro_batch(traced: dict[str, Any], case: str) -> None:
+    """Without sync, the first micro batch holds the gradients of the units it has done, the last those not yet
+    reduced; with reshard_after_backward 0 the first also keeps its units gathered. Each instant is walked for both
+    and the larger kept: the micro batch the lab names is the one whose instant the trace peaks in."""
+    timeline = traced[case].timeline
+    second = next(i for i, t in enumerate(timeline) if t.label.startswith("micro batch 2 of 2"))
+    worst = max(range(len(timeline)), key=lambda i: timeline[i].peak_since_previous)
+    peak = _lab(case)
+    assert peak.instant is not None
+    lab_first = any("micro batch 1 of 2" in e.what for e in peak.instant.entries)
+    assert lab_first == (worst <= second), (peak.instant.key, timeline[worst].label)
 
 
 def test_more_micro_batches_without_sync_add_nothing() -> None:

@@ -139,6 +139,15 @@ GRAD_ACCUM_FIELD: Any = optional(
     examples=[4],
     json_schema_extra=form("schedule", "micro batches", 1),
 )
+RESHARD_AFTER_BACKWARD_FIELD: Any = optional(
+    title="Reshard after backward",
+    description="With gradient accumulation above 1: 0 keeps each unit's gathered parameters from its backward to the "
+    "next micro batch (FSDP2's set_reshard_after_backward(False) on every micro batch but the last, which some loops "
+    "pair with grad_sync last): the next forward gathers nothing it kept, at the cost of holding the unsharded "
+    "parameters between micro batches (with reshard_after_forward 0, the whole model's). 1: FSDP2's default.",
+    examples=[1],
+    json_schema_extra=form("schedule", "0 or 1", 1),
+)
 GRAD_SYNC_FIELD: Any = optional(
     title="Gradient sync under accumulation",
     description="With gradient accumulation above 1: every (each micro batch's backward reduce-scatters, and the "

@@ -42,6 +42,7 @@ from app.ledger.scenario.choices import (
     OPTIMIZER_IMPL_FIELD,
     RESERVE_BYTES_FIELD,
     RESERVE_SOURCE_FIELD,
+    RESHARD_AFTER_BACKWARD_FIELD,
     STACK_FIELD,
     WRAP_FIELD,
 )
@@ -255,6 +256,7 @@ class ScenarioFields(BaseModel):
     )
     grad_accum: Plain = GRAD_ACCUM_FIELD
     grad_sync: Sync = GRAD_SYNC_FIELD
+    reshard_after_backward: Flag = RESHARD_AFTER_BACKWARD_FIELD
     bucket_bytes: Bytes = optional(
         ge=0,
         le=TWO_40,

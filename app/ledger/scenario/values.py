@@ -64,3 +64,4 @@ class ScenarioValues:
     routing_imbalance_pct: int = 100  # Routing imbalance (busiest expert)
     grad_accum: int = 1  # Gradient accumulation
     grad_sync: str = "every"  # Gradient sync under accumulation
+    reshard_after_backward: int = 1  # Reshard after backward

@@ -115,7 +115,10 @@ def _per_micro_batch(s: Scenario, stage: int) -> str:
     gradients' collective each micro batch or once; the updated parameters' all-gather once."""
     syncs = _syncs(s)
     said = "each micro batch" if syncs > 1 else "once, after the last (no sync before)"
-    text = ("the all-gathers run in each micro batch, " if stage == 3 else "") + f"the gradients are reduced {said}"
+    gathers = "the all-gathers run in each micro batch, "
+    if not s.reshard_after_backward:
+        gathers = "the forward's all-gathers once (reshard_after_backward 0 keeps the units), the backward's each, "
+    text = (gathers if stage == 3 else "") + f"the gradients are reduced {said}"
     return text + (", the updated parameters gathered once" if stage in (1, 2) else "")
 
 
@@ -127,6 +130,7 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
     terms: list[Term] = []
     parts = s.shards()
     syncs, passes = _syncs(s), s.grad_accum  # gradient reductions and forward/backward passes per step
+    forward = 1 if not s.reshard_after_backward else passes  # units kept after backward: gathered once
     for params, group in parts:
         psi_p, psi_g = params * s.param_bytes, params * s.grad_bytes
         tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one
@@ -136,12 +140,12 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
             terms.append(Term("all-reduce" + tag, syncs * 2 * psi_g, s.dp if not tag else group,
                               _times(syncs, f"2 × {g_}")))  # fmt: skip
             continue
-        gathered = _times(passes, p_)
+        gathered, first = _times(passes, p_), _times(forward, p_)
         if stage == 3 and s.hpz > 1:
-            terms.append(Term("all-gather forward" + tag, passes * psi_p, s.dp, gathered))
+            terms.append(Term("all-gather forward" + tag, forward * psi_p, s.dp, first))
             terms.append(Term("all-gather backward (hpZ)" + tag, passes * psi_p, s.hpz, gathered))
         elif stage == 3:
-            terms.append(Term("all-gather forward" + tag, passes * psi_p, group, gathered))
+            terms.append(Term("all-gather forward" + tag, forward * psi_p, group, first))
             terms.append(Term("all-gather backward" + tag, passes * psi_p, group, gathered))
         terms.append(Term("reduce-scatter" + tag, syncs * psi_g, group, _times(syncs, g_)))
         if stage in (1, 2):

@@ -122,3 +122,23 @@ def test_the_api_and_the_cli_refuse_it_naming_the_field() -> None:
     assert ok.status_code == 200 and ok.json()["scenario"]["grad_accum"] == 4
     cli = run_cli("estimate", "--grad-accum", "1025")
     assert cli.returncode == 2 and "--grad-accum: 1,025 is out of range (allowed: 1 … 1,024)" in cli.stderr
+
+
+def test_units_kept_after_backward_are_gathered_once_in_forward() -> None:
+    raw = {"params": 8_000, "dp": 8, "grad_accum": 4, "grad_sync": "last"}
+    psi_p, psi_g = 8_000 * 2, 8_000 * 2
+    kept = communication(parse_scenario({**raw, "reshard_after_backward": 0}), 3)
+    assert kept.volume == psi_p + 4 * psi_p + psi_g  # the forward's once, the backward's each time, one sync
+    assert "reshard_after_backward 0" in kept.collectives
+
+
+def test_the_fsdp2_snippet_loops_over_the_micro_batches() -> None:
+    from app.interop.fsdp2 import fsdp2_snippet
+
+    text = fsdp2_snippet(parse_scenario({**RUN, "grad_accum": 4, "grad_sync": "last", "reshard_after_backward": 0}))
+    compile(text.text, "fsdp2.py", "exec")  # valid Python
+    assert "model.set_requires_gradient_sync(last)" in text.text
+    assert "model.set_reshard_after_backward(last)" in text.text
+    assert "last = i == 3" in text.text
+    plain = fsdp2_snippet(parse_scenario({**RUN, "grad_accum": 4})).text
+    assert "micro_batches" in plain and "set_requires_gradient_sync" not in plain

@@ -121,6 +121,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "loss_chunks",
         "grad_accum",
         "grad_sync",
+        "reshard_after_backward",
         "params",
         "dp",
         "param_bytes",

@@ -61,11 +61,18 @@ class CarvedStep(Step):
         """The tail unit unsharded (final norm and head), and its all-gather output while ``gathering``."""
         u = self.u
         self.unsharded(out, "tail unit unsharded (final norm, head: not resharded after forward)", 1, u.tail_unsharded)
-        if gathering and self._gathered():
+        if gathering and self._gathered() and not self.keeps_forward:
             self.unsharded(out, "the tail's all-gather output", 1, u.tail_unsharded, "all_gather")
 
     def tail_gradients(self, out: Sink, head_only: bool) -> None:
-        """The tail's gradient shards after its post-backward(s): the head's, then the final norm's too."""
+        """The tail's gradient shards after its post-backward(s): the head's, then the final norm's too. Without
+        sync (a micro batch but the last) its gradient stays unsharded instead: the first micro batch's is held
+        here, a middle one's is among every unit's (:meth:`accumulated_gradients`)."""
+        if not self.reducing:
+            if not self.after_first:
+                params = self.u.head_params if head_only else self.u.head_params + self.u.norm_params
+                self.accumulated_gradients(out, params)
+            return
         u, w = self.u, self.grads_width * self.grad_line.copies
         elements = u.head_unsharded // self.s.dp if head_only else u.tail_shard
         what = "the head's gradient shard" if head_only else "the tail's gradient shard (head and final norm)"
@@ -76,9 +83,17 @@ class CarvedStep(Step):
         u = self.u
         self.gradients_so_far(out, 0, False, "gradients (none yet: zero_grad(set_to_none=True))")
         self.unsharded(out, "embedding unit unsharded", 1, u.embed_unsharded)
-        if self._gathered():
+        self.kept_since_backward(out, 0, forward=True)
+        if self._gathered() and not self.keeps_forward:
             self.unsharded(out, "the embedding's all-gather output (during its copy-out)", 1, u.embed_unsharded,
                            "all_gather")  # fmt: skip
+
+    def kept_since_backward(self, out: Sink, lo: int, forward: bool = False) -> None:
+        """The layers', and the tail unit's (which is not resharded after forward either)."""
+        super().kept_since_backward(out, lo, forward)
+        if self.keeps_forward if forward else self.keeps_backward:
+            self.unsharded(out, "tail unit kept unsharded since its backward (reshard_after_backward 0)", 1,
+                           self.u.tail_unsharded)  # fmt: skip
 
     def first_unit(self) -> tuple[str, int]:
         return "the embedding's", self.u.embed_unsharded
@@ -98,7 +113,7 @@ class CarvedStep(Step):
         self.gradients_so_far(out, 0, False, "gradients (none yet: zero_grad(set_to_none=True))")
         self.root_and_kept_layers(out, self.kept_after_forward())
         self.tail(out, gathering=True)
-        if self._gathered():
+        if self._gathered() and not self.keeps_forward:
             self.unsharded(out, f"layer {u.layers - 1}'s all-gather output, held until this copy-out", 1,
                            u.unsharded_of(u.layers - 1), "all_gather")  # fmt: skip
         saved = a.saved_before(u.layers)
@@ -197,6 +212,7 @@ class CarvedStep(Step):
     def _embedding_backward(self, out: Sink) -> None:
         u = self.u
         self.gradients_so_far(out, u.layers, False, "gradients of every layer")
+        self.kept_since_backward(out, 0)
         self.tail_gradients(out, head_only=False)
 
     def embedding_unshard(self, out: Sink) -> None:

@@ -86,7 +86,7 @@ class ChunkedStep(CarvedStep):
     def _accumulated(self, out: Sink) -> None:
         """From the second slice: the head's unsharded gradient accumulated in the reduce width (without sync across
         micro batches it is one of the gradients accumulated since the first, counted there)."""
-        if self.chunks < 2 or self.accumulating:
+        if self.chunks < 2 or (self.sync_last and self.after_first):
             return
         u, r = self.u, self.reduce
         value = u.head_params * r

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.peak.schedule.layout import layout
+from app.ledger.peak.schedule.micro import MicroBatches
 from app.ledger.peak.schedule.sinks import Sink
 from app.ledger.peak.schedule.terms import activation_terms
 from app.ledger.scenario import Scenario
@@ -32,7 +33,7 @@ def _divided(formula: Callable[[], str], dp: int, value: int) -> Callable[[], st
     return lambda: f"({formula()}) ÷ {n(dp)} = {n(value)} B"
 
 
-class Pieces:
+class Pieces(MicroBatches):
     def __init__(self, s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> None:
         self.s, self.stage, self.rules, self.lines = s, stage, rules, lines
         self.fsdp2 = stage == 3
@@ -51,13 +52,7 @@ class Pieces:
         self.dense_grad = self._grad_elements(self.u.dense_params, self.u.dense_shard)  # deepseek_v3's dense layers
         self.head_grad = self._grad_elements(self.u.head_grad_params, None)
         self.buffers = self._buffers()
-        # Gradient accumulation: the micro batch walked is one after the first, the worst of the step. Synced each
-        # micro batch (or at stages 0–1, whose gradients are whole anyway), every gradient is resident by then;
-        # at stages 2–3 without sync until the last, FSDP2 holds every unit's unsharded gradient instead
-        # (torch 2.13 FSDPParam.to_accumulated_grad_if_needed: upcast to reduce_dtype), and reduces nothing.
-        self.accumulating = s.accumulates_unsharded(stage)
-        self.shards_accumulate = s.grad_accum > 1 and not self.accumulating
-        self.model_params = self.u.root_params + sum(self.u.params_of(k) for k in range(self.u.layers))
+        self.init_micro_batches(stage)  # gradient accumulation: see .micro
         self.scale: tuple[int, int] | None = None
         if s.source_of("activation_bytes") == "measured":
             self.scale = (s.activation_bytes, self.a.modelled_total)
@@ -119,15 +114,15 @@ class Pieces:
         return total, lambda: line.formula.text
 
     def gradients_so_far(self, out: Sink, layers_done: int, head_done: bool, what: str) -> None:
-        if self.accumulating:
-            self.accumulated_gradients(out)
-        if self.shards_accumulate or not self.rules.gradients_fill_during_backward:
+        if self.sync_last:
+            self.accumulated_gradients(out, self.done_params(layers_done, head_done, self.u.head_grad_params))
+        if self.shards_all or not self.rules.gradients_fill_during_backward:
             total, formula = self.all_gradients()
             why = (f"every gradient (accumulated since the first of {self.s.grad_accum} micro batches)"
-                   if self.shards_accumulate else "every gradient (kept resident through the step)")  # fmt: skip
+                   if self.shards_all else "every gradient (kept resident through the step)")  # fmt: skip
             out.add("gradients", why, total, formula)
             return
-        if self.accumulating:  # no micro batch before the last reduce-scatters: no gradient shard yet
+        if not self.reducing:  # no micro batch before the last reduce-scatters: no gradient shard yet
             return
         per_layer, dense = self.layer_grad, self.u.last_dense(layers_done)  # the top layers_done layers
         head = self.head_grad if head_done else 0
@@ -146,17 +141,14 @@ class Pieces:
             ),
         )
 
-    def accumulated_gradients(self, out: Sink) -> None:
-        """grad_sync last, accumulating: every unit's unsharded gradient, kept across the micro batches in the reduce
-        width (FSDP2 upcasts each at its post-backward when reduce_dtype differs, and adds the next micro batch's)."""
-        elements, r, accum = self.model_params, self.reduce, self.s.grad_accum
-        value = elements * r
-        out.add(
-            "unsharded_grads",
-            f"every unit's unsharded gradient, accumulated without sync (micro batch 2 or later of {accum})",
-            value,
-            lambda: f"{n(elements)} elements × {r} B = {n(value)} B",
-        )
+    def kept_since_backward(self, out: Sink, lo: int, forward: bool = False) -> None:
+        """reshard_after_backward 0: layers lo … L − 1 unsharded since their backward, this micro batch's (a micro
+        batch but the last) or, in ``forward``, the last one's."""
+        last = self.u.layers - 1
+        if (self.keeps_forward if forward else self.keeps_backward) and lo <= last:
+            what = f"layer {lo}" if lo == last else f"layers {lo} … {last}"
+            self.unsharded_layers(out, f"{what} kept unsharded since their backward (reshard_after_backward 0)", lo,
+                                  last + 1)  # fmt: skip
 
     def unsharded_layers(self, out: Sink, what: str, lo: int, hi: int, category: str = "unsharded_params") -> None:
         """Layers lo … hi − 1 unsharded (or their all-gather outputs): one entry, its runs of alike layers summed."""
@@ -199,7 +191,7 @@ class Pieces:
 
     def reduce_scatter_input(self, out: Sink, what: str, params: int, whole: int) -> None:
         """The reduce-scatter input of a unit: at stage 3 FSDP2's whole padded unit, at stage 2 the unit."""
-        if self.stage < 2 or not self.rules.reduce_scatter_buffer or self.accumulating:
+        if self.stage < 2 or not self.rules.reduce_scatter_buffer or not self.reducing:
             return
         r = self.reduce
         elements = whole if self.fsdp2 else params

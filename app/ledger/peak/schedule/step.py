@@ -41,6 +41,10 @@ def _layer_name(k: int, last: int, moment: str) -> tuple[str, str]:
 
 class Step(Pieces):
     # ------------------------------------------------------------------ the plan
+    def moments(self) -> list[Moment]:
+        """The plan, each instant walked for the worst micro batch (:meth:`MicroBatches.worst`)."""
+        return [m._replace(fill=self.worst(m.fill)) for m in self.plan()]
+
     def plan(self) -> list[Moment]:
         """The stage's instants in step order."""
         plan = [
@@ -113,7 +117,8 @@ class Step(Pieces):
         self.gradients_so_far(out, 0, False, "gradients (none yet: zero_grad(set_to_none=True))")
         self.root_and_kept_layers(out, k if not s.reshard_after_forward else 0)
         self.unsharded(out, f"layer {k} unsharded", 1, u.unsharded_of(k))
-        if s.dp > 1:
+        self.kept_since_backward(out, k + 1, forward=True)
+        if s.dp > 1 and not self.keeps_forward:  # kept since the last micro batch: no all-gather
             self.unsharded(out, f"layer {k}'s all-gather output (during its copy-out)", 1, u.unsharded_of(k),
                            "all_gather")  # fmt: skip
             held, whole = self.first_unit() if k == 0 else (f"layer {k - 1}'s", u.unsharded_of(k - 1))
@@ -263,6 +268,7 @@ class Step(Pieces):
             k + 1 - rebuilt,
             k + 1,
         )
+        self.kept_since_backward(out, k + 1)
         if not (self.fsdp2 and s.reshard_after_forward and s.dp > 1):
             return
         self.backward_prefetched(out, k, moment)
@@ -324,6 +330,7 @@ class Step(Pieces):
         u = self.u
         self.gradients_so_far(out, u.layers, False, "gradients of every layer")
         self.unsharded(out, "root unit unsharded (until its post-backward)", 1, u.root_unsharded)
+        self.kept_since_backward(out, 0)
         self._root_unsharded_gradients(out)
         self.reduce_scatter_input(
             out, "reduce-scatter input of layer 0 (in flight until the root's post-backward)", u.params_of(0),
@@ -344,6 +351,7 @@ class Step(Pieces):
     def root_post_backward(self, out: Sink) -> None:
         u = self.u
         self.gradients_so_far(out, u.layers, False, "gradients of every layer")
+        self.kept_since_backward(out, 0)
         self._root_unsharded_gradients(out)
         self.reduce_scatter_input(out, "reduce-scatter input of the root", u.root_params, u.root_unsharded)
 

@@ -75,7 +75,7 @@ def resident(step: Step) -> list[int]:
 def _summed(step: Step) -> Iterator[tuple[Moment, list[int]]]:
     """Each moment of the plan with its bytes per category."""
     every = resident(step)
-    for moment in step.plan():
+    for moment in step.moments():
         yield moment, summed(moment, every)
 
 
@@ -109,7 +109,7 @@ class _Spelling:
         if found is None:
             if self.plan is None:
                 step = self.step()
-                self.plan = (step, step.plan())
+                self.plan = (step, step.moments())
             step, moments = self.plan
             out = EntrySink()
             step.state(out)
@@ -142,7 +142,7 @@ def largest_totals(walks: Sequence[tuple[Scenario, tuple[LedgerLine, ...]]], sta
     peaks = []
     for s, lines in walks:
         step = _step(s, stage)(s, stage, lines, rules, True)
-        moments, every = step.plan(), resident(step)
+        moments, every = step.moments(), resident(step)
         if not bounds:
             bounds = [sum(summed(m, every)) for m in moments]
             peaks.append(max(bounds))
@@ -164,7 +164,7 @@ def over(s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, r
     stops at the first instant over: the fit finder's searches through degrees and micro batches that do not
     fit (a MoE model's padded experts: hundreds of degrees) then sum one instant each, not every one."""
     step = _step(s, stage)(s, stage, lines, rules, True)
-    moments, every = step.plan(), resident(step)
+    moments, every = step.moments(), resident(step)
     first = first if first < len(moments) else 0
     order: list[int] = [first, *range(first), *range(first + 1, len(moments))]
     for i in order:
