@@ -25,6 +25,7 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
         "activation_checkpointing": _checkpointing(s, notes) and not every,
         "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
         "cpu_offload": s.offload_optimizer == "cpu" and s.offload_param == "cpu",
+        "state_dict_type": "FULL_STATE_DICT" if s.save_path == "full-rank0" else "SHARDED_STATE_DICT",
     }
     lines = [
         "from transformers import TrainingArguments",

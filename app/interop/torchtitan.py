@@ -109,6 +109,9 @@ def _choices(s: Scenario, notes: list[str]) -> None:
         notes.append("buffers none: torchtitan 0.3.0 keeps a RoPE cache buffer in every layer")
     if s.norms == "unfused":
         notes.append("norms unfused: torchtitan's RMSNorm is torch.nn.RMSNorm (composite on CPU, fused on CUDA)")
+    if s.save_path == "full-rank0":
+        notes.append("save_path full-rank0: torchtitan 0.3.0 saves with torch.distributed.checkpoint, each rank its "
+                     "own shards (sharded)")  # fmt: skip
     if s.offload_optimizer != "none" or s.offload_param != "none":
         notes.append("offload: torchtitan's --training.enable-cpu-offload moves parameters, gradients and the "
                      "optimizer step to the CPU together (FSDP2's CPUOffloadPolicy)")  # fmt: skip

@@ -41,6 +41,8 @@ OptimizerImpl = Literal["for-loop", "foreach", "fused"]
 ReserveSource = Literal["declared", "measured"]
 # When gradients are reduce-scattered under accumulation: after every micro batch, or after the last only (no_sync).
 GradSync = Literal["every", "last"]
+# How a checkpoint is saved: each rank its shards (torch.distributed.checkpoint), or full state dicts on rank 0.
+SavePath = Literal["sharded", "full-rank0"]
 # Registered buffers every rank holds whole (FSDP2 shards parameters, not buffers).
 BuffersKind = Literal["none", "rope-per-layer"]
 ActWidth = Literal[1, 2, 4]

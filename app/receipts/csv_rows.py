@@ -65,6 +65,8 @@ def _host_rows(e: Estimate) -> Iterator[Row]:
         yield {"stage": st.stage, "ledger": "host", "category": "node.nvme", "bytes": st.nvme_per_node}
         yield {"stage": st.stage, "ledger": "host", "category": "node.load_peak", "bytes": st.load_peak,
                **_explained(st.load_formula, st.load_note)}  # fmt: skip
+        yield {"stage": st.stage, "ledger": "host", "category": "node.save_peak", "bytes": st.save_peak,
+               **_explained(st.save_formula, st.save_note)}  # fmt: skip
         verdict = "fits" if st.fits else "does not fit"
         yield {"stage": st.stage, "ledger": "host", "category": "node.peak", "bytes": st.peak, "value": verdict,
                "detail": f"host memory {e.ledger.host.capacity:,} B"}  # fmt: skip

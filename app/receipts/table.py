@@ -90,10 +90,10 @@ def _host_lines(e: Estimate) -> Iterator[str]:
            f"offload_param {s.offload_param}) against {gb(host.capacity)} / {gib(host.capacity)}")  # fmt: skip
     body = [
         [f"stage {st.stage}", gb(st.per_node), integer(st.per_node), gb(st.nvme_per_node), gb(st.load_peak),
-         gb(st.peak), "fits" if st.fits else "DOES NOT FIT"]
+         gb(st.save_peak), gb(st.peak), "fits" if st.fits else "DOES NOT FIT"]
         for st in host.stages
     ]  # fmt: skip
-    yield from _table(["", "RAM", "RAM (bytes)", "NVMe", "loading", "peak", "verdict"], body)
+    yield from _table(["", "RAM", "RAM (bytes)", "NVMe", "loading", "saving", "peak", "verdict"], body)
     for x in host.stages[s.stage].lines:
         yield f"  stage {s.stage}, per rank: {x.what} ({x.where}{', pinned' if x.pinned else ''}): {x.formula.text}"
     ds = compare(e.ledger, host)

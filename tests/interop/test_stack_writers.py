@@ -128,3 +128,14 @@ def test_torchtitan_accumulates_by_its_global_batch() -> None:
     said = " | ".join(torchtitan_snippet(parse_scenario({**RUN, "stack": "torchtitan", "grad_accum": "4",
                                                          "grad_sync": "last"})).notes)  # fmt: skip
     assert "grad_sync last" in said
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="the trace extra is not installed")
+@pytest.mark.parametrize(("save", "state_dict_type"), [("full-rank0", "FULL_STATE_DICT"),
+                                                        ("sharded", "SHARDED_STATE_DICT")])  # fmt: skip
+def test_the_trainer_saves_as_the_scenario_says(save: str, state_dict_type: str) -> None:
+    s = parse_scenario({**RUN, "stack": "hf-fsdp2", "save_path": save})
+    namespace: dict[str, Any] = {}
+    text = hf_trainer_snippet(s).text.replace("TrainingArguments(\n", "TrainingArguments(\n    use_cpu=True,\n")
+    exec(text, namespace)  # noqa: S102 (the snippet is our own output, run to check it)
+    assert namespace["args"].fsdp_plugin_args["state_dict_type"] == state_dict_type

@@ -82,6 +82,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "grad_accum": 1,
         "grad_sync": "every",
         "reshard_after_backward": 1,
+        "save_path": "sharded",
     }
 
 

@@ -148,6 +148,15 @@ RESHARD_AFTER_BACKWARD_FIELD: Any = optional(
     examples=[1],
     json_schema_extra=form("schedule", "0 or 1", 1),
 )
+SAVE_PATH_FIELD: Any = optional(
+    title="Checkpoint save",
+    description="How a checkpoint is saved, for the host ledger: sharded (each rank writes its own shards with "
+    "torch.distributed.checkpoint: no whole copy on the host) or full-rank0 (full state dicts gathered to rank 0's "
+    "host memory, FSDP2's get_model_state_dict / get_optimizer_state_dict with full_state_dict and cpu_offload, "
+    "Accelerate's FULL_STATE_DICT: the model's, then the optimizer's). Default: the stack's.",
+    examples=["full-rank0"],
+    json_schema_extra=form("host", "path", None),
+)
 GRAD_SYNC_FIELD: Any = optional(
     title="Gradient sync under accumulation",
     description="With gradient accumulation above 1: every (each micro batch's backward reduce-scatters, and the "

@@ -43,6 +43,7 @@ from app.ledger.scenario.choices import (
     RESERVE_BYTES_FIELD,
     RESERVE_SOURCE_FIELD,
     RESHARD_AFTER_BACKWARD_FIELD,
+    SAVE_PATH_FIELD,
     STACK_FIELD,
     WRAP_FIELD,
 )
@@ -67,6 +68,7 @@ from app.ledger.scenario.readers import (
     Plain,
     Policy,
     PpStage,
+    Save,
     Source,
     Stack,
     StageRun,
@@ -379,6 +381,7 @@ class ScenarioFields(BaseModel):
         examples=[2_000_000_000_000],
         json_schema_extra=form("host", "bytes", 2_000_000_000_000),
     )
+    save_path: Save = SAVE_PATH_FIELD
     zero_init: Flag = optional(
         title="Partitioned construction",
         description="1: the model is built already partitioned (DeepSpeed zero.Init, FSDP2 on the meta device), "

@@ -26,6 +26,7 @@ from app.ledger.bounds import (
     NormsImpl,
     OptimizerImpl,
     ReserveSource,
+    SavePath,
     TrainingStack,
     Wrapping,
 )
@@ -132,6 +133,7 @@ Buffers = Annotated[BuffersKind | None, BeforeValidator(_read_choice), _kind("ch
 Source = Annotated[ReserveSource | None, BeforeValidator(_read_choice), _kind("choice")]
 Gqa = Annotated[GqaKind | None, BeforeValidator(_read_choice), _kind("choice")]
 Sync = Annotated[GradSync | None, BeforeValidator(_read_choice), _kind("choice")]
+Save = Annotated[SavePath | None, BeforeValidator(_read_choice), _kind("choice")]
 OptimizerKind = Annotated[OptimizerImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
 PpStage = Annotated[PipelineStage | None, BeforeValidator(_read_choice), _kind("choice")]

@@ -77,6 +77,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "optimizer_impl foreach for a loop that leaves it",
         ),
         "buffers": Preset("none", _NO_BUFFERS),
+        "save_path": Preset(
+            "sharded",
+            "FSDP2's documented checkpointing (torch.distributed.checkpoint.save of the sharded state dict, torch "
+            "2.13): each rank writes its own shards",
+        ),
         "grad_sync": Preset(
             "every",
             "a plain loop calls backward per micro batch and never set_requires_gradient_sync(False): FSDP2's "
@@ -115,6 +120,12 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "(training_args.py): torch.optim.AdamW(fused=True)",
         ),
         "buffers": Preset("none", _NO_BUFFERS),
+        "save_path": Preset(
+            "full-rank0",
+            "transformers 5.23.0 TrainingArguments (training_args.py): fsdp_config's state_dict_type defaults to "
+            "FULL_STATE_DICT (Accelerate alone defaults to SHARDED_STATE_DICT under FSDP2); accelerate 1.15.0 "
+            "save_fsdp_model, then save_fsdp_optimizer, gather full_state_dict with cpu_offload onto rank 0",
+        ),
         "grad_sync": Preset(
             "last",
             "transformers 5.23.0 Trainer._inner_training_loop runs every micro batch but the last under "
@@ -169,6 +180,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "register_buffer('cache', …, persistent=False), complex64 (seq_len, head_dim ÷ 2); "
             "Decoder.Config.update_from_config sizes it by training.seq_len",
         ),
+        "save_path": Preset(
+            "sharded",
+            "torchtitan 0.3.0 components/checkpointer/dcp.py: CheckpointManager.dcp_save saves with torch.distributed."
+            "checkpoint (dcp.save, or dcp.async_save, of the sharded state dicts)",
+        ),
         "grad_sync": Preset(
             "every",
             "torchtitan 0.3.0 trainer.py train_step calls forward_backward_step for each of its "
@@ -179,7 +195,7 @@ _PRESETS: dict[str, dict[str, Preset]] = {
 # The fields whose default is the stack's (the widths last: the all-gather and reduce-scatter widths follow the
 # parameter and gradient widths where a stack leaves them).
 STACK_CHOICES: tuple[str, ...] = (
-    "loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync",
+    "loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync", "save_path",
     "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
 )  # fmt: skip
 

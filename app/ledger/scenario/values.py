@@ -65,3 +65,4 @@ class ScenarioValues:
     grad_accum: int = 1  # Gradient accumulation
     grad_sync: str = "every"  # Gradient sync under accumulation
     reshard_after_backward: int = 1  # Reshard after backward
+    save_path: str = "sharded"  # Checkpoint save

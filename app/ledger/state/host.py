@@ -20,7 +20,11 @@ Per rank, at each stage (P = ⌈N ÷ D⌉, the rank's partition), as DeepSpeed a
 Node: the run's ranks on one node (ranks_per_node, or the run's D × tp × pp GPUs when fewer) × a rank's. Loading: built
 partitioned (``zero_init``, stage 3: each module is created on the device and partitioned as it is
 built) the host holds nothing more; otherwise every rank builds the whole model in FP32 first (N × 4 B
-each). The node's peak is the larger of the two.
+each). Saving (``save_path``): sharded, each rank writes its own shards (torch.distributed.checkpoint), no whole
+copy on the host; full-rank0, rank 0 gathers the full state dicts into its host memory, the model's then the
+optimizer's (torch 2.13 ``get_model_state_dict`` / ``get_optimizer_state_dict`` with ``full_state_dict`` and
+``cpu_offload``, which keep them on rank 0 only; Accelerate 1.15.0's FULL_STATE_DICT save, one after the other), so
+the larger of the two on rank 0's node. The node's peak is the largest of the three.
 """
 
 from __future__ import annotations
@@ -78,7 +82,10 @@ class HostStage:
     load_peak: int  # host RAM of the node while the model is built
     load_formula: Formula  # arithmetic only (empty when nothing is built on the host)
     load_note: str
-    peak: int  # the larger of per_node and load_peak
+    save_peak: int  # host RAM of rank 0's node while a checkpoint is saved
+    save_formula: Formula  # arithmetic only (empty when nothing whole is gathered)
+    save_note: str
+    peak: int  # the largest of per_node, load_peak and save_peak
     headroom: int  # host_bytes − peak
     fits: bool
 
@@ -273,6 +280,19 @@ def _load(s: Scenario, stage: int) -> tuple[int, Formula, str]:
     return total, formula, "every rank builds the whole model in FP32 on the host first"
 
 
+def _save(s: Scenario) -> tuple[int, Formula, str]:
+    """Rank 0's node's host RAM while a checkpoint is saved: its bytes, the arithmetic, and why."""
+    if s.save_path == "sharded":
+        return 0, Formula(), "saved sharded (torch.distributed.checkpoint): each rank writes its own shards"
+    model = s.params * s.param_bytes
+    per = s.opt_states * s.opt_bytes + s.master_bytes
+    optimizer = s.params * per
+    value = max(model, optimizer)
+    formula = Formula.of(f"max({n(s.params)} × {s.param_bytes} B (the model's), {n(s.params)} × ({s.opt_states} × "
+                         f"{s.opt_bytes} + {s.master_bytes}) B (the optimizer's)) = {n(value)} B")  # fmt: skip
+    return value, formula, "full state dicts gathered to rank 0's host memory, the model's then the optimizer's"
+
+
 def node_ranks(s: Scenario) -> int:
     """The run's ranks on one node: ranks_per_node, or all of the run's D × tp × pp GPUs when fewer."""
     return min(s.ranks_per_node, s.world)
@@ -281,13 +301,14 @@ def node_ranks(s: Scenario) -> int:
 def host_ledger(s: Scenario, rules: Rules = PRODUCTION) -> HostLedger:
     stages = []
     ranks = node_ranks(s)
+    save, save_formula, save_note = _save(s)  # the same at every stage: whole state dicts
     for stage in STAGES:
         lines = tuple(_rank_lines(s, stage, rules))
         per_rank = sum(line.bytes for line in lines if line.where == "host")
         nvme = sum(line.bytes for line in lines if line.where == "nvme")
         load, load_formula, load_note = _load(s, stage)
         per_node = ranks * per_rank
-        peak = max(per_node, load)
+        peak = max(per_node, load, save)
         stages.append(
             HostStage(
                 stage,
@@ -298,6 +319,9 @@ def host_ledger(s: Scenario, rules: Rules = PRODUCTION) -> HostLedger:
                 load,
                 load_formula,
                 load_note,
+                save,
+                save_formula,
+                save_note,
                 peak,
                 s.host_bytes - peak,
                 peak <= s.host_bytes,

@@ -32,7 +32,10 @@ class HostStage(Strict):
     load_peak: Bytes = Field(description="host RAM of the node while the model is built")
     load_formula: str = Field(description="arithmetic only; empty when nothing is built on the host")
     load_note: str
-    peak: Bytes = Field(description="the larger of per_node and load_peak")
+    save_peak: Bytes = Field(description="host RAM of rank 0's node while a checkpoint is saved")
+    save_formula: str = Field(description="arithmetic only; empty when each rank saves its own shards")
+    save_note: str
+    peak: Bytes = Field(description="the largest of per_node, load_peak and save_peak")
     headroom: SignedBytes
     fits: bool
     lines: list[HostLine]
@@ -75,6 +78,9 @@ def _stage(st: host.HostStage) -> HostStage:
         load_peak=st.load_peak,
         load_formula=st.load_formula.text,
         load_note=st.load_note,
+        save_peak=st.save_peak,
+        save_formula=st.save_formula.text,
+        save_note=st.save_note,
         peak=st.peak,
         headroom=st.headroom,
         fits=st.fits,

@@ -130,6 +130,7 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "optimizer_impl",
             "gqa",
             "grad_sync",
+            "save_path",
             "param_bytes",
             "grad_bytes",
             "master_bytes",

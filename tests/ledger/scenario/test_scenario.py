@@ -122,6 +122,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "grad_accum",
         "grad_sync",
         "reshard_after_backward",
+        "save_path",
         "params",
         "dp",
         "param_bytes",

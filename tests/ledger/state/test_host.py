@@ -135,3 +135,19 @@ def test_the_estimator_does_not_apply_outside_its_layout() -> None:
     assert compare(compute_ledger(fsdp2), compute_ledger(fsdp2).host) is None
     assert "NVMe" in (not_comparable(scenario(offload_optimizer="nvme")) or "")
     assert "whole nodes" in (not_comparable(scenario(dp=12)) or "")
+
+
+def test_a_full_state_dict_save_holds_the_larger_of_the_model_and_the_optimizer_on_rank_0s_node() -> None:
+    """save_path full-rank0: the model's full state dict (N × parameter width), then the optimizer's (N × (states ×
+    width + master)); each rank writing its own shards (sharded) holds no whole copy. Held to torch's own
+    get_model_state_dict / get_optimizer_state_dict in tests/trace/test_save_traced.py."""
+    seed = {"params": 7_000_000_000, "dp": 8, "host_bytes": 80_000_000_000}
+    full = host_ledger(parse_scenario({**seed, "save_path": "full-rank0"}))
+    assert {st.save_peak for st in full.stages} == {7_000_000_000 * (2 * 4 + 4)}  # Adam's FP32 states + FP32 master
+    assert not full.stages[3].fits and full.stages[3].peak == 84_000_000_000
+    assert "the optimizer's" in full.stages[3].save_formula.text
+    sharded = host_ledger(parse_scenario(seed))
+    assert {st.save_peak for st in sharded.stages} == {0} and sharded.stages[3].fits
+    hf = parse_scenario({"model": "llama-2-7b", "stack": "hf-fsdp2"})  # the HF Trainer's FULL_STATE_DICT
+    assert hf.save_path == "full-rank0"
+    assert host_ledger(hf).stages[3].save_peak == hf.params * 2 * 4  # FP32 AdamW states outweigh FP32 parameters
