@@ -168,6 +168,9 @@ def _lines(e: Estimate) -> Iterator[str]:
     yield DISCLAIMER
 
 
+_SYNCED = {"every": "after each", "last": "after the last only (no_sync before)"}
+
+
 def _header_lines(e: Estimate) -> Iterator[str]:
     s = e.scenario
     title = s.name or "scenario"
@@ -177,6 +180,9 @@ def _header_lines(e: Estimate) -> Iterator[str]:
         f"optimizer {s.opt_states} × {s.opt_bytes}, gather {s.gather_bytes}; prefetch {s.prefetch}; "
         f"the run uses stage {s.stage}"
     )
+    if s.grad_accum > 1:
+        kept = "" if s.reshard_after_backward else ", units kept gathered between them"
+        yield f"{s.grad_accum} micro batches a step, gradients reduced {_SYNCED[s.grad_sync]}{kept}"
     yield ""
 
 

@@ -142,3 +142,16 @@ def test_the_fsdp2_snippet_loops_over_the_micro_batches() -> None:
     assert "last = i == 3" in text.text
     plain = fsdp2_snippet(parse_scenario({**RUN, "grad_accum": 4})).text
     assert "micro_batches" in plain and "set_requires_gradient_sync" not in plain
+
+
+def test_the_page_and_the_table_say_the_run_accumulates() -> None:
+    from fastapi.testclient import TestClient
+
+    from app.receipts.table import render_table
+    from app.web.app import create_app
+
+    with TestClient(create_app()) as client:
+        page = client.get("/", params={"model": "llama-2-7b", "grad_accum": "4", "grad_sync": "last"}).text
+    assert "micro batch 1 × 4 accumulated (no sync before the last)." in page
+    e = estimate(parse_scenario({**RUN, "grad_accum": 4, "reshard_after_backward": 0}), with_kill_lists=False)
+    assert "4 micro batches a step, gradients reduced after each, units kept gathered between them" in render_table(e)
