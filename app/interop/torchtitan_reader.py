@@ -122,6 +122,9 @@ def _read(flag: str, value: str, fields: dict[str, object]) -> str | None:
             raise TorchtitanCommandError("--module", f"{value!r}: the lab models torchtitan's llama3 only")
         fields["stack"] = "torchtitan"
         return "stack torchtitan (its Llama 3 model, checkpointing and wrapping)"
+    if flag == "training.global-batch-size" and value.lstrip("-").isdigit() and int(value) < 0:
+        fields["grad_accum"] = 1
+        return "grad_accum 1 (torchtitan's default -1: the local batch × the data-parallel degree, one micro batch)"
     if flag in _INTEGERS:
         fields[_INTEGERS[flag]] = _integer(flag, value)
         return f"{_INTEGERS[flag].lstrip('_').replace('_', ' ')} {value}"

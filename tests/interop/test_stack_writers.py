@@ -126,7 +126,7 @@ def test_torchtitan_accumulates_by_its_global_batch() -> None:
     assert job.training.global_batch_size == 2 * 16 * 4
     assert job.training.global_batch_size // (job.training.local_batch_size * 16) == 4
     said = " | ".join(torchtitan_snippet(parse_scenario({**RUN, "stack": "torchtitan", "grad_accum": "4",
-                                                         "grad_sync": "last"})).notes)  # fmt: skip
+                                                         "grad_sync": "last", "loss": "outside"})).notes)  # fmt: skip
     assert "grad_sync last" in said
 
 

@@ -90,3 +90,9 @@ def test_the_cli_reads_a_command_file_and_exits_2_on_a_refused_flag(tmp_path: Pa
     assert "--config llama3_8b: ignored" in run.stderr
     refused = subprocess.run([*cli, str(bad)], capture_output=True, text=True, check=False)
     assert refused.returncode == 2 and "--training.dtype: 'float16'" in refused.stderr
+
+
+def test_torchtitans_default_global_batch_is_one_micro_batch() -> None:
+    """trainer.py: a global batch below 0 (its default, -1) is the local batch × the data-parallel degree."""
+    fields, lines = read_torchtitan_command("--training.global-batch-size -1 --training.local-batch-size 2")
+    assert fields["grad_accum"] == 1 and lines[0].status == "sets"

@@ -194,6 +194,9 @@ def _loss_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelFi
     elif fill is not None and resolve(str(inp.model)).architecture.tied_embeddings:
         why = ("a model with tied embeddings (torchtitan shards the embedding, norm and head as one unit) is not "
                "walked with the chunked loss yet")  # fmt: skip
+    elif _int(inp, "grad_accum") > 1 and _value(inp, "grad_sync") == "last" and "grad_sync" not in unchecked:
+        why = ("grad_sync last with the chunked loss is not walked: torchtitan, whose loss it is, reduce-scatters "
+               "every micro batch (its slices toggle the head's sync themselves)")  # fmt: skip
     return [Problem("loss", "chunked_loss", why, "outside or inside")] if why else []
 
 

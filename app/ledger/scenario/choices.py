@@ -27,7 +27,7 @@ LOSS_FIELD: Any = optional(
     "(torchtitan 0.3.0's ChunkedLossWrapper, outside the model: the head and the loss run on loss_chunks slices "
     "of the sequence, each slice's backward at once, so the logits are never whole; the head's gradient "
     "accumulates across the slices in the reduce width; walked on torchtitan's units, wrap embed-tail, of a model "
-    "without tied embeddings). Default: the stack's.",
+    "without tied embeddings, and not with grad_sync last over several micro batches). Default: the stack's.",
     examples=["inside"],
     json_schema_extra=form("stack", "place", None),
 )
@@ -143,8 +143,9 @@ RESHARD_AFTER_BACKWARD_FIELD: Any = optional(
     title="Reshard after backward",
     description="With gradient accumulation above 1: 0 keeps each unit's gathered parameters from its backward to the "
     "next micro batch (FSDP2's set_reshard_after_backward(False) on every micro batch but the last, which some loops "
-    "pair with grad_sync last): the next forward gathers nothing it kept, at the cost of holding the unsharded "
-    "parameters between micro batches (with reshard_after_forward 0, the whole model's). 1: FSDP2's default.",
+    "pair with grad_sync last): the next forward gathers nothing it kept, at the cost of holding every unit's "
+    "unsharded parameters from the end of one micro batch's backward into the next. Stage 3 only. 1: FSDP2's "
+    "default.",
     examples=[1],
     json_schema_extra=form("schedule", "0 or 1", 1),
 )
@@ -162,7 +163,7 @@ GRAD_SYNC_FIELD: Any = optional(
     description="With gradient accumulation above 1: every (each micro batch's backward reduce-scatters, and the "
     "gradient shards accumulate: torchtitan, a plain loop, DeepSpeed's partitioned gradients) or last (no sync "
     "until the last micro batch: FSDP2's set_requires_gradient_sync(False), what Accelerate's no_sync calls; FSDP2 "
-    "then keeps every unit's unsharded gradient, upcast to the reduce width, across the micro batches: the whole "
+    "then keeps every unit's unsharded gradient, held in the reduce width, across the micro batches: the whole "
     "model's at stages 2–3, from the second micro batch's forward on). Default: the stack's.",
     examples=["last"],
     json_schema_extra=form("schedule", "when", None),

@@ -24,7 +24,8 @@ each). Saving (``save_path``): sharded, each rank writes its own shards (torch.d
 copy on the host; full-rank0, rank 0 gathers the full state dicts into its host memory, the model's then the
 optimizer's (torch 2.13 ``get_model_state_dict`` / ``get_optimizer_state_dict`` with ``full_state_dict`` and
 ``cpu_offload``, which keep them on rank 0 only; Accelerate 1.15.0's FULL_STATE_DICT save, one after the other), so
-the larger of the two on rank 0's node. The node's peak is the largest of the three.
+the larger of the two on rank 0's node, beside what training holds there. The node's peak is the larger of loading
+and training with the save.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class HostStage:
     save_peak: int  # host RAM of rank 0's node while a checkpoint is saved
     save_formula: Formula  # arithmetic only (empty when nothing whole is gathered)
     save_note: str
-    peak: int  # the largest of per_node, load_peak and save_peak
+    peak: int  # the larger of load_peak and per_node + save_peak
     headroom: int  # host_bytes − peak
     fits: bool
 
@@ -308,7 +309,7 @@ def host_ledger(s: Scenario, rules: Rules = PRODUCTION) -> HostLedger:
         nvme = sum(line.bytes for line in lines if line.where == "nvme")
         load, load_formula, load_note = _load(s, stage)
         per_node = ranks * per_rank
-        peak = max(per_node, load, save)
+        peak = max(load, per_node + save)  # offloaded state stays resident while rank 0 gathers
         stages.append(
             HostStage(
                 stage,

@@ -263,8 +263,8 @@ def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
         return skip
     s = ledger.scenario
     if s.grad_accum > 1 and s.grad_sync == "last":
-        return ok("reduce-scatter-presence", "not applicable: the micro batch walked, before the last, reduce-scatters "
-                  "nothing (grad_sync last)")  # fmt: skip
+        return ok("reduce-scatter-presence", "not applicable: under grad_sync last only the last micro batch "
+                  "reduce-scatters, and an instant may be another micro batch's")  # fmt: skip
     inv = resolve(s.model).inventory
     held_by: dict[str, int] = {}  # "root" or "embedding" → the bytes its post-backward must hold
     for st in stages:

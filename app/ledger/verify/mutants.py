@@ -112,7 +112,7 @@ def _why_keep_all_grads(s: Scenario) -> str | None:
 
 def _why_keep_rs_buffer(s: Scenario) -> str | None:
     if s.grad_accum > 1 and s.grad_sync == "last":
-        return "grad_sync last: the micro batch walked, before the last, reduce-scatters nothing"
+        return "grad_sync last: only the last micro batch reduce-scatters, and an instant may be another micro batch's"
     return _why_no_schedule(s)
 
 

@@ -35,7 +35,7 @@ class HostStage(Strict):
     save_peak: Bytes = Field(description="host RAM of rank 0's node while a checkpoint is saved")
     save_formula: str = Field(description="arithmetic only; empty when each rank saves its own shards")
     save_note: str
-    peak: Bytes = Field(description="the largest of per_node, load_peak and save_peak")
+    peak: Bytes = Field(description="the larger of load_peak and per_node + save_peak")
     headroom: SignedBytes
     fits: bool
     lines: list[HostLine]

@@ -83,7 +83,7 @@ def test_the_communication_counts_each_micro_batchs_collectives() -> None:
 def test_the_checks_pass_and_the_mutants_say_why_they_survive() -> None:
     keep, drop = "keep-all-grads-at-activation-peak", "drop-reduce-scatter-buffer"
     for sync, survivor, killed, why in (("every", keep, drop, "from the second micro batch"),
-                                        ("last", drop, keep, "reduce-scatters nothing")):  # fmt: skip
+                                        ("last", drop, keep, "only the last micro batch reduce-scatters")):  # fmt: skip
         e = estimate(parse_scenario({**RUN, "grad_accum": 2, "grad_sync": sync}))
         assert all(c.passed for c in e.checks), [c for c in e.checks if not c.passed]
         results = {m.id: m for m in kill_list(e.scenario)}

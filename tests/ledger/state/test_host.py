@@ -148,6 +148,8 @@ def test_a_full_state_dict_save_holds_the_larger_of_the_model_and_the_optimizer_
     assert "the optimizer's" in full.stages[3].save_formula.text
     sharded = host_ledger(parse_scenario(seed))
     assert {st.save_peak for st in sharded.stages} == {0} and sharded.stages[3].fits
+    offloaded = host_ledger(parse_scenario({**seed, "save_path": "full-rank0", "offload_optimizer": "cpu"})).stages[3]
+    assert offloaded.peak == offloaded.per_node + offloaded.save_peak  # the offloaded state stays while rank 0 saves
     hf = parse_scenario({"model": "llama-2-7b", "stack": "hf-fsdp2"})  # the HF Trainer's FULL_STATE_DICT
     assert hf.save_path == "full-rank0"
     assert host_ledger(hf).stages[3].save_peak == hf.params * 2 * 4  # FP32 AdamW states outweigh FP32 parameters

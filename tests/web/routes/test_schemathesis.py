@@ -151,12 +151,16 @@ def _chunked(data: dict[str, Any]) -> bool:
 
 def _chunked_loss_refused(data: dict[str, Any]) -> bool:
     """loss chunked: walked on torchtitan's units (wrap embed-tail, the hf-fsdp2 and torchtitan stacks' preset) of a
-    model without tied embeddings (the field's description)."""
+    model without tied embeddings, not with grad_sync last over several micro batches (the field's description)."""
     if not _chunked(data):
         return False
     # a key the case sends as null is absent (its default), as the API reads it
-    wrap = data.get("wrap") or ("root" if (data.get("stack") or "plain-fsdp2") == "plain-fsdp2" else "embed-tail")
+    stack = data.get("stack") or "plain-fsdp2"
+    wrap = data.get("wrap") or ("root" if stack == "plain-fsdp2" else "embed-tail")
     if wrap != "embed-tail":
+        return True
+    sync = data.get("grad_sync") or ("last" if stack == "hf-fsdp2" else "every")
+    if int(data.get("grad_accum") or 1) > 1 and sync == "last":
         return True
     try:
         return resolve(str(data.get("model") or "")).architecture.tied_embeddings

@@ -65,13 +65,10 @@ class CarvedStep(Step):
             self.unsharded(out, "the tail's all-gather output", 1, u.tail_unsharded, "all_gather")
 
     def tail_gradients(self, out: Sink, head_only: bool) -> None:
-        """The tail's gradient shards after its post-backward(s): the head's, then the final norm's too. Without
-        sync (a micro batch but the last) its gradient stays unsharded instead: the first micro batch's is held
-        here, a middle one's is among every unit's (:meth:`accumulated_gradients`)."""
-        if not self.reducing:
-            if not self.after_first:
-                params = self.u.head_params if head_only else self.u.head_params + self.u.norm_params
-                self.accumulated_gradients(out, params)
+        """The tail's gradient shards after its post-backward(s): the head's, then the final norm's too. Not when
+        every shard is counted already (synced in an earlier micro batch), nor without sync (its gradient is then
+        among the unsharded ones, the instant having set :attr:`tail_done`)."""
+        if self.shards_all or not self.reducing:
             return
         u, w = self.u, self.grads_width * self.grad_line.copies
         elements = u.head_unsharded // self.s.dp if head_only else u.tail_shard
@@ -161,10 +158,12 @@ class CarvedStep(Step):
         """The tail's first backward (the head's) gives only the head a gradient."""
         self.whole_gradients(out, "the head's gradient (whole)", self.u.head_unsharded)
 
-    def _after_head(self, out: Sink) -> None:
+    def _after_head(self, out: Sink, reducing_now: bool = False) -> None:
         """What the tail's backward holds after the head's: the head's gradient shard and its reduce-scatter
         input (in flight until the next), the activations but the head input, the head input's gradient."""
         u, a = self.u, self.a
+        # the tail's first post-backward, the head's: its accumulated gradient is freed once reduce-scattered
+        self.tail_done = 0 if reducing_now and self.sync_last and self.is_last else u.head_params
         self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
         self.root_and_kept_layers(out, self.kept_after_forward())
         self.tail_gradients(out, head_only=True)
@@ -180,14 +179,24 @@ class CarvedStep(Step):
         out.add("temporaries", "the head input's gradient", a.activation_grad, self.activation_grad_formula)
 
     def tail_head_reduce(self, out: Sink) -> None:
-        self._after_head(out)
-        self.tail(out)
+        """The head's post-backward. Without sync the tail is resharded by then and the head's fresh gradient still
+        held beside the accumulated one, which the last micro batch's reduce-scatter reads (traced, torch 2.13)."""
+        self._after_head(out, reducing_now=True)
+        if self.sync_last:
+            self.whole_gradients(out, "the head's fresh gradient (whole), beside the accumulated one",
+                                 self.u.head_unsharded)  # fmt: skip
+        else:
+            self.tail(out)
 
     def tail_regather(self, out: Sink) -> None:
         self._after_head(out)
         self.tail(out, gathering=True)
 
     # ------------------------------------------------------------------ layers
+    def backward_at(self, k: int, moment: str, out: Sink) -> None:
+        self.tail_done = self.u.head_params + self.u.norm_params  # the tail's post-backwards have run
+        super().backward_at(k, moment, out)
+
     def root_in_backward(self, out: Sink) -> None:
         """No root unit to hold (it owns no parameter); the embedding when kept since forward."""
         self.root_and_kept_layers(out, 0)
@@ -211,6 +220,7 @@ class CarvedStep(Step):
     # ------------------------------------------------------------------ the embedding's backward
     def _embedding_backward(self, out: Sink) -> None:
         u = self.u
+        self.tail_done = u.head_params + u.norm_params
         self.gradients_so_far(out, u.layers, False, "gradients of every layer")
         self.kept_since_backward(out, 0)
         self.tail_gradients(out, head_only=False)
@@ -240,6 +250,14 @@ class CarvedStep(Step):
         its gradient shard, all at once."""
         u, w = self.u, self.grads_width * self.grad_line.copies
         self._embedding_backward(out)
+        self.unit_post_backward(
+            out,
+            u.embed_params,
+            lambda o: self.whole_gradients(o, "the embedding's gradient (whole)", u.embed_unsharded),
+        )
+        self.reduce_scatter_input(out, "reduce-scatter input of the embedding", u.embed_params, u.embed_unsharded)
+        if not self.reducing:  # a micro batch before the last, without sync: no reduce-scatter output
+            return
         shard_bytes = u.embed_shard * w
         out.add("gradients", "the embedding's gradient shard (the reduce-scatter's output)", shard_bytes,
                 lambda: f"{n(u.embed_shard)} elements × {w} B = {n(shard_bytes)} B")  # fmt: skip
@@ -248,5 +266,3 @@ class CarvedStep(Step):
             cast = u.embed_shard * r
             out.add("reduce_scatter", "the reduce-scatter's output in the reduce width, before its cast", cast,
                     lambda: f"{n(u.embed_shard)} elements × {r} B = {n(cast)} B")  # fmt: skip
-        self.whole_gradients(out, "the embedding's gradient (whole)", u.embed_unsharded)
-        self.reduce_scatter_input(out, "reduce-scatter input of the embedding", u.embed_params, u.embed_unsharded)

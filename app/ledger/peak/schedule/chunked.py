@@ -146,6 +146,7 @@ class ChunkedStep(CarvedStep):
         and the final norm saved (its output is gone: the train step dropped it and nothing saved it), and the
         buffer cast to the activation width as the hidden state's gradient."""
         a = self.a
+        self.tail_done = self.u.head_params  # the head's reduce-scatter has run
         self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
         self.root_and_kept_layers(out, self.kept_after_forward())
         self.tail_gradients(out, head_only=True)

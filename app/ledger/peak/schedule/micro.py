@@ -40,7 +40,9 @@ def role_name(role: Role, accum: int) -> str:
     after_first, last = role
     if last:
         return f"micro batch {accum} of {accum}, the last" if accum > 1 else ""
-    return f"micro batch 1 of {accum}" if not after_first else f"micro batch 2 … {accum - 1} of {accum}"
+    if not after_first:
+        return f"micro batch 1 of {accum}"
+    return f"micro batch 2 of {accum}" if accum == 3 else f"micro batch 2 … {accum - 1} of {accum}"
 
 
 class MicroBatches:
@@ -57,6 +59,7 @@ class MicroBatches:
         self.sync_last = s.accumulates_unsharded(stage)
         self.rab_keeps = self.fsdp2 and s.grad_accum > 1 and not s.reshard_after_backward
         self.model_params = self.u.root_params + sum(self.u.params_of(k) for k in range(self.u.layers))
+        self.tail_done = 0  # Accelerate's tail unit: parameters whose post-backward has run at the instant walked
         self.set_role(self.roles[-1])
 
     def set_role(self, role: Role) -> None:
@@ -69,17 +72,18 @@ class MicroBatches:
 
     def worst(self, fill: Callable[[Sink], None]) -> Callable[[Sink], None]:
         """``fill`` walked for each role, the one holding the most kept: the instant of the worst micro batch."""
-        if len(self.roles) == 1:
-            return fill
 
         def filled(out: Sink) -> None:
-            totals = []
-            for role in self.roles:
-                self.set_role(role)
-                probe = SumSink()
-                fill(probe)
-                totals.append(sum(probe.sums))
-            self.set_role(self.roles[totals.index(max(totals))])  # of equals, the first (the earlier)
+            if len(self.roles) > 1:
+                totals = []
+                for role in self.roles:
+                    self.set_role(role)
+                    self.tail_done = 0
+                    probe = SumSink()
+                    fill(probe)
+                    totals.append(sum(probe.sums))
+                self.set_role(self.roles[totals.index(max(totals))])  # of equals, the first (the earlier)
+            self.tail_done = 0
             fill(out)
 
         return filled
@@ -89,7 +93,8 @@ class MicroBatches:
         ``head_done``, the head's unit."""
         u = self.u
         dense = u.last_dense(layers_done)
-        return (layers_done - dense) * u.layer_params + dense * u.dense_params + (head_params if head_done else 0)
+        layers = (layers_done - dense) * u.layer_params + dense * u.dense_params
+        return layers + (head_params if head_done else 0) + self.tail_done
 
     def accumulated_gradients(self, out: Sink, done: int) -> None:
         """grad_sync last: the unsharded gradients held in the reduce width, ``done`` the parameters of the units

@@ -141,6 +141,16 @@ class Pieces(MicroBatches):
             ),
         )
 
+    def unit_post_backward(self, out: Sink, params: int, fresh: Callable[[Sink], None]) -> None:
+        """A unit's whole gradient at its post-backward (``fresh`` puts it): held, but in the last micro batch without
+        sync, which has added it into the accumulated one and freed it (torch 2.13 FSDPParam.
+        accumulate_unsharded_grad_if_needed); the first without sync makes its copy in the reduce width beside it
+        (to_accumulated_grad_if_needed, where the reduce width is not the gather width)."""
+        if not (self.sync_last and self.is_last):
+            fresh(out)
+        if self.sync_last and not self.after_first and self.reduce != self.gather:
+            self.accumulated_gradients(out, params)
+
     def kept_since_backward(self, out: Sink, lo: int, forward: bool = False) -> None:
         """reshard_after_backward 0: layers lo … L − 1 unsharded since their backward, this micro batch's (a micro
         batch but the last) or, in ``forward``, the last one's."""

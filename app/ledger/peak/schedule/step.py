@@ -352,7 +352,7 @@ class Step(Pieces):
         u = self.u
         self.gradients_so_far(out, u.layers, False, "gradients of every layer")
         self.kept_since_backward(out, 0)
-        self._root_unsharded_gradients(out)
+        self.unit_post_backward(out, u.root_params, self._root_unsharded_gradients)
         self.reduce_scatter_input(out, "reduce-scatter input of the root", u.root_params, u.root_unsharded)
 
     def _root_unsharded_gradients(self, out: Sink) -> None:
