@@ -93,6 +93,10 @@ class Peak:
         if not self.gather_counted:
             return Formula.words("all-gather not counted")
         remote = remote_unit_elements(s)
+        if self.gather != (1 + s.prefetch) * remote * s.gather_bytes:  # every unit kept between micro batches
+            kept = [f"({n(p)} − ⌈{n(p)} ÷ {n(o)}⌉)" for p, o in s.shards()]
+            return Formula.of(f"every unit kept gathered between micro batches (reshard_after_backward 0): "
+                              f"{' + '.join(kept)} × {s.gather_bytes} B = {n(self.gather)} B")  # fmt: skip
         shards = [f"⌈{n(p)} ÷ {n(o)}⌉" for p, o in s.unit_shards()]
         # Subtracted as one: an expert-split unit owns a dense shard and an expert shard.
         own = shards[0] if len(shards) == 1 else f"({' + '.join(shards)})"
@@ -136,11 +140,20 @@ def remote_unit_elements(s: Scenario, dp: int | None = None) -> int:
 
 
 def gather_bytes(s: Scenario, stage: int, rules: Rules, dp: int | None = None) -> int:
-    """(1 + P) × (U − ⌈U ÷ D⌉) × gather_bytes at stage 3, else 0 (the seed's lower bound); ``dp``: at
-    another D."""
+    """(1 + P) × (U − ⌈U ÷ D⌉) × gather_bytes at stage 3, else 0 (the seed's lower bound); with every unit kept
+    gathered between micro batches (reshard_after_backward 0) the whole model's remote shards, (N − ⌈N ÷ D⌉) ×
+    gather_bytes, if more; ``dp``: at another D."""
     if stage != 3 or not rules.gather_peak:
         return 0
-    return (1 + s.prefetch) * remote_unit_elements(s, dp) * s.gather_bytes
+    unit = (1 + s.prefetch) * remote_unit_elements(s, dp)
+    if kept_between_micro_batches(s):
+        unit = max(unit, sum(p - shard(p, o) for p, o in s.shards(dp)))
+    return unit * s.gather_bytes
+
+
+def kept_between_micro_batches(s: Scenario) -> bool:
+    """set_reshard_after_backward(False) over several micro batches: every unit stays gathered into the next."""
+    return s.grad_accum > 1 and not s.reshard_after_backward
 
 
 def accumulated_bytes(s: Scenario, stage: int) -> int:

@@ -130,7 +130,9 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "last",
             "transformers 5.23.0 Trainer._inner_training_loop runs every micro batch but the last under "
             "accelerator.no_sync (unless Accelerate's sync_each_batch), and accelerate 1.15.0 Accelerator.no_sync "
-            "calls model.set_requires_gradient_sync(False) under FSDP2",
+            "calls model.set_requires_gradient_sync(False) under FSDP2 (a model transformers sharded at load time "
+            "alike, _defer_fsdp_gradient_reduction, but under HSDP there only the all-reduce across replicas waits: "
+            "set grad_sync every for that run)",
         ),
     },
     "torchtitan": {

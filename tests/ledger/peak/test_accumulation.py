@@ -155,3 +155,13 @@ def test_the_page_and_the_table_say_the_run_accumulates() -> None:
     assert "micro batch 1 × 4 accumulated (no sync before the last)." in page
     e = estimate(parse_scenario({**RUN, "grad_accum": 4, "reshard_after_backward": 0}), with_kill_lists=False)
     assert "4 micro batches a step, gradients reduced after each, units kept gathered between them" in render_table(e)
+
+
+def test_the_declared_peak_keeps_every_unit_gathered_between_micro_batches() -> None:
+    """No model (the declared peak): with reshard_after_backward 0 over several micro batches, stage 3 holds every
+    unit's remote shards, (N − ⌈N ÷ D⌉) × the gather width, in place of the largest unit's."""
+    base = {"params": 7_000_000_000, "dp": 8}
+    one = compute_ledger(parse_scenario(base)).stages[3].peak
+    kept = compute_ledger(parse_scenario({**base, "grad_accum": 4, "reshard_after_backward": 0})).stages[3].peak
+    assert one.gather == (400_000_000 - 50_000_000) * 2
+    assert kept.gather == (7_000_000_000 - 875_000_000) * 2 and "kept gathered" in kept.gather_formula.text
