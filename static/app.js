@@ -86,6 +86,13 @@
     if (event.detail.elt.id !== "scenario") return;
     var shown = DEFERRABLE.filter(function (id) { return inView[id]; });
     if (shown.length) event.detail.headers["X-In-View"] = shown.join(" ");
+    // The fields whose error slot holds a message: only those and the fields with an error now come back, not
+    // every field's empty slot (X-Shown-Errors, app/web/http/htmx.py)
+    var filled = [];
+    document.querySelectorAll("#scenario .field-error").forEach(function (slot) {
+      if (slot.textContent.trim() !== "") filled.push(slot.id.slice(2));
+    });
+    event.detail.headers["X-Shown-Errors"] = filled.length ? filled.join(" ") : "-";
   });
 
   // Open <details> in the results stay open across a live update. A <details> is known by its id,

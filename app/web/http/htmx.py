@@ -30,7 +30,17 @@ HISTORY_HEADER = "X-History"
 # ... and which of the parts a live update may defer are on screen (``lower kills``, static/app.js): those
 # come inline, the others are deferred until they come into view.
 IN_VIEW_HEADER = "X-In-View"
-FRAGMENT_VARY = {"Vary": f"HX-Request, HX-Current-URL, {HISTORY_HEADER}, {IN_VIEW_HEADER}"}
+# ... and which fields' error slots hold a message now (their names, or "-" for none): a live update swaps those
+# and the fields with an error, not every field's empty slot again (each out-of-band swap costs the browser).
+SHOWN_ERRORS_HEADER = "X-Shown-Errors"
+FRAGMENT_VARY = {"Vary": f"HX-Request, HX-Current-URL, {HISTORY_HEADER}, {IN_VIEW_HEADER}, {SHOWN_ERRORS_HEADER}"}
+
+
+def shown_errors(request: Request) -> frozenset[str] | None:
+    """The fields whose error slot the page shows filled (``X-Shown-Errors``), or None when the request does not
+    say (then every slot is swapped)."""
+    said = request.headers.get(SHOWN_ERRORS_HEADER)
+    return None if said is None else frozenset(said.split()) - {"-"}
 
 
 def history_header(request: Request, address: str) -> str:

@@ -39,6 +39,7 @@ from app.web.http.htmx import (
     history_header,
     is_history_restore,
     is_htmx,
+    shown_errors,
     wants_fragment,
 )
 from app.web.http.pasted import MOVED, moved_names, paste_model
@@ -108,7 +109,10 @@ def _page(request: Request) -> Response:
         # Fragments answer 200 even with field errors: htmx 2 does not swap 4xx responses.
         headers = {**FRAGMENT_VARY, history_header(request, v.page_address): v.page_address}
         return templates.TemplateResponse(
-            request, "partials/_results.html", results_context(v, oob=True), headers=headers
+            request,
+            "partials/_results.html",
+            results_context(v, oob=True, shown=shown_errors(request)),
+            headers=headers,
         )
     # A history restore must be 200 or htmx will not swap it in (it would keep the newer page).
     status = 200 if error is None or is_history_restore(request) else 422

@@ -127,10 +127,11 @@ def title_of(s: Scenario) -> str:
     return s.name or f"{count_text(s.params)} parameters on {ranks(s.dp)}"
 
 
-def results_context(v: View, *, oob: bool) -> dict[str, Any]:
+def results_context(v: View, *, oob: bool, shown: frozenset[str] | None = None) -> dict[str, Any]:
     """``partials/_results.html``: the results (or the invalid fields), and, for a live update
-    (``oob``), every field's error slot and derived hint and the paste form's ``keep`` input, which
-    htmx swaps out of band (the form itself is not re-rendered)."""
+    (``oob``), the field error slots, every derived hint and the paste form's ``keep`` input, which
+    htmx swaps out of band (the form itself is not re-rendered). The error slots are every field's, or with
+    ``shown`` (the fields whose slot the page shows filled) only those and the fields with an error now."""
     notes = field_notes(v.raw, v.scenario, v.errors)
     return {
         "title": v.title,
@@ -142,7 +143,9 @@ def results_context(v: View, *, oob: bool) -> dict[str, Any]:
         "scenario": v.scenario,  # the query's, for the trace panel (not parsed again)
         "errors": v.errors,
         "oob": oob,
-        "error_slots": [(f.name, v.errors.get(f.name)) for f in FIELDS],
+        "error_slots": [
+            (f.name, v.errors.get(f.name)) for f in FIELDS if shown is None or f.name in shown or f.name in v.errors
+        ],
         "derived_hints": [(name, derived_hint(v.scenario, name)) for name in DERIVED_ORDER],
         "note_slots": [(name, *notes[name]) for name in NOTED],
         "ignored": v.ignored,
