@@ -110,7 +110,7 @@ def _choices(s: Scenario, notes: list[str]) -> None:
                      "dp_shard_size), not a TrainingArguments key")  # fmt: skip
     if s.tp > 1 or s.pp > 1 or s.ep > 1:
         notes.append("tp, pp, ep: not set by these arguments")
-    if s.grad_accum > 1 and not s.reshard_after_backward:
+    if s.keeps_units_gathered:
         notes.append("reshard_after_backward 0: the Trainer reshards after every backward (no argument keeps the "
                      "units gathered between micro batches)")  # fmt: skip
     if s.stage != 3:

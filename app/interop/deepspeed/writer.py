@@ -39,7 +39,7 @@ def deepspeed_config(s: Scenario) -> tuple[dict[str, object], tuple[str, ...]]:
     if s.grad_accum > 1 and s.grad_sync == "every" and s.stage < 2:
         notes.append("grad_sync every: DeepSpeed reduces the gradients at the accumulation boundary only at stages "
                      "0–1 (its own, last): the same memory, one reduction a step")  # fmt: skip
-    if s.grad_accum > 1 and s.grad_sync == "last" and s.stage >= 2:
+    if s.accumulates_unsharded(s.stage):
         notes.append("grad_sync last: DeepSpeed's ZeRO-2 and 3 reduce every micro batch into their partitioned "
                      "gradients (no no_sync): its own, holding gradient shards, not unsharded ones")  # fmt: skip
     _precision(s, config, notes)

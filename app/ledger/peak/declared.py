@@ -146,14 +146,9 @@ def gather_bytes(s: Scenario, stage: int, rules: Rules, dp: int | None = None) -
     if stage != 3 or not rules.gather_peak:
         return 0
     unit = (1 + s.prefetch) * remote_unit_elements(s, dp)
-    if kept_between_micro_batches(s):
+    if s.keeps_units_gathered:
         unit = max(unit, sum(p - shard(p, o) for p, o in s.shards(dp)))
     return unit * s.gather_bytes
-
-
-def kept_between_micro_batches(s: Scenario) -> bool:
-    """set_reshard_after_backward(False) over several micro batches: every unit stays gathered into the next."""
-    return s.grad_accum > 1 and not s.reshard_after_backward
 
 
 def accumulated_bytes(s: Scenario, stage: int) -> int:

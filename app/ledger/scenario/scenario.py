@@ -100,6 +100,12 @@ class Scenario(ScenarioValues):
         return self.grad_accum > 1 and self.grad_sync == "last" and stage >= 2
 
     @property
+    def keeps_units_gathered(self) -> bool:
+        """Whether units stay gathered from one micro batch's backward into the next (set_reshard_after_backward
+        (False) over several micro batches; FSDP2's stage 3 is where it matters)."""
+        return self.grad_accum > 1 and not self.reshard_after_backward
+
+    @property
     def allocatable_bytes(self) -> int:
         """What allocations may reach: the capacity less the allocator's reserve (0 unless measured or declared).
         The verdict compares the allocated peak with it, i.e. the reserved estimate with the capacity."""

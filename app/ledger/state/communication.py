@@ -116,7 +116,7 @@ def _per_micro_batch(s: Scenario, stage: int) -> str:
     syncs = _syncs(s)
     said = "each micro batch" if syncs > 1 else "once, after the last (no sync before)"
     gathers = "the all-gathers run in each micro batch, "
-    if not s.reshard_after_backward:
+    if s.keeps_units_gathered:
         gathers = "the forward's all-gathers once (reshard_after_backward 0 keeps the units), the backward's each, "
     text = (gathers if stage == 3 else "") + f"the gradients are reduced {said}"
     return text + (", the updated parameters gathered once" if stage in (1, 2) else "")
@@ -130,7 +130,7 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
     terms: list[Term] = []
     parts = s.shards()
     syncs, passes = _syncs(s), s.grad_accum  # gradient reductions and forward/backward passes per step
-    forward = 1 if not s.reshard_after_backward else passes  # units kept after backward: gathered once
+    forward = 1 if s.keeps_units_gathered else passes  # units kept after backward: gathered once
     for params, group in parts:
         psi_p, psi_g = params * s.param_bytes, params * s.grad_bytes
         tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one

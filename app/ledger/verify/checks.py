@@ -262,7 +262,7 @@ def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
     if skip is not None:
         return skip
     s = ledger.scenario
-    if s.grad_accum > 1 and s.grad_sync == "last":
+    if s.accumulates_unsharded(3):
         return ok("reduce-scatter-presence", "not applicable: under grad_sync last only the last micro batch "
                   "reduce-scatters, and an instant may be another micro batch's")  # fmt: skip
     inv = resolve(s.model).inventory

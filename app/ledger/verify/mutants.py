@@ -111,7 +111,7 @@ def _why_keep_all_grads(s: Scenario) -> str | None:
 
 
 def _why_keep_rs_buffer(s: Scenario) -> str | None:
-    if s.grad_accum > 1 and s.grad_sync == "last":
+    if s.accumulates_unsharded(3):
         return "grad_sync last: only the last micro batch reduce-scatters, and an instant may be another micro batch's"
     return _why_no_schedule(s)
 

@@ -57,7 +57,7 @@ class MicroBatches:
         s = self.s
         self.roles = roles(s.grad_accum)
         self.sync_last = s.accumulates_unsharded(stage)
-        self.rab_keeps = self.fsdp2 and s.grad_accum > 1 and not s.reshard_after_backward
+        self.rab_keeps = self.fsdp2 and s.keeps_units_gathered
         u = self.u  # read only without sync: the fit finder walks hundreds of steps that never do
         self.model_params = u.root_params + sum(u.params_of(k) for k in range(u.layers)) if self.sync_last else 0
         self.tail_done = 0  # Accelerate's tail unit: parameters whose post-backward has run at the instant walked
@@ -72,11 +72,8 @@ class MicroBatches:
         self.keeps_backward = self.rab_keeps and not self.is_last  # units kept after this one's backward
 
     def worst(self, fill: Callable[[Sink], None]) -> Callable[[Sink], None]:
-        """``fill`` walked for each role, the one holding the most kept: the instant of the worst micro batch. One
-        micro batch is the step: ``fill`` itself (no role to choose, and :attr:`tail_done` is read only without
-        sync, which takes two)."""
-        if len(self.roles) == 1:
-            return fill
+        """``fill`` walked for each role, the one holding the most kept: the instant of the worst micro batch (asked
+        only with two roles: one micro batch is the step, and :attr:`tail_done` is read only without sync)."""
 
         def filled(out: Sink) -> None:
             totals = []

@@ -43,6 +43,8 @@ class Step(Pieces):
     # ------------------------------------------------------------------ the plan
     def moments(self) -> list[Moment]:
         """The plan, each instant walked for the worst micro batch (:meth:`MicroBatches.worst`)."""
+        if len(self.roles) == 1:  # one micro batch: the plan as it is (the fit finder walks hundreds)
+            return self.plan()
         return [m._replace(fill=self.worst(m.fill)) for m in self.plan()]
 
     def plan(self) -> list[Moment]:
