@@ -26,6 +26,7 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
         "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
         "cpu_offload": s.offload_optimizer == "cpu" and s.offload_param == "cpu",
         "state_dict_type": "FULL_STATE_DICT" if s.save_path == "full-rank0" else "SHARDED_STATE_DICT",
+        "cpu_ram_efficient_loading": s.load_path == "rank0",
     }
     lines = [
         "from transformers import TrainingArguments",
@@ -57,6 +58,11 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
         f"# launch on D = {s.dp:,} ranks, e.g. accelerate launch --num_processes {s.dp} train.py (or torchrun)",
         f"# sequence length {s.seq_len:,}: the data collator's / tokenizer's max_length, not an argument",
     ]
+    if s.load_path == "partitioned":
+        notes.append(
+            "load_path partitioned: from_pretrained under FSDP2 loads whole models (every rank, or with "
+            "cpu_ram_efficient_loading one per node); only DeepSpeed ZeRO-3's zero.Init loads partitioned"
+        )
     _precision(s, notes)
     _choices(s, notes)
     return Snippet("\n".join(lines) + "\n", tuple(notes))

@@ -112,6 +112,9 @@ def _choices(s: Scenario, notes: list[str]) -> None:
     if s.save_path == "full-rank0":
         notes.append("save_path full-rank0: torchtitan 0.3.0 saves with torch.distributed.checkpoint, each rank its "
                      "own shards (sharded)")  # fmt: skip
+    if s.load_path != "partitioned":
+        notes.append(f"load_path {s.load_path}: torchtitan 0.3.0 builds the model on the meta device and loads "
+                     "each rank's shards (partitioned)")  # fmt: skip
     if s.offload_optimizer != "none" or s.offload_param != "none":
         notes.append("offload: torchtitan's --training.enable-cpu-offload moves parameters, gradients and the "
                      "optimizer step to the CPU together (FSDP2's CPUOffloadPolicy)")  # fmt: skip

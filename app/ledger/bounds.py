@@ -43,6 +43,8 @@ ReserveSource = Literal["declared", "measured"]
 GradSync = Literal["every", "last"]
 # How a checkpoint is saved: each rank its shards (torch.distributed.checkpoint), or full state dicts on rank 0.
 SavePath = Literal["sharded", "full-rank0"]
+# How the model reaches the ranks at load: built partitioned (meta device, zero.Init), one copy per node, one per rank.
+LoadPath = Literal["partitioned", "rank0", "every-rank"]
 # Registered buffers every rank holds whole (FSDP2 shards parameters, not buffers).
 BuffersKind = Literal["none", "rope-per-layer"]
 ActWidth = Literal[1, 2, 4]

@@ -81,9 +81,11 @@ def _schedule_lines(e: Estimate) -> Iterator[str]:
 
 
 def _host_lines(e: Estimate) -> Iterator[str]:
-    """The host ledger per node, shown when something is offloaded at some stage."""
+    """The host ledger per node, shown when something is offloaded at some stage, or the run's stage loads or saves
+    a whole model on the host."""
     host, s = e.ledger.host, e.scenario
-    if not any(st.lines for st in host.stages):
+    run = host.stages[s.stage]
+    if not any(st.lines for st in host.stages) and not run.load_peak and not run.save_peak:
         return
     yield ""
     yield (f"Host memory per node ({host.ranks_per_node} ranks; offload_optimizer {s.offload_optimizer}, "
@@ -94,8 +96,15 @@ def _host_lines(e: Estimate) -> Iterator[str]:
         for st in host.stages
     ]  # fmt: skip
     yield from _table(["", "RAM", "RAM (bytes)", "NVMe", "loading", "saving", "peak", "verdict"], body)
-    for x in host.stages[s.stage].lines:
+    for x in run.lines:
         yield f"  stage {s.stage}, per rank: {x.what} ({x.where}{', pinned' if x.pinned else ''}): {x.formula.text}"
+    for phase, note, formula in (
+        ("loading", run.load_note, run.load_formula),
+        ("saving", run.save_note, run.save_formula),
+    ):
+        yield f"  {phase} ({s.load_path if phase == 'loading' else s.save_path}): {note}" + (
+            f": {formula.text}" if formula.text else ""
+        )
     ds = compare(e.ledger, host)
     if ds is not None:
         yield f"  DeepSpeed's estimator prints: {ds.printed}"

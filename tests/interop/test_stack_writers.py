@@ -139,3 +139,17 @@ def test_the_trainer_saves_as_the_scenario_says(save: str, state_dict_type: str)
     text = hf_trainer_snippet(s).text.replace("TrainingArguments(\n", "TrainingArguments(\n    use_cpu=True,\n")
     exec(text, namespace)  # noqa: S102 (the snippet is our own output, run to check it)
     assert namespace["args"].fsdp_plugin_args["state_dict_type"] == state_dict_type
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="the trace extra is not installed")
+@pytest.mark.parametrize(("load", "efficient"), [("rank0", True), ("every-rank", False), ("partitioned", False)])
+def test_the_trainer_loads_as_the_scenario_says(load: str, efficient: bool) -> None:
+    """transformers 5.23.0 hands fsdp_config's cpu_ram_efficient_loading to Accelerate's plugin (and to its own
+    from_pretrained through FSDP_CPU_RAM_EFFICIENT_LOADING); partitioned it cannot express, and says so."""
+    s = parse_scenario({**RUN, "stack": "hf-fsdp2", "load_path": load})
+    namespace: dict[str, Any] = {}
+    snippet = hf_trainer_snippet(s)
+    text = snippet.text.replace("TrainingArguments(\n", "TrainingArguments(\n    use_cpu=True,\n")
+    exec(text, namespace)  # noqa: S102 (the snippet is our own output, run to check it)
+    assert namespace["args"].fsdp_plugin_args["cpu_ram_efficient_loading"] is efficient
+    assert any(note.startswith("load_path partitioned") for note in snippet.notes) is (load == "partitioned")

@@ -72,7 +72,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "offload_param": "none",
         "ranks_per_node": 8,
         "host_bytes": 2_000_000_000_000,
-        "zero_init": 1,
+        "load_path": "partitioned",
         "shard_group": 8,
         "hpz": 1,
         "pp": 1,

@@ -22,11 +22,14 @@ def _choices(query: dict[str, str]) -> dict[str, dict[str, object]]:
 def test_every_choice_of_the_hf_stack_is_the_stacks_until_set() -> None:
     choices = _choices({"model": "llama-2-7b", "stack": "hf-fsdp2"})
     assert set(choices) == {"loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync",
-                            "save_path", "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes",
-                            "reduce_bytes"}  # fmt: skip
+                            "save_path", "load_path", "param_bytes", "grad_bytes", "master_bytes", "opt_bytes",
+                            "gather_bytes", "reduce_bytes"}  # fmt: skip
     assert all(c["source"] == "stack" and c["value"] == c["stack_value"] for c in choices.values())
     assert "transformers 5.23.0" in str(choices["loss"]["evidence"])
     assert "accelerate 1.15.0" in str(choices["wrap"]["evidence"])
+    assert choices["load_path"]["value"] == "every-rank" and "cpu_ram_efficient_loading" in str(
+        choices["load_path"]["evidence"]
+    )
 
 
 def test_a_choice_set_over_the_stack_says_so_and_keeps_the_stacks_value_beside() -> None:
@@ -45,7 +48,8 @@ def test_a_typed_value_equal_to_the_stacks_is_the_stacks() -> None:
 def test_the_plain_stack_decides_the_loss_the_wrapping_the_kernels_and_the_seed_layout() -> None:
     choices = _choices({})
     assert [c["value"] for c in choices.values()] == [
-        "outside", "root", "none", "none", "unfused", "native", "for-loop", "every", "sharded", 2, 2, 4, 4]  # fmt: skip
+        "outside", "root", "none", "none", "unfused", "native", "for-loop", "every", "sharded", "partitioned",
+        2, 2, 4, 4]  # fmt: skip
 
 
 def test_the_csv_input_rows_say_where_each_choice_came_from() -> None:

@@ -115,9 +115,10 @@ def compare(ledger: Ledger, host: HostLedger) -> Comparison | None:
     params = s.offload_param == "cpu"
     largest = largest_tensor(s)
     if s.stage == 3:
-        cpu, gpu = _zero3(s.params, largest, per_node, nodes, cpu_offload, params, bool(s.zero_init))
+        zero_init = s.load_path == "partitioned"  # its only other case: every GPU builds the model
+        cpu, gpu = _zero3(s.params, largest, per_node, nodes, cpu_offload, params, zero_init)
         options = (f"offload_param={'cpu' if params else 'none'}, offload_optimizer={'cpu' if cpu_offload else 'none'}"
-                   f", zero_init={s.zero_init}")  # fmt: skip
+                   f", zero_init={int(zero_init)}")  # fmt: skip
     else:
         cpu, gpu = _zero2(s.params, per_node, nodes, cpu_offload)
         options = f"offload_optimizer={'cpu' if cpu_offload else 'none'}"
@@ -165,7 +166,12 @@ def _model_differences(s: Scenario, largest: int, lab_gpu: int, per_node: int, n
             "gradients, FP32 master, Adam) against the ledger's 2 B × N + 2 + 4 + 2 × 4 = 14 B ÷ D: its FP32 gradient "
             f"partition, 4 B per parameter ÷ D more ({n(4 * s.params // s.dp)} B)"
         )
-    if s.stage == 3 and s.zero_init and not cpu_offload:
+    if s.load_path == "rank0":
+        differences.append(
+            "its host figure, without zero_init, has every GPU build the model in FP32; the lab's load_path rank0 "
+            "loads one copy per node and broadcasts it"
+        )
+    if s.stage == 3 and s.load_path == "partitioned" and not cpu_offload:
         differences.append(
             f"its host figure counts the largest layer in FP32 per GPU ({n(largest)} × 4 B × {per_node}); zero.Init "
             "creates each module's parameters on the device and partitions them as they are built: the lab counts "

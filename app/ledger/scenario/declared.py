@@ -36,6 +36,7 @@ from app.ledger.scenario.choices import (
     GQA_FIELD,
     GRAD_ACCUM_FIELD,
     GRAD_SYNC_FIELD,
+    LOAD_PATH_FIELD,
     LOSS_CHUNKS_FIELD,
     LOSS_FIELD,
     NORMS_FIELD,
@@ -60,6 +61,7 @@ from app.ledger.scenario.readers import (
     Count,
     Flag,
     Gqa,
+    Load,
     LogitsW,
     Loss,
     Norms,
@@ -382,13 +384,7 @@ class ScenarioFields(BaseModel):
         json_schema_extra=form("host", "bytes", 2_000_000_000_000),
     )
     save_path: Save = SAVE_PATH_FIELD
-    zero_init: Flag = optional(
-        title="Partitioned construction",
-        description="1: the model is built already partitioned (DeepSpeed zero.Init, FSDP2 on the meta device), "
-        "so loading holds one unit per rank on the host; 0: every rank builds the whole model in FP32 first.",
-        examples=[1],
-        json_schema_extra=form("host", "0 or 1", 1),
-    )
+    load_path: Load = LOAD_PATH_FIELD
     name: Text = optional(
         max_length=NAME_MAX_CHARS,
         pattern=NAME_PATTERN,

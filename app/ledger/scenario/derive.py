@@ -29,7 +29,7 @@ RECEIPT_ORDER: tuple[str, ...] = (
     "bucket_bytes", "activation_bytes", "overhead_bytes", "contingency_pct", "capacity_bytes", "name",
     "seq_len", "micro_batch", "act_bytes", "act_policy", "tp", "sequence_parallel", "logits_bytes",
     "reduce_bytes", "reshard_after_forward", "norms", "offload_optimizer", "offload_param", "ranks_per_node",
-    "host_bytes", "zero_init", "stack", "loss", "wrap", "buffers", "reserve_bytes", "reserve_source", "ac_every",
+    "host_bytes", "load_path", "stack", "loss", "wrap", "buffers", "reserve_bytes", "reserve_source", "ac_every",
     "optimizer_impl", "gqa", "loss_chunks", "routing_imbalance_pct", "grad_accum", "grad_sync",
     "reshard_after_backward", "save_path",
 )  # fmt: skip

@@ -11,7 +11,7 @@ frozen ``Scenario`` with every default filled in.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Self
+from typing import Any, Self
 
 from pydantic import ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic_core import InitErrorDetails
@@ -22,6 +22,8 @@ from app.ledger.scenario.declared import ScenarioFields
 # A validation context key (see ScenarioIn._across_fields): inputs that were given but invalid,
 # so the rules across fields neither read them nor fall back to their defaults.
 UNCHECKED = "unchecked"
+# The retired zero_init flag's two values as the load_path they meant.
+_ZERO_INIT = {"1": "partitioned", "0": "every-rank"}
 
 
 class ScenarioIn(ScenarioFields):
@@ -30,6 +32,18 @@ class ScenarioIn(ScenarioFields):
     The page, its links and the CLI read with this model; the JSON API with
     :class:`StrictScenarioIn`, which refuses unknown keys. Field order is the form's order.
     """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        """Links and files from before load_path carry zero_init (1: built partitioned, 0: every rank builds the
+        whole model): read as load_path, unless that is given too. Any other zero_init value is left as it came
+        (ignored here, refused by the strict model): it was never a valid link."""
+        if isinstance(data, Mapping) and "zero_init" in data and "load_path" not in data:
+            legacy = _ZERO_INIT.get(str(data["zero_init"]).strip())
+            if legacy is not None:
+                return {**{k: v for k, v in data.items() if k != "zero_init"}, "load_path": legacy}
+        return data
 
     @model_validator(mode="after")
     def _across_fields(self, info: ValidationInfo) -> Self:

@@ -21,6 +21,7 @@ from app.ledger.bounds import (
     BuffersKind,
     GqaKind,
     GradSync,
+    LoadPath,
     LogitsWidth,
     LossPlace,
     NormsImpl,
@@ -134,6 +135,7 @@ Source = Annotated[ReserveSource | None, BeforeValidator(_read_choice), _kind("c
 Gqa = Annotated[GqaKind | None, BeforeValidator(_read_choice), _kind("choice")]
 Sync = Annotated[GradSync | None, BeforeValidator(_read_choice), _kind("choice")]
 Save = Annotated[SavePath | None, BeforeValidator(_read_choice), _kind("choice")]
+Load = Annotated[LoadPath | None, BeforeValidator(_read_choice), _kind("choice")]
 OptimizerKind = Annotated[OptimizerImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Offload = Annotated[OffloadDevice | None, BeforeValidator(_read_choice), _kind("choice")]
 PpStage = Annotated[PipelineStage | None, BeforeValidator(_read_choice), _kind("choice")]

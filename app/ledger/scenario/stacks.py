@@ -82,6 +82,13 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "FSDP2's documented checkpointing (torch.distributed.checkpoint.save of the sharded state dict, torch "
             "2.13): each rank writes its own shards",
         ),
+        "load_path": Preset(
+            "partitioned",
+            "FSDP2's deferred initialisation, which torchtitan follows: the model built under torch.device('meta') "
+            "(torch 2.13 _fsdp_init.py keeps meta tensors on meta for it), fully_shard, then to_empty and each "
+            "rank's shards loaded (torch.distributed.checkpoint.load); the lab's default before this input "
+            "(zero_init 1)",
+        ),
         "grad_sync": Preset(
             "every",
             "a plain loop calls backward per micro batch and never set_requires_gradient_sync(False): FSDP2's "
@@ -125,6 +132,12 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "transformers 5.23.0 TrainingArguments (training_args.py): fsdp_config's state_dict_type defaults to "
             "FULL_STATE_DICT (Accelerate alone defaults to SHARDED_STATE_DICT under FSDP2); accelerate 1.15.0 "
             "save_fsdp_model, then save_fsdp_optimizer, gather full_state_dict with cpu_offload onto rank 0",
+        ),
+        "load_path": Preset(
+            "every-rank",
+            "transformers 5.23.0 TrainingArguments: fsdp_config's cpu_ram_efficient_loading defaults to false, so "
+            "every rank's from_pretrained loads the whole model into host memory (modeling_utils.py puts it on the "
+            "meta device only when cpu_ram_efficient_loading is on and LOCAL_RANK is not 0)",
         ),
         "grad_sync": Preset(
             "last",
@@ -187,6 +200,11 @@ _PRESETS: dict[str, dict[str, Preset]] = {
             "torchtitan 0.3.0 components/checkpointer/dcp.py: CheckpointManager.dcp_save saves with torch.distributed."
             "checkpoint (dcp.save, or dcp.async_save, of the sharded state dicts)",
         ),
+        "load_path": Preset(
+            "partitioned",
+            "torchtitan 0.3.0 trainer.py builds the model under torch.device('meta'), parallelizes it, then "
+            "to_empty(device=init_device) and init_weights; a checkpoint is loaded sharded (dcp.load)",
+        ),
         "grad_sync": Preset(
             "every",
             "torchtitan 0.3.0 trainer.py train_step calls forward_backward_step for each of its "
@@ -198,7 +216,7 @@ _PRESETS: dict[str, dict[str, Preset]] = {
 # parameter and gradient widths where a stack leaves them).
 STACK_CHOICES: tuple[str, ...] = (
     "loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync", "save_path",
-    "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
+    "load_path", "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
 )  # fmt: skip
 
 

@@ -50,7 +50,7 @@ class ScenarioValues:
     offload_param: str = "none"  # Parameter offload
     ranks_per_node: int = 8  # Ranks per node
     host_bytes: int = 2_000_000_000_000  # Host memory
-    zero_init: int = 1  # Partitioned construction
+    load_path: str = "partitioned"  # Model load
     stack: str = "plain-fsdp2"  # Training stack
     loss: str = "outside"  # Where the loss runs
     wrap: str = "root"  # FSDP units

@@ -17,15 +17,21 @@ Per rank, at each stage (P = ⌈N ÷ D⌉, the rank's partition), as DeepSpeed a
   5 swap buffers of 10⁸ elements × parameter width pinned on the host.
 * with FP32 training (no separate master) the CPU optimizer still steps an FP32 copy of the partition.
 
-Node: the run's ranks on one node (ranks_per_node, or the run's D × tp × pp GPUs when fewer) × a rank's. Loading: built
-partitioned (``zero_init``, stage 3: each module is created on the device and partitioned as it is
-built) the host holds nothing more; otherwise every rank builds the whole model in FP32 first (N × 4 B
-each). Saving (``save_path``): sharded, each rank writes its own shards (torch.distributed.checkpoint), no whole
-copy on the host; full-rank0, rank 0 gathers the full state dicts into its host memory, the model's then the
-optimizer's (torch 2.13 ``get_model_state_dict`` / ``get_optimizer_state_dict`` with ``full_state_dict`` and
-``cpu_offload``, which keep them on rank 0 only; Accelerate 1.15.0's FULL_STATE_DICT save, one after the other), so
-the larger of the two on rank 0's node, beside what training holds there. The node's peak is the larger of loading
-and training with the save.
+Node: the run's ranks on one node (ranks_per_node, or the run's D × tp × pp GPUs when fewer) × a rank's. Loading
+(``load_path``): partitioned at stage 3 (the meta device or DeepSpeed's zero.Init, each rank loading its own shards)
+the host holds nothing more; otherwise the whole model in FP32 (N × 4 B), on every rank (every-rank: transformers
+5.23.0's from_pretrained on each rank, Accelerate's default) or on one rank per node (rank0: Accelerate 1.15.0's
+cpu_ram_efficient_loading, where transformers keeps LOCAL_RANK 0's copy and puts the others on the meta device, then
+broadcasts). FP32 shards are upcast from the checkpoint's 16-bit dtype one parameter at a time (fsdp2_prepare_model's
+``param.data = param.data.to(torch.float32)``); safetensors 0.8.0 reads each checkpoint file into one buffer that
+every tensor of the file shares, freed only when the file's last tensor is replaced: with one file (transformers
+5.23.0 saves up to 50 GB per file) N × (2 + 4) B at the end of the upcast (tests/trace/test_load_traced.py measures
+it with the profiler); several files free earlier, so it bounds them. Saving (``save_path``): sharded, each rank
+writes its own shards (torch.distributed.checkpoint), no whole copy on the host; full-rank0, rank 0 gathers the full
+state dicts into its host memory, the model's then the optimizer's (torch 2.13 ``get_model_state_dict`` /
+``get_optimizer_state_dict`` with ``full_state_dict`` and ``cpu_offload``, which keep them on rank 0 only; Accelerate
+1.15.0's FULL_STATE_DICT save, one after the other), so the larger of the two on rank 0's node, beside what training
+holds there. The node's peak is the larger of loading and training with the save.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ __all__ = [
 ]
 
 FP32 = 4
+HALF = 2  # a checkpoint's 16-bit dtype (BF16 or FP16): transformers 5.23.0 loads in it (dtype="auto")
 SUB_GROUP = 1_000_000_000  # DeepSpeed's sub_group_size default: the optimizer steps this many elements at a time
 OPTIMIZER_SWAP_BUFFERS = 4  # offload_optimizer.buffer_count's default
 PARAM_SWAP_BUFFERS = 5  # offload_param.buffer_count's default
@@ -272,13 +279,26 @@ def _parameter_lines(s: Scenario, rules: Rules, p: int) -> list[HostLine]:
 
 
 def _load(s: Scenario, stage: int) -> tuple[int, Formula, str]:
-    """The node's host RAM while the model is built: its bytes, the arithmetic, and why."""
-    if stage == 3 and s.zero_init:
-        return 0, Formula(), "built partitioned (zero_init = 1): each module is created on the device and partitioned"
-    ranks = node_ranks(s)
-    total = ranks * s.params * FP32
-    formula = Formula.of(f"{ranks} ranks × {n(s.params)} elements × {FP32} B = {n(total)} B")
-    return total, formula, "every rank builds the whole model in FP32 on the host first"
+    """The node's host RAM while the model is loaded: its bytes, the arithmetic, and why."""
+    if s.load_path == "partitioned" and stage == 3:
+        return 0, Formula(), "built partitioned (meta device or zero.Init), each rank loading only its own shards"
+    copies = 1 if s.load_path == "rank0" else node_ranks(s)
+    who = "1 copy" if s.load_path == "rank0" else f"{copies} rank{'s' if copies > 1 else ''}"
+    if s.param_bytes == FP32:  # FP32 shards: upcast from the checkpoint's 16 bits, its buffers still held
+        total = copies * s.params * (HALF + FP32)
+        formula = Formula.of(f"{who} × {n(s.params)} × ({HALF} + {FP32}) B = {n(total)} B")
+        note = ("the whole model on the host: the 16-bit checkpoint as read, and its FP32 upcast, held together until "
+                "the last parameter is upcast (one checkpoint file; several free each file as its last tensor is "
+                "upcast, so this bounds them)")  # fmt: skip
+    else:
+        total = copies * s.params * FP32
+        formula = Formula.of(f"{who} × {n(s.params)} × {FP32} B = {n(total)} B")
+        note = "the whole model built in FP32 on the host"
+    if s.load_path == "partitioned":  # below stage 3 nothing is partitioned: every rank builds its replica
+        note += " (partitioned construction needs stage 3)"
+    elif s.load_path == "rank0":
+        note += ", on one rank per node, then broadcast (the other ranks start on the meta device)"
+    return total, formula, note
 
 
 def _save(s: Scenario) -> tuple[int, Formula, str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from app.ledger.estimate import Estimate, run_stage_peak
 from app.ledger.peak.schedule.instants import CATEGORIES
 from app.ledger.scenario import Scenario, parse_scenario
+from app.ledger.state.host import host_ledger
 from app.web.views.answer import device_names
 
 # What each category of an instant holds, as the run's line names its largest part.
@@ -75,6 +76,47 @@ class Run:
     part_bytes: int
     change: RunChange | None  # None: it fits, or the change is deferred (``change_pending``)
     change_pending: bool
+    host: HostVerdict
+
+
+@dataclass(frozen=True, slots=True)
+class HostVerdict:
+    """Host memory per node at the run's stage: its peak, when it comes, fits or not and, when loading does not
+    fit, the least loading path that does, in the stack's terms ("" when none does, or it fits)."""
+
+    peak: int
+    capacity: int
+    fits: bool
+    when: str
+    change: str
+
+
+def host_verdict(e: Estimate) -> HostVerdict:
+    s = e.scenario
+    st = e.ledger.host.stages[s.stage]
+    when = "while loading" if st.load_peak >= st.per_node + st.save_peak else "while saving" if st.save_peak else (
+        "in training")  # fmt: skip
+    change = ""
+    if not st.fits and when == "while loading":
+        # The least change first: one copy per node, then nothing whole (stage 3); HF's from_pretrained cannot
+        # load partitioned under FSDP2.
+        paths = ("rank0",) if s.stack == "hf-fsdp2" else ("rank0", "partitioned")
+        for path in paths[paths.index(s.load_path) + 1 if s.load_path in paths else 0 :]:
+            if host_ledger(s.with_(load_path=path)).stages[s.stage].fits:
+                change = _LOAD_SAYS[s.stack if s.stack == "hf-fsdp2" else "other"][path]
+                break
+    return HostVerdict(st.peak, e.ledger.host.capacity, st.fits, when, change)
+
+
+_LOAD_SAYS: dict[str, dict[str, str]] = {
+    "hf-fsdp2": {"rank0": 'fsdp_config={"cpu_ram_efficient_loading": True} (one copy per node, broadcast)'},
+    "other": {
+        "rank0": "the checkpoint loaded on one rank per node and broadcast (set_model_state_dict with "
+        "broadcast_from_rank0)",
+        "partitioned": "the model built on the meta device and each rank's shards loaded "
+        "(torch.distributed.checkpoint)",
+    },
+}
 
 
 def _largest_part(e: Estimate) -> tuple[str, str, int]:
@@ -166,4 +208,5 @@ def run(e: Estimate, *, with_change: bool) -> Run:
         part_bytes=part_bytes,
         change=run_change(e) if search and with_change else None,
         change_pending=search and not with_change,
+        host=host_verdict(e),
     )

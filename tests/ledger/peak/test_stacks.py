@@ -122,7 +122,7 @@ def test_the_hf_stack_is_accelerates_fsdp2_precision_layout() -> None:
 
 PLAIN_WIDTHS = ("param_bytes", "grad_bytes", "master_bytes", "opt_bytes")
 HF_WIDTHS = (*PLAIN_WIDTHS, "gather_bytes", "reduce_bytes")
-KERNELS = ("buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync", "save_path")
+KERNELS = ("buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync", "save_path", "load_path")
 
 
 @pytest.mark.parametrize(("raw", "loss", "wrap", "from_stack"), [
@@ -132,7 +132,8 @@ KERNELS = ("buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync
     ({"loss": "inside", "wrap": "embed-tail"}, "inside", "embed-tail", (*KERNELS, *PLAIN_WIDTHS)),
     ({"stack": "torchtitan"}, "chunked", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS)),
     ({"stack": "torchtitan", "act_policy": "full"}, "chunked", "embed-tail",
-     ("loss", "wrap", "buffers", "norms", "gqa", "optimizer_impl", "grad_sync", "save_path", *HF_WIDTHS)),
+     ("loss", "wrap", "buffers", "norms", "gqa", "optimizer_impl", "grad_sync", "save_path", "load_path",
+      *HF_WIDTHS)),
 ])  # fmt: skip
 def test_a_choice_left_empty_takes_the_stacks_value(
     raw: dict[str, str], loss: str, wrap: str, from_stack: tuple[str, ...]

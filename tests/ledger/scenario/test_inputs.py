@@ -131,6 +131,7 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "gqa",
             "grad_sync",
             "save_path",
+            "load_path",
             "param_bytes",
             "grad_bytes",
             "master_bytes",

@@ -156,7 +156,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "offload_param",
         "ranks_per_node",
         "host_bytes",
-        "zero_init",
+        "load_path",
         "routing_imbalance_pct",
         "shard_group",
         "hpz",

@@ -31,7 +31,7 @@ def test_optimizer_offload_to_the_cpu_at_stage_3() -> None:
     * device: stage 3 keeps only the 16-bit parameter shard, P × 2 B = 1,684,603,904 B.
     * host per rank: master P × 4 + Adam P × 2 × 4 + FP32 gradients P × 4 + the pinned 16-bit gradient
       partition P × 2 = 18 × P = 15,161,435,136 B; per node × 8 = 121,291,481,088 B.
-    * loading: built partitioned (zero_init), 0 B; at stages 0–2 every rank builds the model in FP32:
+    * loading: built partitioned (load_path partitioned), 0 B; at stages 0–2 every rank builds the model in FP32:
       8 × 6,738,415,616 × 4 = 215,629,299,712 B, which is stage 0–2's host peak.
     """
     s = scenario(offload_optimizer="cpu")
@@ -102,15 +102,15 @@ def test_deepspeed_estimator_row_for_zero3_cpu_offload() -> None:
 @pytest.mark.parametrize("stage", [2, 3])
 @pytest.mark.parametrize("optimizer", ["none", "cpu"])
 @pytest.mark.parametrize("params", ["none", "cpu"])
-@pytest.mark.parametrize("zero_init", [0, 1])
+@pytest.mark.parametrize("load_path", ["every-rank", "partitioned", "rank0"])
 @pytest.mark.parametrize("dp", [8, 16, 64])
 def test_the_host_ledger_agrees_with_deepspeed_where_both_model_the_same(
-    stage: int, optimizer: str, params: str, zero_init: int, dp: int
+    stage: int, optimizer: str, params: str, load_path: str, dp: int
 ) -> None:
     """Before its 1.5 factor, DeepSpeed's host figure equals the lab's node peak without the pinned buffers
     (which DeepSpeed has no term for): 16 B (18 with the parameters) per parameter per node when offloading,
     or 4 B × N per rank while loading. Where it does not, a difference line names why."""
-    s = scenario(stage=stage, offload_optimizer=optimizer, offload_param=params, zero_init=zero_init, dp=dp)
+    s = scenario(stage=stage, offload_optimizer=optimizer, offload_param=params, load_path=load_path, dp=dp)
     ledger = compute_ledger(s)
     row = compare(ledger, ledger.host)
     if row is None:
@@ -122,8 +122,15 @@ def test_the_host_ledger_agrees_with_deepspeed_where_both_model_the_same(
     before = row.cpu * 10 // 15
     said = " ".join(row.differences)
     if before != lab:
-        assert ("largest layer in FP32 per GPU" in said and stage == 3 and zero_init and optimizer == "none") or (
-            "every GPU of all" in said and stage == 2 and optimizer == "cpu"
+        assert (
+            (
+                "largest layer in FP32 per GPU" in said
+                and stage == 3
+                and load_path == "partitioned"
+                and optimizer == "none"
+            )
+            or ("every GPU of all" in said and stage == 2 and optimizer == "cpu")
+            or ("loads one copy per node" in said and load_path == "rank0")
         ), (before, lab, said)
     if pinned:
         assert f"{pinned:,} B per node) are terms it does not have" in said
@@ -153,3 +160,49 @@ def test_a_full_state_dict_save_holds_the_larger_of_the_model_and_the_optimizer_
     hf = parse_scenario({"model": "llama-2-7b", "stack": "hf-fsdp2"})  # the HF Trainer's FULL_STATE_DICT
     assert hf.save_path == "full-rank0"
     assert host_ledger(hf).stages[3].save_peak == hf.params * 2 * 4  # FP32 AdamW states outweigh FP32 parameters
+
+
+N_8B = 8_030_261_248  # Llama 3.1 8B
+
+
+@pytest.mark.parametrize(
+    ("raw", "at_stage_3", "below_3"),
+    [
+        # FP32 shards (hf-fsdp2): the 16-bit checkpoint as read and its FP32 upcast, 6 B per parameter per copy
+        ({"stack": "hf-fsdp2"}, 8 * N_8B * 6, 8 * N_8B * 6),
+        ({"stack": "hf-fsdp2", "load_path": "rank0"}, N_8B * 6, N_8B * 6),
+        ({"stack": "hf-fsdp2", "load_path": "partitioned"}, 0, 8 * N_8B * 6),
+        # the seed's 16-bit layout: the whole model built in FP32, DeepSpeed's figure
+        ({"load_path": "every-rank"}, 8 * N_8B * 4, 8 * N_8B * 4),
+        ({"load_path": "rank0"}, N_8B * 4, N_8B * 4),
+        ({}, 0, 8 * N_8B * 4),  # the plain stack's partitioned construction: stage 3 only
+        ({"load_path": "every-rank", "ranks_per_node": 4}, 4 * N_8B * 4, 4 * N_8B * 4),
+    ],
+)
+def test_the_load_path_sets_the_copies_per_node(raw: dict[str, object], at_stage_3: int, below_3: int) -> None:
+    """Per node: every rank a whole copy (every-rank), one (rank0: transformers keeps LOCAL_RANK 0's), or none at
+    stage 3 (partitioned). 6 B per parameter where the shards are FP32: tests/trace/test_load_traced.py measures it."""
+    host = host_ledger(parse_scenario({"model": "llama-3.1-8b", **raw})).stages
+    assert host[3].load_peak == at_stage_3
+    assert {h.load_peak for h in host[:3]} == {below_3}
+
+
+@pytest.mark.parametrize(("legacy", "load"), [("1", "partitioned"), ("0", "every-rank")])
+def test_a_link_from_before_load_path_keeps_its_meaning(legacy: str, load: str) -> None:
+    """zero_init, the input load_path replaced: 1 was built partitioned, 0 every rank building the model."""
+    from app.ledger.scenario.inputs import StrictScenarioIn
+
+    assert parse_scenario({"model": "llama-2-7b", "zero_init": legacy}).load_path == load
+    assert StrictScenarioIn.model_validate({"zero_init": int(legacy)}).load_path == load
+    typed = parse_scenario({"zero_init": legacy, "load_path": "rank0"})  # the new input wins
+    assert typed.load_path == "rank0"
+
+
+def test_a_zero_init_no_link_ever_carried_is_still_refused_by_the_json_api() -> None:
+    from pydantic import ValidationError
+
+    from app.ledger.scenario.inputs import StrictScenarioIn
+
+    with pytest.raises(ValidationError) as refused:
+        StrictScenarioIn.model_validate({"zero_init": 2})
+    assert refused.value.errors()[0]["loc"] == ("zero_init",)

@@ -104,3 +104,26 @@ def test_equal_stage_1_and_2_peaks_are_explained_where_they_show(client: TestCli
         if alike:
             note = _plain(page[page.index('id="stages-alike"') :].split("</p>", 1)[0])
             assert stages[2]["peak"]["instant"] in note and "before any gradient exists" in note
+
+
+def _host_line(text: str) -> str:
+    start = text.index('id="run-host"')
+    return _plain(text[text.index(">", start) + 1 : text.index("</p>", start)])
+
+
+def test_the_run_says_whether_the_host_holds_it_and_the_loading_that_would(client: TestClient) -> None:
+    """Llama 3.1 70B under hf-fsdp2 (every rank loads and upcasts: 8 × N × 6 B per node) cannot load on a 2 TB host;
+    cpu_ram_efficient_loading (one copy per node) can: the line says so, with the receipt's figures."""
+    query = {"model": "llama-3.1-70b", "stack": "hf-fsdp2", "dp": "64"}
+    line = _host_line(client.get("/", params=query).text)
+    host = client.get("/api/estimate", params=query).json()["host"]
+    peak = host["stages"][3]["peak"]
+    assert peak == host["stages"][3]["load_peak"] == 8 * 70_553_706_496 * 6
+    assert "while loading" in line and "does not fit" in line and "cpu_ram_efficient_loading" in line
+    assert f"{peak / 1e9:,.2f} GB" in line
+    efficient = parse_scenario({**query, "load_path": "rank0"})
+    assert compute_ledger(efficient).host.stages[3].fits  # the change offered fits, by the ledger itself
+    fits = _host_line(client.get("/", params={**query, "load_path": "rank0"}).text)
+    assert client.get("/api/estimate", params=query).json()["scenario"]["load_path"] == "every-rank"  # the stack's
+    # one copy per node loads in less than the full state dicts rank 0 gathers at save (transformers' default)
+    assert fits.endswith(": fits.") and "while saving" in fits
