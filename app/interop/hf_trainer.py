@@ -58,6 +58,11 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
         f"# launch on D = {s.dp:,} ranks, e.g. accelerate launch --num_processes {s.dp} train.py (or torchrun)",
         f"# sequence length {s.seq_len:,}: the data collator's / tokenizer's max_length, not an argument",
     ]
+    if s.frozen_params:
+        notes.append(
+            f"trainable_params {s.trainable_params:,} of {s.params:,}: what trains is the model's (PEFT's "
+            "get_peft_model, or requires_grad_(False) on frozen modules), not a TrainingArguments setting"
+        )
     if s.load_path == "partitioned":
         notes.append(
             "load_path partitioned: from_pretrained under FSDP2 loads whole models (every rank, or with "

@@ -112,6 +112,11 @@ def _choices(s: Scenario, notes: list[str]) -> None:
     if s.save_path == "full-rank0":
         notes.append("save_path full-rank0: torchtitan 0.3.0 saves with torch.distributed.checkpoint, each rank its "
                      "own shards (sharded)")  # fmt: skip
+    if s.frozen_params:
+        notes.append(
+            f"trainable_params {s.trainable_params:,} of {s.params:,}: torchtitan 0.3.0's job config has no frozen "
+            "parameters or LoRA; freeze them in the model (requires_grad_(False)) before it is sharded"
+        )
     if s.load_path != "partitioned":
         notes.append(f"load_path {s.load_path}: torchtitan 0.3.0 builds the model on the meta device and loads "
                      "each rank's shards (partitioned)")  # fmt: skip

@@ -83,6 +83,8 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "grad_sync": "every",
         "reshard_after_backward": 1,
         "save_path": "sharded",
+        "trainable_params": 7_000_000_000,
+        "frozen_bytes": 2,
     }
 
 

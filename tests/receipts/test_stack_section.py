@@ -23,7 +23,7 @@ def test_every_choice_of_the_hf_stack_is_the_stacks_until_set() -> None:
     choices = _choices({"model": "llama-2-7b", "stack": "hf-fsdp2"})
     assert set(choices) == {"loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync",
                             "save_path", "load_path", "param_bytes", "grad_bytes", "master_bytes", "opt_bytes",
-                            "gather_bytes", "reduce_bytes"}  # fmt: skip
+                            "gather_bytes", "reduce_bytes", "frozen_bytes"}  # fmt: skip
     assert all(c["source"] == "stack" and c["value"] == c["stack_value"] for c in choices.values())
     assert "transformers 5.23.0" in str(choices["loss"]["evidence"])
     assert "accelerate 1.15.0" in str(choices["wrap"]["evidence"])

@@ -152,9 +152,10 @@ def gather_bytes(s: Scenario, stage: int, rules: Rules, dp: int | None = None) -
 
 
 def accumulated_bytes(s: Scenario, stage: int) -> int:
-    """Accumulating without sync at stages 2–3: every unit's unsharded gradient in the reduce width, N × r (FSDP2
-    keeps them from the first micro batch's backward to the last's reduce-scatter); else 0."""
-    return s.params * s.reduce_bytes if s.accumulates_unsharded(stage) else 0
+    """Accumulating without sync at stages 2–3: every unit's unsharded gradient in the reduce width, T × r for the T
+    parameters that train (FSDP2 keeps them from the first micro batch's backward to the last's reduce-scatter);
+    else 0."""
+    return s.trainable_params * s.reduce_bytes if s.accumulates_unsharded(stage) else 0
 
 
 def declared_subtotal(s: Scenario, persistent: int, gather: int, activations: int, stage: int) -> int:

@@ -26,7 +26,13 @@ from app.ledger.peak.schedule.walk import floor, largest_totals, over, totals
 from app.ledger.peak.search import boundary, largest_micro_batch, smallest
 from app.ledger.scenario import Scenario
 from app.ledger.scenario.fields import FIELD_BY_NAME
-from app.ledger.state.persistent import LedgerLine, persistent_lines, shard, shard_elements, width_and_copies
+from app.ledger.state.persistent import (
+    LedgerLine,
+    ledger_line,
+    persistent_lines,
+    shard_elements,
+    width_and_copies,
+)
 from app.ledger.state.rules import CLASSES, PRODUCTION, STAGES
 
 DP_MAX = FIELD_BY_NAME["dp"].maximum
@@ -65,18 +71,18 @@ class _PeakModel:
                     replicated += width * copies
             self.widths.append((sharded, replicated))
         self.room = max_subtotal(s.allocatable_bytes, s.contingency_pct)
-        # A shard group, hpZ or expert parallelism: ⌈N ÷ D⌉ is no longer the only term in D, and D must be a
-        # multiple of the groups (``step``); the smallest D is then bisected instead of solved for.
-        self.plain = len(s.shards()) == 1 and s.shard_group == s.dp and s.hpz == 1
+        # A shard group, hpZ, expert parallelism or frozen parameters: ⌈N ÷ D⌉ is no longer the only term in D, and
+        # D must be a multiple of the groups (``step``); the smallest D is then bisected instead of solved for.
+        self.plain = (len(s.shards()) == 1 and s.shard_group == s.dp and s.hpz == 1
+                      and s.trainable_params == s.params)  # fmt: skip
         self.step = math.lcm(s.ep, s.hpz, 1 if s.shard_group == s.dp else s.shard_group)
-        width, copies, _ = width_and_copies(s, "parameters", PRODUCTION, 3)
-        self.secondary = shard(s.params, s.hpz) * width * copies if s.hpz > 1 else 0
 
     def persistent(self, stage: int, dp: int) -> int:
-        """The stage's persistent lines at D = ``dp``: ⌈N ÷ D⌉ (on a flat mesh) × the sharded classes' widths."""
-        s = self.s
-        sharded, replicated = self.widths[stage]
-        return shard_elements(s.shards(dp)) * sharded + s.params * replicated + (self.secondary if stage == 3 else 0)
+        """The stage's persistent lines at D = ``dp``."""
+        if self.plain:  # ⌈N ÷ D⌉ × the sharded classes' widths, + N × the replicated ones'
+            sharded, replicated = self.widths[stage]
+            return shard_elements(self.s.shards(dp)) * sharded + self.s.params * replicated
+        return sum(ledger_line(self.s, stage, c, PRODUCTION, dp).bytes for c in CLASSES)
 
     def subtotal(self, stage: int, dp: int, activations: int) -> int:
         """The declared peak before contingency."""

@@ -27,7 +27,8 @@ from app.ledger.scenario.stacks import STACK_CHOICES, preset
 
 # The inputs whose default, when absent, is another input's value; U, whose default is min(400M, N); and
 # the choices a training stack presets.
-FOLLOWS: dict[str, str] = {"gather_bytes": "param_bytes", "reduce_bytes": "grad_bytes", "shard_group": "dp"}
+FOLLOWS: dict[str, str] = {"gather_bytes": "param_bytes", "reduce_bytes": "grad_bytes", "shard_group": "dp",
+                           "frozen_bytes": "param_bytes", "trainable_params": "params"}  # fmt: skip
 FOLLOWERS: tuple[str, ...] = (*(c for c in STACK_CHOICES if c not in FOLLOWS), "unit_params", *FOLLOWS)
 
 
@@ -165,6 +166,14 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
             problems.append(Problem("unit_params", "unit_above_params",
                                     f"{inp.unit_params:,} is larger than params ({params:,})",
                                     f"0 … params ({params:,})"))  # fmt: skip
+    if inp.trainable_params is not None and "params" not in unchecked:
+        params = inp.params if inp.params is not None else fill.params if fill else None
+        if params is None and not model_failed:
+            params = int(STATIC_DEFAULTS["params"])
+        if params is not None and inp.trainable_params > params:
+            problems.append(Problem("trainable_params", "trainable_above_params",
+                                    f"{inp.trainable_params:,} is larger than params ({params:,})",
+                                    f"1 … params ({params:,})"))  # fmt: skip
     if inp.reserve_bytes and "capacity_bytes" not in unchecked:
         capacity = _int(inp, "capacity_bytes")
         if inp.reserve_bytes > capacity:
@@ -215,6 +224,9 @@ def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[P
                                 divisor))  # fmt: skip
     if hpz > 1 and dp % hpz:
         problems.append(Problem("hpz", "hpz_divides", f"{hpz:,} does not divide dp ({dp:,})", f"1 or {divisor}"))
+    elif hpz > 1 and inp.trainable_params is not None and _value(inp, "frozen_bytes") != _value(inp, "param_bytes"):
+        problems.append(Problem("hpz", "hpz_with_frozen", "ZeRO++'s secondary partition of frozen parameters at a "
+                                "width of their own is not modelled", "1 with frozen_bytes ≠ param_bytes"))  # fmt: skip
     elif hpz > 1 and group is not None and group < dp:
         why = "ZeRO++'s secondary partition with a shard group smaller than D is not modelled (DeepSpeed mixes them)"
         problems.append(Problem("hpz", "hpz_with_hsdp", why, "1 with a shard group"))
@@ -228,6 +240,8 @@ def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[P
             why = "needs the model's own parameter counts (params and unit_params not typed): which are experts"
         elif (group is not None and group < dp) or hpz > 1:
             why = "expert parallelism with a shard group or hpZ is not modelled"
+        elif inp.trainable_params is not None:
+            why = "expert parallelism with frozen parameters is not modelled (which experts train is not an input)"
         if why:
             problems.append(Problem("ep", "expert_parallel", why, f"1, or a divisor of dp ({dp:,}) and the experts"))
     return problems

@@ -33,6 +33,7 @@ from app.ledger.scenario.choices import (
     AC_EVERY_FIELD,
     ACT_POLICY_FIELD,
     BUFFERS_FIELD,
+    FROZEN_BYTES_FIELD,
     GQA_FIELD,
     GRAD_ACCUM_FIELD,
     GRAD_SYNC_FIELD,
@@ -46,6 +47,7 @@ from app.ledger.scenario.choices import (
     RESHARD_AFTER_BACKWARD_FIELD,
     SAVE_PATH_FIELD,
     STACK_FIELD,
+    TRAINABLE_FIELD,
     WRAP_FIELD,
 )
 from app.ledger.scenario.form import form, optional
@@ -115,6 +117,7 @@ class ScenarioFields(BaseModel):
         examples=[400_000_000],
         json_schema_extra=form("model", "parameters", None),
     )
+    trainable_params: Count = TRAINABLE_FIELD
     stack: Stack = STACK_FIELD
     loss: Loss = LOSS_FIELD
     loss_chunks: Plain = LOSS_CHUNKS_FIELD
@@ -153,6 +156,7 @@ class ScenarioFields(BaseModel):
         json_schema_extra=form("precision", "bytes/element", None),
     )
     optimizer_impl: OptimizerKind = OPTIMIZER_IMPL_FIELD
+    frozen_bytes: W124 = FROZEN_BYTES_FIELD
     gather_bytes: W124 = optional(
         title="All-gather width",
         description="Width in which parameters are all-gathered for compute (FSDP2 param_dtype). Default: "

@@ -36,9 +36,12 @@ class Scenario(ScenarioValues):
 
     def with_(self, **changes: int | str) -> Scenario:
         """A copy with some inputs changed (no re-validation: callers pass in-bound values). A shard group
-        left at its default (D) follows a new D, as it would in a link."""
+        left at its default (D) follows a new D, and trainable parameters left at theirs (all) new params, as they
+        would in a link."""
         if "dp" in changes and "shard_group" not in changes and self.shard_group == self.dp:
             changes["shard_group"] = changes["dp"]
+        if "params" in changes and "trainable_params" not in changes and self.trainable_params == self.params:
+            changes["trainable_params"] = changes["params"]  # everything still trains
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def as_dict(self) -> dict[str, int | str]:
@@ -68,16 +71,23 @@ class Scenario(ScenarioValues):
         md = self.model_defaults()
         return 0 if md is None else md.expert_params
 
-    def shards(self, degree: int | None = None) -> tuple[tuple[int, int], ...]:
+    @property
+    def frozen_params(self) -> int:
+        """Of ``params``, those that do not train: no gradient, master copy or optimizer state."""
+        return self.params - self.trainable_params
+
+    def shards(self, degree: int | None = None, count: int | None = None) -> tuple[tuple[int, int], ...]:
         """(parameters, owners) of each part a ZeRO-sharded class splits into on this rank: the dense part
         over the shard group (D, or HSDP's group), the experts over D ÷ ep; ``degree`` evaluates the same
-        layout at another D (the fit finder's)."""
+        layout at another D (the fit finder's); ``count`` shards that many parameters instead of ``params`` (what
+        trains, which expert parallelism never splits: the rules across fields refuse frozen parameters with it)."""
         dp = self.dp if degree is None else degree
         group = self._group(dp)
-        experts = self.expert_params
+        whole = self.params if count is None else count
+        experts = self.expert_params if whole == self.params else 0
         if not experts:
-            return ((self.params, group),)
-        return ((self.params - experts, group), (experts, max(1, dp // self.ep)))
+            return ((whole, group),)
+        return ((whole - experts, group), (experts, max(1, dp // self.ep)))
 
     def _group(self, dp: int) -> int:
         """The dense parameters' sharding degree at D = ``dp``: D itself, or a typed shard group (at most D)."""

@@ -114,6 +114,12 @@ _PRESETS: dict[str, dict[str, Preset]] = {
         "opt_bytes": Preset(4, _UPCAST),
         "gather_bytes": Preset(2, _MIXED),
         "reduce_bytes": Preset(2, _MIXED),
+        "frozen_bytes": Preset(
+            2,
+            "accelerate 1.15.0 fsdp2_prepare_model upcasts only the parameters that train (if param.requires_grad "
+            "and param.dtype != torch.float32): the frozen ones keep the checkpoint's BF16 (transformers 5.23.0 "
+            "loads in it, dtype='auto')",
+        ),
         "act_policy": Preset("none", "transformers 5.23.0 TrainingArguments.gradient_checkpointing defaults to False"),
         "norms": Preset("unfused", _UNFUSED),
         "gqa": Preset(
@@ -217,6 +223,7 @@ _PRESETS: dict[str, dict[str, Preset]] = {
 STACK_CHOICES: tuple[str, ...] = (
     "loss", "wrap", "buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync", "save_path",
     "load_path", "param_bytes", "grad_bytes", "master_bytes", "opt_bytes", "gather_bytes", "reduce_bytes",
+    "frozen_bytes",
 )  # fmt: skip
 
 

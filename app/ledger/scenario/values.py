@@ -66,3 +66,5 @@ class ScenarioValues:
     grad_sync: str = "every"  # Gradient sync under accumulation
     reshard_after_backward: int = 1  # Reshard after backward
     save_path: str = "sharded"  # Checkpoint save
+    trainable_params: int = 7_000_000_000  # Trainable parameters
+    frozen_bytes: int = 2  # Frozen parameter width

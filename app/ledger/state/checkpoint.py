@@ -44,8 +44,13 @@ class CheckpointPolicy:
         s = self.scenario
         if self.policy == "sharded":
             return Formula.words("0 B: every rank writes its own shards")
+        model = f"{n(s.trainable_params)} × {s.param_bytes} B" + (
+            f" + {n(s.frozen_params)} × {s.frozen_bytes} B (frozen)" if s.frozen_params else "")  # fmt: skip
         if self.policy == "full_params":
-            return Formula.of(f"{n(s.params)} × {s.param_bytes} B = {n(self.host_bytes)} B")
+            return Formula.of(f"{model} = {n(self.host_bytes)} B")
+        if s.frozen_params:
+            return Formula.of(f"{model} + {n(s.trainable_params)} × ({s.master_bytes} + {s.opt_states} × "
+                              f"{s.opt_bytes}) B = {n(self.host_bytes)} B")  # fmt: skip
         return Formula.of(
             f"{n(s.params)} × ({s.param_bytes} + {s.master_bytes} + {s.opt_states} × {s.opt_bytes}) B = "
             f"{n(self.host_bytes)} B"
@@ -64,11 +69,12 @@ class CheckpointPolicy:
 
 def checkpoint_policies(s: Scenario, persistent_totals: tuple[int, ...]) -> tuple[CheckpointPolicy, ...]:
     unit_device = s.unit_params * s.param_bytes
-    full_state_host = s.params * (s.param_bytes + s.master_bytes + s.opt_states * s.opt_bytes)
+    model = s.trainable_params * s.param_bytes + s.frozen_params * s.frozen_bytes
+    full_state_host = model + s.trainable_params * (s.master_bytes + s.opt_states * s.opt_bytes)
     policies = []
     for policy, device, host in (
         ("sharded", 0, 0),
-        ("full_params", unit_device, s.params * s.param_bytes),
+        ("full_params", unit_device, model),
         ("full_state", unit_device, full_state_host),
     ):
         peaks = tuple(p + device + s.overhead_bytes for p in persistent_totals)

@@ -83,7 +83,7 @@ class Communication:
         one_pass = self.scenario.grad_accum == 1
         if one_pass and groups == [(False, self.scenario.dp)]:  # every collective over the D ranks: the spec's
             s = self.scenario
-            psi_p, psi_g = s.params * s.param_bytes, s.params * s.grad_bytes
+            psi_p, psi_g = s.params * s.param_bytes, s.trainable_params * s.grad_bytes
             if self.stage == 0:
                 terms = f"2 × Ψ_g = 2 × {n(psi_g)}"
             elif self.stage in (1, 2):
@@ -132,7 +132,8 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
     syncs, passes = _syncs(s), s.grad_accum  # gradient reductions and forward/backward passes per step
     forward = 1 if s.keeps_units_gathered else passes  # units kept after backward: gathered once
     for params, group in parts:
-        psi_p, psi_g = params * s.param_bytes, params * s.grad_bytes
+        # only what trains has a gradient to reduce (frozen parameters: one part, experts never split)
+        psi_p, psi_g = params * s.param_bytes, (s.trainable_params if params == s.params else params) * s.grad_bytes
         tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one
         p_, g_ = ("Ψ_p(experts)", "Ψ_g(experts)") if tag else ("Ψ_p", "Ψ_g")
         if stage == 0:
@@ -152,8 +153,9 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
             terms.append(Term("all-gather" + tag, psi_p, group, p_))
     replicas = _replicas(s)
     if stage >= 1 and replicas > 1:
-        grad_shard = shard(s.params, s.shard_group) * s.grad_bytes
-        spelled = _times(syncs, f"2 × ⌈N ÷ {n(s.shard_group)}⌉ × {s.grad_bytes} B")
+        grad_shard = shard(s.trainable_params, s.shard_group) * s.grad_bytes
+        trained = "N" if s.trainable_params == s.params else "T"  # T: the parameters that train
+        spelled = _times(syncs, f"2 × ⌈{trained} ÷ {n(s.shard_group)}⌉ × {s.grad_bytes} B")
         terms.append(Term("all-reduce of the gradient shard", syncs * 2 * grad_shard, replicas, spelled, across=True))
     return terms
 

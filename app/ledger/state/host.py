@@ -119,11 +119,11 @@ def _largest_tensor(model: str) -> int:
 
 
 def _rank_lines(s: Scenario, stage: int, rules: Rules) -> list[HostLine]:
-    p = shard_elements(s.shards())  # the rank's ZeRO shard
     optimizer = s.offload_optimizer if stage >= 1 else "none"
-    lines = _optimizer_lines(s, stage, rules, p, optimizer) if optimizer != "none" else []
+    trained = shard_elements(s.shards(count=s.trainable_params))  # the rank's ZeRO shard of what trains
+    lines = _optimizer_lines(s, stage, rules, trained, optimizer) if optimizer != "none" else []
     if stage == 3 and s.offload_param != "none":
-        lines += _parameter_lines(s, rules, p)
+        lines += _parameter_lines(s, rules, shard_elements(s.shards()))
     return lines
 
 
@@ -285,8 +285,9 @@ def _load(s: Scenario, stage: int) -> tuple[int, Formula, str]:
     copies = 1 if s.load_path == "rank0" else node_ranks(s)
     who = "1 copy" if s.load_path == "rank0" else f"{copies} rank{'s' if copies > 1 else ''}"
     if s.param_bytes == FP32:  # FP32 shards: upcast from the checkpoint's 16 bits, its buffers still held
-        total = copies * s.params * (HALF + FP32)
-        formula = Formula.of(f"{who} × {n(s.params)} × ({HALF} + {FP32}) B = {n(total)} B")
+        upcast = s.trainable_params if s.frozen_bytes != FP32 else s.params  # Accelerate upcasts what trains
+        total = copies * (s.params * HALF + upcast * FP32)
+        formula = Formula.of(f"{who} × ({n(s.params)} × {HALF} B + {n(upcast)} × {FP32} B) = {n(total)} B")
         note = ("the whole model on the host: the 16-bit checkpoint as read, and its FP32 upcast, held together until "
                 "the last parameter is upcast (one checkpoint file; several free each file as its last tensor is "
                 "upcast, so this bounds them)")  # fmt: skip
@@ -305,11 +306,14 @@ def _save(s: Scenario) -> tuple[int, Formula, str]:
     """Rank 0's node's host RAM while a checkpoint is saved: its bytes, the arithmetic, and why."""
     if s.save_path == "sharded":
         return 0, Formula(), "saved sharded (torch.distributed.checkpoint): each rank writes its own shards"
-    model = s.params * s.param_bytes
+    frozen = s.frozen_params * s.frozen_bytes
+    model = s.trainable_params * s.param_bytes + frozen
     per = s.opt_states * s.opt_bytes + s.master_bytes
-    optimizer = s.params * per
+    optimizer = s.trainable_params * per  # only what trains has optimizer state
     value = max(model, optimizer)
-    formula = Formula.of(f"max({n(s.params)} × {s.param_bytes} B (the model's), {n(s.params)} × ({s.opt_states} × "
+    model_terms = f"{n(s.trainable_params)} × {s.param_bytes} B" + (
+        f" + {n(s.frozen_params)} × {s.frozen_bytes} B" if frozen else "")  # fmt: skip
+    formula = Formula.of(f"max({model_terms} (the model's), {n(s.trainable_params)} × ({s.opt_states} × "
                          f"{s.opt_bytes} + {s.master_bytes}) B (the optimizer's)) = {n(value)} B")  # fmt: skip
     return value, formula, "full state dicts gathered to rank 0's host memory, the model's then the optimizer's"
 

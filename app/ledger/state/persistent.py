@@ -64,12 +64,26 @@ class LedgerLine:
     parts: tuple[tuple[int, int], ...] = ()  # (parameters, owners) when a sharded class splits in several
     secondary: int = 0  # hpZ: elements of the secondary partition
     hpz: int = 1
+    # parameters only, when frozen ones keep another width (Accelerate upcasts only what trains): their count,
+    # the rank's elements of them and their width; params and elements are then the trainable ones'
+    frozen: int = 0
+    frozen_elements: int = 0
+    frozen_width: int = 0
 
     @property
     def formula(self) -> Formula:
         """The rule with its numbers substituted."""
         noun = "copy" if self.copies == 1 else "copies"
         tail = f"elements × {self.width} B × {self.copies} {noun} = {n(self.bytes)} B"
+        if self.frozen_elements:
+            trained, frozen = (
+                (f"⌈{n(self.params)} ÷ {n(self.owners)}⌉", f"⌈{n(self.frozen)} ÷ {n(self.owners)}⌉")
+                if self.owners > 1
+                else (n(self.params), n(self.frozen))
+            )
+            return Formula.of(f"({trained} = {n(self.elements)} trained × {self.width} B + {frozen} = "
+                              f"{n(self.frozen_elements)} frozen × {self.frozen_width} B) × {self.copies} {noun} = "
+                              f"{n(self.bytes)} B")  # fmt: skip
         if len(self.parts) > 1:
             terms = " + ".join(f"⌈{n(p)} ÷ {n(o)}⌉" for p, o in self.parts)
             # which group divides which term is part of the arithmetic, not a remark
@@ -109,12 +123,19 @@ def width_and_copies(s: Scenario, tensor_class: str, rules: Rules, stage: int) -
     return s.opt_bytes, s.opt_states, ""
 
 
-def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> LedgerLine:
+def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules, degree: int | None = None) -> LedgerLine:
+    """One class at one stage (at D = ``degree``, the fit finder's, or the scenario's own). Parameters count every
+    parameter; gradients, the master copy and the optimizer states only those that train."""
     sharded = rules.sharded(tensor_class, stage)
     hierarchical = rules.hierarchical_groups
-    parts = (s.shards() if hierarchical else ((s.params, s.dp),)) if sharded else ((s.params, 1),)
+    dp = s.dp if degree is None else degree
+    frozen = s.frozen_params if tensor_class == "parameters" else 0
+    split = bool(frozen) and s.frozen_bytes != s.param_bytes  # the frozen ones at a width of their own
+    count = s.trainable_params if tensor_class != "parameters" or split else s.params
+    parts = (s.shards(dp, count) if hierarchical else ((count, dp),)) if sharded else ((count, 1),)
     owners = parts[0][1]
     elements = shard_elements(parts)
+    frozen_elements = (shard(frozen, owners) if sharded else frozen) if split else 0
     secondary = 0
     if tensor_class == "parameters" and stage == 3 and sharded and s.hpz > 1 and hierarchical:
         secondary = shard(s.params, s.hpz)  # ZeRO++ keeps it beside the primary shard
@@ -122,19 +143,23 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules) -> Led
     width, copies, note = width_and_copies(s, tensor_class, rules, stage)
     if secondary and not note:
         note = f"ZeRO++ hpZ: a secondary 1 ÷ {s.hpz} partition, which backward all-gathers within its group"
+    frozen_width = s.frozen_bytes if split else 0
     return LedgerLine(
         tensor_class=tensor_class,
         width=width,
         copies=copies,
         owners=owners,
         elements=elements,
-        bytes=elements * width * copies,
-        params=s.params,
+        bytes=(elements * width + frozen_elements * frozen_width) * copies,
+        params=count,
         sharded=sharded,
         note=note,
         parts=parts if len(parts) > 1 else (),
         secondary=secondary,
         hpz=s.hpz,
+        frozen=frozen if split else 0,
+        frozen_elements=frozen_elements,
+        frozen_width=frozen_width,
     )
 
 

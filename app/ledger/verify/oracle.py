@@ -22,13 +22,17 @@ def stage_table(
     ep: int = 1,
     shard_group: int = 0,
     hpz: int = 1,
+    trainable: int = 0,
+    frozen_bytes: int = 0,
 ) -> dict[int, dict[str, int]]:
     """Persistent bytes per busiest rank on the device for stages 0–3, by class, straight from the ZeRO
     paper; with offload, ZeRO-Offload's (Ren et al., ATC'21, §4) and ZeRO-Infinity's moves zero a cell.
 
     ``expert_params`` of the ``params`` are sharded over dp ÷ ep ranks (DeepSpeed-MoE), the rest over
     ``shard_group`` ranks (HSDP / MiCS; 0 = all dp); ``hpz`` > 1 adds ZeRO++'s secondary partition of
-    ⌈params ÷ hpz⌉ parameters at stage 3 (Wang et al., ZeRO++, §3.2)."""
+    ⌈params ÷ hpz⌉ parameters at stage 3 (Wang et al., ZeRO++, §3.2). ``trainable`` (0 = all of them) of the
+    params train: only they have gradients, master weights and optimizer states; the frozen rest keep
+    ``frozen_bytes`` (0 = param_bytes) per parameter."""
     group = shard_group if shard_group else dp
     if expert_params:
         # dense over the shard group, experts over their expert-data-parallel ranks, each rounded up
@@ -36,30 +40,40 @@ def stage_table(
         shard = (dense + group - 1) // group + (expert_params + dp // ep - 1) // (dp // ep)
     else:
         shard = (params + group - 1) // group  # the busiest rank's share, rounded up
+    trains = trainable if trainable else params
+    frozen = params - trains
+    trains_shard = shard if trains == params else (trains + group - 1) // group
+    frozen_shard = (frozen + group - 1) // group
+    frozen_width = frozen_bytes if frozen_bytes else param_bytes
+    if frozen and frozen_width != param_bytes:  # each part at its own width
+        whole_params = trains * param_bytes + frozen * frozen_width
+        sharded_params = trains_shard * param_bytes + frozen_shard * frozen_width
+    else:
+        whole_params, sharded_params = params * param_bytes, shard * param_bytes
     table = {
         0: {
-            "parameters": params * param_bytes,
-            "gradients": params * grad_bytes,
-            "master_weights": params * master_bytes,
-            "optimizer_states": params * opt_states * opt_bytes,
+            "parameters": whole_params,
+            "gradients": trains * grad_bytes,
+            "master_weights": trains * master_bytes,
+            "optimizer_states": trains * opt_states * opt_bytes,
         },
         1: {
-            "parameters": params * param_bytes,
-            "gradients": params * grad_bytes,
-            "master_weights": shard * master_bytes,
-            "optimizer_states": shard * opt_states * opt_bytes,
+            "parameters": whole_params,
+            "gradients": trains * grad_bytes,
+            "master_weights": trains_shard * master_bytes,
+            "optimizer_states": trains_shard * opt_states * opt_bytes,
         },
         2: {
-            "parameters": params * param_bytes,
-            "gradients": shard * grad_bytes,
-            "master_weights": shard * master_bytes,
-            "optimizer_states": shard * opt_states * opt_bytes,
+            "parameters": whole_params,
+            "gradients": trains_shard * grad_bytes,
+            "master_weights": trains_shard * master_bytes,
+            "optimizer_states": trains_shard * opt_states * opt_bytes,
         },
         3: {
-            "parameters": shard * param_bytes,
-            "gradients": shard * grad_bytes,
-            "master_weights": shard * master_bytes,
-            "optimizer_states": shard * opt_states * opt_bytes,
+            "parameters": sharded_params,
+            "gradients": trains_shard * grad_bytes,
+            "master_weights": trains_shard * master_bytes,
+            "optimizer_states": trains_shard * opt_states * opt_bytes,
         },
     }
     if hpz > 1:  # the secondary partition sits beside the primary shard
@@ -89,14 +103,17 @@ def host_table(
     expert_params: int = 0,
     ep: int = 1,
     shard_group: int = 0,
+    trainable: int = 0,
 ) -> dict[int, int]:
     """Host RAM per node during training for stages 0–3, spelled out from DeepSpeed's offload
-    allocations (stage_1_and_2.py, stage3.py, the swappers), every cell by hand."""
+    allocations (stage_1_and_2.py, stage3.py, the swappers), every cell by hand. The optimizer's terms are over the
+    ``trainable`` parameters' partition (0 = all train), the parameter offload's over every parameter."""
     group = shard_group if shard_group else dp
     if expert_params:
-        p = (params - expert_params + group - 1) // group + (expert_params + dp // ep - 1) // (dp // ep)
+        everything = (params - expert_params + group - 1) // group + (expert_params + dp // ep - 1) // (dp // ep)
     else:
-        p = (params + group - 1) // group
+        everything = (params + group - 1) // group
+    p = everything if not trainable or trainable == params else (trainable + group - 1) // group
     opt = opt_states * opt_bytes
     master = master_bytes if master_bytes else 4  # FP32 training: the CPU optimizer's own FP32 copy
     cpu, nvme = offload_optimizer == "cpu", offload_optimizer == "nvme"
@@ -113,9 +130,9 @@ def host_table(
     if nvme:  # the state is on NVMe: RAM keeps the 16-bit gradient partition and 4 swap buffers
         per_rank[3] += p * grad_bytes + 4 * min(p, 1_000_000_000) * 4
     if offload_param == "cpu":
-        per_rank[3] += p * param_bytes
+        per_rank[3] += everything * param_bytes
     if offload_param == "nvme":  # max_in_cpu (10⁹) elements kept in RAM, and 5 swap buffers of 10⁸ elements
-        per_rank[3] += min(p, 1_000_000_000) * param_bytes + 5 * 100_000_000 * param_bytes
+        per_rank[3] += min(everything, 1_000_000_000) * param_bytes + 5 * 100_000_000 * param_bytes
     gpus = world if world else dp
     ranks = ranks_per_node if ranks_per_node < gpus else gpus  # a run of fewer GPUs than a node has
     return {stage: ranks * per_rank[stage] for stage in (0, 1, 2, 3)}

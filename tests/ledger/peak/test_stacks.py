@@ -101,10 +101,13 @@ def test_each_stack_decides_its_choices_and_says_why() -> None:
     for stack in STACKS:
         for choice in STACK_CHOICES:
             given = preset(stack, choice)
-            # every choice but the two widths that otherwise follow the parameter and gradient widths
+            # every choice but the widths that otherwise follow the parameter and gradient widths (the frozen
+            # parameters' follows the parameters' where the whole model is built in one width)
             assert given is not None or (stack, choice) in {
                 ("plain-fsdp2", "gather_bytes"),
                 ("plain-fsdp2", "reduce_bytes"),
+                ("plain-fsdp2", "frozen_bytes"),
+                ("torchtitan", "frozen_bytes"),
             }
             assert given is None or given.evidence  # each preset says why, citing the project's code
 
@@ -127,8 +130,9 @@ KERNELS = ("buffers", "act_policy", "norms", "gqa", "optimizer_impl", "grad_sync
 
 @pytest.mark.parametrize(("raw", "loss", "wrap", "from_stack"), [
     ({}, "outside", "root", ("loss", "wrap", *KERNELS, *PLAIN_WIDTHS)),
-    ({"stack": "hf-fsdp2"}, "inside", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS)),
-    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", "embed-tail", ("wrap", *KERNELS, *HF_WIDTHS)),  # typed
+    ({"stack": "hf-fsdp2"}, "inside", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS, "frozen_bytes")),
+    ({"stack": "hf-fsdp2", "loss": "outside"}, "outside", "embed-tail",
+     ("wrap", *KERNELS, *HF_WIDTHS, "frozen_bytes")),  # typed
     ({"loss": "inside", "wrap": "embed-tail"}, "inside", "embed-tail", (*KERNELS, *PLAIN_WIDTHS)),
     ({"stack": "torchtitan"}, "chunked", "embed-tail", ("loss", "wrap", *KERNELS, *HF_WIDTHS)),
     ({"stack": "torchtitan", "act_policy": "full"}, "chunked", "embed-tail",

@@ -132,6 +132,8 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "grad_sync",
             "save_path",
             "load_path",
+            "trainable_params",
+            "frozen_bytes",
             "param_bytes",
             "grad_bytes",
             "master_bytes",

@@ -16,7 +16,7 @@ NUMERIC = [f for f in FIELDS if f.kind not in ("text", "choice")]
 
 def context_for(field: Field) -> dict[str, object]:
     """Other inputs a boundary value needs to be valid on its own (U ≤ N: test U with N at its maximum)."""
-    if field.name == "unit_params":
+    if field.name in ("unit_params", "trainable_params"):
         return {"params": TEN_13}
     if field.name == "reserve_bytes":  # at most the capacity
         return {"capacity_bytes": 2**46}
@@ -123,6 +123,8 @@ def test_every_spec_field_is_in_the_table() -> None:
         "grad_sync",
         "reshard_after_backward",
         "save_path",
+        "trainable_params",
+        "frozen_bytes",
         "params",
         "dp",
         "param_bytes",

@@ -48,6 +48,12 @@ def _unit_exceeds_params(data: dict[str, Any]) -> bool:
     return unit > params
 
 
+def _trainable_refused(data: dict[str, Any]) -> bool:
+    """At most params (the model's, with one)."""
+    return bool(data.get("model")) or _unit_exceeds_params({"params": data.get("params"),
+                                                             "unit_params": data.get("trainable_params")})  # fmt: skip
+
+
 def _breaks_name_pattern(data: dict[str, Any]) -> bool:
     name = data.get("name")
     return isinstance(name, str) and re.fullmatch(NAME_PATTERN, name.strip()) is None
@@ -84,9 +90,10 @@ def _group_not_dividing(data: dict[str, Any]) -> bool:
 
 
 def _hpz_refused(data: dict[str, Any]) -> bool:
-    """hpz > 1 must divide dp and cannot be combined with a shard group smaller than dp."""
+    """hpz > 1 must divide dp and cannot be combined with a shard group smaller than dp, nor with frozen parameters
+    at a width of their own."""
     dp, hpz = _int_of(data, "dp", DEFAULT_SCENARIO.dp), _int_of(data, "hpz", 1)
-    return hpz > 1 and (dp % hpz != 0 or _int_of(data, "shard_group", dp) < dp)
+    return hpz > 1 and (dp % hpz != 0 or _int_of(data, "shard_group", dp) < dp or "trainable_params" in data)
 
 
 def _ep_refused(data: dict[str, Any]) -> bool:
@@ -95,7 +102,13 @@ def _ep_refused(data: dict[str, Any]) -> bool:
     dp, ep = _int_of(data, "dp", DEFAULT_SCENARIO.dp), _int_of(data, "ep", 1)
     if ep == 1:
         return False
-    if dp % ep or "params" in data or "unit_params" in data or _int_of(data, "hpz", 1) > 1:
+    if (
+        dp % ep
+        or "params" in data
+        or "unit_params" in data
+        or "trainable_params" in data
+        or _int_of(data, "hpz", 1) > 1
+    ):
         return True
     if _int_of(data, "shard_group", dp) < dp or _names_no_model(data) or not data.get("model"):
         return True
@@ -184,6 +197,7 @@ def _chunks_not_dividing(data: dict[str, Any]) -> bool:
 
 DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "unit_params": _unit_exceeds_params,
+    "trainable_params": _trainable_refused,
     "name": _breaks_name_pattern,
     "model": _names_no_model,
     "tp": _with_a_model,

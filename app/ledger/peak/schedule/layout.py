@@ -26,6 +26,10 @@ def not_schedulable(s: Scenario) -> str | None:
         return "expert parallelism: the schedule walks every expert on every rank (ep = 1)"
     if s.shard_group != s.dp or s.hpz != 1:
         return "a shard group or hpZ: the schedule walks one flat mesh of D ranks"
+    if s.trainable_params != s.params:
+        return ("frozen parameters: the schedule walks a model whose every parameter trains (which units hold "
+                "gradients, and what a frozen module saves, are not walked yet; the modelled activations count what "
+                "every module saves when all train, an upper bound)")  # fmt: skip
     return None
 
 

@@ -1,0 +1,87 @@
+"""Frozen parameters (``trainable_params`` below ``params``, with ``frozen_bytes``): gradients, the master copy and
+the optimizer states exist only for what trains; every parameter is still sharded and gathered. The figures are
+hand-computed in each docstring; ``tests/trace/test_frozen_traced.py`` checks the rule against PEFT's LoRA under
+Accelerate's FSDP2 on real code."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.ledger.estimate import estimate
+from app.ledger.ledger import compute_ledger
+from app.ledger.scenario import ScenarioError, parse_scenario
+from app.ledger.state.communication import communication
+from app.ledger.state.host import host_ledger
+
+# Llama 3.1 8B with PEFT LoRA r = 16 on every linear layer of its 32 decoder layers: 32 × 16 × (4096 + 4096 +
+# 4096 + 1024 + 4096 + 1024 + 4096 + 4096 + 4096 + 14336 + 4096 + 14336 + 14336 + 4096) = 41,943,040 adapters
+N = 8_030_261_248 + 41_943_040  # 8,072,204,288: PEFT's "all params"
+T = 41_943_040  # its "trainable params"
+F = N - T  # 8,030,261,248 frozen: the base model
+
+
+def _lines(raw: dict[str, object], stage: int) -> dict[str, int]:
+    s = parse_scenario({"params": N, "trainable_params": T, "dp": 8, **raw})
+    return {line.tensor_class: line.bytes for line in compute_ledger(s, schedule=False).stages[stage].lines}
+
+
+def test_under_accelerate_the_adapters_are_fp32_and_the_frozen_base_bf16() -> None:
+    """hf-fsdp2, D = 8, stage 3: ⌈T ÷ 8⌉ = 5,242,880 and ⌈F ÷ 8⌉ = 1,003,782,656.
+    parameters 5,242,880 × 4 + 1,003,782,656 × 2 = 2,028,536,832 B; gradients 5,242,880 × 4 = 20,971,520 B;
+    AdamW 5,242,880 × 2 × 4 = 41,943,040 B; no master copy. Stage 0: T × 4 + F × 2 = 16,228,294,656 B of
+    parameters, T × 4 of gradients."""
+    assert _lines({"stack": "hf-fsdp2"}, 3) == {
+        "parameters": 2_028_536_832, "gradients": 20_971_520, "master_weights": 0, "optimizer_states": 41_943_040,
+    }  # fmt: skip
+    stage0 = _lines({"stack": "hf-fsdp2"}, 0)
+    assert (stage0["parameters"], stage0["gradients"]) == (16_228_294_656, T * 4)
+
+
+def test_one_width_for_every_parameter_when_the_model_is_built_in_it() -> None:
+    """The plain stack's seed layout (BF16 parameters and gradients, FP32 master and Adam): frozen_bytes follows
+    param_bytes, so the parameters line is ⌈N ÷ 8⌉ × 2 = 2,018,051,072 B; gradients ⌈T ÷ 8⌉ × 2 = 10,485,760 B,
+    master × 4 = 20,971,520 B, Adam × 8 = 41,943,040 B."""
+    assert _lines({}, 3) == {
+        "parameters": 2_018_051_072, "gradients": 10_485_760, "master_weights": 20_971_520,
+        "optimizer_states": 41_943_040,
+    }  # fmt: skip
+
+
+def test_only_what_trains_is_reduced_and_every_parameter_gathered() -> None:
+    """Stage 3, one micro batch: all-gathers move N × 2 B (forward and backward), the reduce-scatter T × 2 B."""
+    s = parse_scenario({"params": N, "trainable_params": T, "dp": 8})
+    terms = {t.what: t.buffer for t in communication(s, 3).terms}
+    assert terms["reduce-scatter"] == T * 2
+    assert terms["all-gather forward"] == terms["all-gather backward"] == N * 2
+
+
+def test_the_host_offloads_and_saves_the_optimizer_of_what_trains() -> None:
+    """Optimizer offload to the CPU at stage 3 (seed layout): master + Adam + FP32 gradients + the 16-bit gradient
+    partition = ⌈T ÷ 8⌉ × (4 + 8 + 4 + 2) = 94,371,840 B per rank; full-rank0 saving: max(the model, T × 2 + F × 2
+    = N × 2, the optimizer, T × (8 + 4)) = 16,144,408,576 B."""
+    s = parse_scenario({"params": N, "trainable_params": T, "dp": 8, "offload_optimizer": "cpu",
+                        "save_path": "full-rank0"})  # fmt: skip
+    stage3 = host_ledger(s).stages[3]
+    assert stage3.per_rank == 5_242_880 * 18 == 94_371_840
+    assert stage3.save_peak == N * 2 == 16_144_408_576
+
+
+def test_frozen_parameters_take_the_declared_peak_and_say_why() -> None:
+    e = estimate(parse_scenario({"model": "llama-3.1-8b", "trainable_params": T}), with_kill_lists=False)
+    peak = e.ledger.stages[3].peak
+    assert peak.schedule is None and "frozen parameters" in peak.why_declared
+
+
+@pytest.mark.parametrize("raw", [{"params": 1_000, "trainable_params": 1_001}, {"trainable_params": "8B"}])
+def test_more_trainable_than_all_parameters_is_refused_naming_the_field(raw: dict[str, object]) -> None:
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario(raw)
+    assert [e.field for e in refused.value.errors] == ["trainable_params"]
+    assert "larger than params" in str(refused.value)
+
+
+def test_a_new_params_keeps_everything_training_unless_trainable_was_set() -> None:
+    s = parse_scenario({})
+    assert s.with_(params=1_000).trainable_params == 1_000
+    frozen = parse_scenario({"trainable_params": 1_000})
+    assert frozen.with_(params=2_000).trainable_params == 1_000
