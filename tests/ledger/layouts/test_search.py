@@ -1,0 +1,192 @@
+"""The layout search: every row valid, fitting by the lab's own estimate (read back from its link), sorted as
+documented, bounded; and its pruning loses nothing against an exhaustive search of a small space."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import pytest
+
+from app.ledger.estimate import estimate
+from app.ledger.layouts import LayoutSearch, read_search, search_layouts
+from app.ledger.layouts.query import GPUS
+from app.ledger.layouts.search import MAX_PROBES, POLICY_COST
+from app.ledger.layouts.traffic import slowest_rank, step_traffic
+from app.ledger.pipeline import other_end
+from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
+from app.ledger.scenario.links import canonical_query
+from app.ledger.scenario.presets import DEVICE_BY_ID
+
+BIG = parse_scenario({"model": "llama-3.1-70b"})
+
+
+@pytest.fixture(scope="module")
+def big() -> LayoutSearch:
+    """The issue's case: a 70B model on 512 H100s, 1,024 sequences a step."""
+    return search_layouts(BIG, read_search({"gpus": "512"}))
+
+
+def fits_by_its_own_estimate(s: Scenario) -> tuple[bool, int]:
+    """The scenario read back from its canonical link and estimated whole: does its stage fit, at both ends of a
+    pipeline? And its peak (the budgeted end's)."""
+    again = parse_scenario(dict(parse_qsl(canonical_query(s))))
+    assert again == s
+    e = estimate(again, with_kill_lists=False)
+    stage = e.ledger.stages[again.stage]
+    ends_fit = e.pipeline is None or (len(e.pipeline.ends) == 2 and all(end.fits for end in e.pipeline.ends))
+    return stage.peak.fits and ends_fit, stage.peak.total
+
+
+def test_seventy_b_on_512_gpus_lists_rows(big: LayoutSearch) -> None:
+    assert len(big.rows) == 20 and not big.cut_short
+    assert big.layouts > 0 and big.pruned > 0  # the bound closed the search before every candidate was searched
+    assert big.searched + big.pruned == big.candidates and big.probes <= MAX_PROBES
+
+
+def test_every_row_is_a_valid_layout_of_the_gpus_and_the_batch(big: LayoutSearch) -> None:
+    for row in big.rows:
+        s = row.scenario
+        assert s.dp * s.tp * s.pp == 512
+        assert s.micro_batch * s.grad_accum * s.dp == 1_024
+        assert s.grad_accum >= s.pp  # 1F1B's fill
+        assert s.capacity_bytes == DEVICE_BY_ID["h100-80gb"].capacity_bytes
+        assert s.model == "llama-3.1-70b"
+
+
+def test_every_row_fits_by_its_own_estimate(big: LayoutSearch) -> None:
+    for row in big.rows:
+        fits, peak = fits_by_its_own_estimate(row.scenario)
+        assert fits, canonical_query(row.scenario)
+        assert peak <= row.peak <= row.scenario.allocatable_bytes  # the row shows the busier end's
+        assert row.headroom == row.scenario.allocatable_bytes - row.peak >= 0
+
+
+def test_rows_are_sorted_by_bytes_then_time(big: LayoutSearch) -> None:
+    keys = [(r.traffic.bytes, r.traffic.lower_bound_ns) for r in big.rows]
+    assert keys == sorted(keys)
+    for row in big.rows:  # the traffic shown is the scenario's own, at the end whose traffic is larger
+        assert row.traffic == slowest_rank(row.scenario, big.links)
+        if row.scenario.pp > 1:
+            other = step_traffic(other_end(row.scenario), big.links)
+            assert (row.traffic.bytes, row.traffic.lower_bound_ns) >= (other.bytes, other.lower_bound_ns)
+
+
+def test_ranked_by_time() -> None:
+    r = search_layouts(BIG, read_search({"gpus": 512, "rank": "time", "rows": 10}))
+    keys = [(row.traffic.lower_bound_ns, row.traffic.bytes) for row in r.rows]
+    assert len(keys) == 10 and keys == sorted(keys)
+
+
+def test_a_pipeline_row_budgets_its_busier_end(big: LayoutSearch) -> None:
+    piped = [r for r in big.rows if r.scenario.pp > 1]
+    assert piped
+    for row in piped:
+        e = estimate(row.scenario, with_kill_lists=False)
+        assert e.pipeline is not None and e.pipeline.budgeted_is_busier
+
+
+def test_no_layout_when_no_degree_divides_the_batch() -> None:
+    """3 GPUs and a batch of 1,024: D is 1 or 3 and only 1 divides it, tp = 3 and pp = 3 the model refuses."""
+    r = search_layouts(parse_scenario({"model": "llama-3.2-1b"}), read_search({"gpus": 3}))
+    assert r.rows == () and r.layouts <= 1
+
+
+def test_work_is_bounded_at_the_largest_gpu_count() -> None:
+    r = search_layouts(BIG, read_search({"gpus": GPUS[1], "global_batch": 1_048_576}))
+    assert r.probes <= MAX_PROBES and len(r.rows) <= 20
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [({"gpus": GPUS[1] + 1}, "gpus"), ({"gpus": 0}, "gpus"), ({"global_batch": 0}, "global_batch"),
+     ({"device": "seed-80gb"}, "device"), ({"rows": 51}, "rows"), ({"rank": "peak"}, "rank"),
+     ({"gpus": "lots"}, "gpus")],
+)  # fmt: skip
+def test_bad_search_input_names_its_field(raw: dict[str, object], field: str) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        read_search(raw)
+    assert [e.field for e in caught.value.errors] == [field]
+    assert caught.value.errors[0].allowed
+
+
+def test_more_gpus_than_the_bound_says_why() -> None:
+    with pytest.raises(ScenarioError) as caught:
+        read_search({"gpus": "70000"})
+    (e,) = caught.value.errors
+    assert "70,000 is more GPUs than the search's bound" in e.message and e.allowed == "1 … 65,536"
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [({}, "model"), ({"model": "llama-2-7b", "params": "7B"}, "params"),
+     ({"model": "llama-2-7b", "activation_bytes": "20GB"}, "activation_bytes")],
+)  # fmt: skip
+def test_a_scenario_that_cannot_start_a_search(raw: dict[str, object], field: str) -> None:
+    with pytest.raises(ScenarioError) as caught:
+        search_layouts(parse_scenario(raw), read_search({}))
+    assert [e.field for e in caught.value.errors] == [field]
+
+
+# --------------------------------------------------------------------------- against an exhaustive search
+
+
+def _exhaustive(base: Scenario, gpus: int, batch: int, device: str) -> list[tuple[int, ...]]:
+    """Every (tp, pp, policy, stage, reshard) the scenario accepts at its largest micro batch that fits, each micro
+    batch tried from the largest down and its fit checked by a whole estimate at both ends; kept as the search
+    documents it: per (D, tp, pp, traffic) the least recomputation, then reshard after forward, then the lowest peak;
+    sorted by (bytes, time, …)."""
+    links = DEVICE_BY_ID[device].links
+    assert links is not None
+    typed = dict(base.non_default_items())
+    best: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for tp in (t for t in range(1, gpus + 1) if gpus % t == 0):
+        for pp in (p for p in range(1, gpus // tp + 1) if (gpus // tp) % p == 0):
+            dp = gpus // (tp * pp)
+            if batch % dp:
+                continue
+            for policy in POLICY_COST:
+                for stage, raf in ((0, 1), (1, 1), (2, 1), (3, 1), (3, 0)):
+                    for b in (b for b in range(batch // dp, 0, -1) if (batch // dp) % b == 0):
+                        ga = batch // dp // b
+                        if ga < pp:
+                            continue
+                        raw = {**typed, "dp": dp, "tp": tp, "pp": pp, "act_policy": policy, "stage": stage,
+                               "reshard_after_forward": raf, "micro_batch": b, "grad_accum": ga,
+                               "capacity_bytes": DEVICE_BY_ID[device].capacity_bytes}  # fmt: skip
+                        try:
+                            s = parse_scenario(raw)
+                        except ScenarioError:
+                            continue
+                        e = estimate(s, with_kill_lists=False)
+                        peaks = [e.ledger.stages[stage].peak.total]
+                        if e.pipeline is not None:
+                            if len(e.pipeline.ends) < 2:
+                                continue
+                            peaks = [end.peak for end in e.pipeline.ends]
+                        if max(peaks) > s.allocatable_bytes:
+                            continue
+                        t = step_traffic(s, links)
+                        if pp > 1:  # the step waits for the end whose traffic is larger
+                            t = max(t, step_traffic(other_end(s), links), key=lambda x: (x.bytes, x.lower_bound_ns))
+                        key = (t.bytes, t.lower_bound_ns, POLICY_COST[policy], -raf, max(peaks))
+                        shape = (dp, tp, pp, t.bytes, t.lower_bound_ns)
+                        best[shape] = min(best.get(shape, key), key)
+                        break  # the largest micro batch that fits: the candidate's row
+    return sorted(best.values())
+
+
+@pytest.mark.parametrize(
+    ("model", "gpus", "batch", "device"),
+    [("llama-3.2-1b", 4, 16, "rtx4090"), ("qwen3-0.6b", 8, 32, "l40s"), ("llama-3.2-3b", 8, 16, "a100-40gb")],
+)
+def test_the_pruned_search_finds_what_an_exhaustive_one_finds(model: str, gpus: int, batch: int, device: str) -> None:
+    """Spaces small enough to estimate whole (Llama-3.2-1B on 4 RTX 4090s …): the search's table is the exhaustive
+    one's first rows, so its bound pruned nothing that belonged there, and its bisection over the micro batch found
+    each candidate's largest that fits."""
+    base = parse_scenario({"model": model})
+    r = search_layouts(base, read_search({"gpus": gpus, "global_batch": batch, "device": device, "rows": 12}))
+    expected = _exhaustive(base, gpus, batch, device)
+    assert len(expected) >= len(r.rows) > 0
+    got = [(row.traffic.bytes, row.traffic.lower_bound_ns, POLICY_COST[row.scenario.act_policy],
+            -row.scenario.reshard_after_forward, row.peak) for row in r.rows]  # fmt: skip
+    assert got == expected[: len(got)]
