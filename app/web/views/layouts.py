@@ -33,9 +33,11 @@ class LayoutsRequest:
 
     @property
     def address(self) -> str:
-        """The search's address: the search fields and the scenario's as given (canonical when valid)."""
+        """The search's address: canonical when valid (the scenario's and the search's fields that differ from their
+        defaults, sorted), else as given."""
         if self.scenario is not None and self.query is not None:
-            given = {k: v for k, v in self.raw.items() if k in FIELDS}
+            q = self.query  # canonical as the scenario's link is: sorted, defaults omitted
+            given = {k: getattr(q, k) for k in FIELDS if getattr(q, k) != LayoutSearchIn.model_fields[k].default}
             scenario = {k: v for k, v in self.scenario.non_default_items() if k not in SEARCHED}
             return PATH + "?" + urlencode(sorted({**scenario, **given}.items()))
         return PATH + ("?" + urlencode(sorted(self.raw.items())) if self.raw else "")

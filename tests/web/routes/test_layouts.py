@@ -129,7 +129,7 @@ def test_a_scenario_field_error_is_named_on_the_page(client: TestClient) -> None
 def test_the_fragment_answers_200_with_errors_and_pushes_the_canonical_address(client: TestClient) -> None:
     ok = client.get("/layouts?gpus=512&model=llama-3.1-70b&rows=3&dp=4", headers={"HX-Request": "true"})
     assert ok.status_code == 200 and ok.text.startswith('<div id="layouts">')
-    assert ok.headers["hx-push-url"] == "/layouts?gpus=512&model=llama-3.1-70b&rows=3"  # dp is the search's
+    assert ok.headers["hx-push-url"] == "/layouts?model=llama-3.1-70b&rows=3"  # 512 GPUs the default, dp the search's
     assert len(row_links(ok.text)) == 3 and "not read from the address: dp" in ok.text
     bad = client.get("/layouts?model=llama-3.1-70b&gpus=70000", headers={"HX-Request": "true"})
     assert bad.status_code == 200 and alerts(bad.text)
@@ -143,3 +143,12 @@ def test_scenario_fields_are_carried_by_the_form(client: TestClient) -> None:
 
 def test_head_answers_like_get(client: TestClient) -> None:
     assert client.head("/layouts?model=llama-3.1-8b&gpus=8").status_code == 200
+
+
+def test_the_address_is_canonical(client: TestClient) -> None:
+    """The form sends every field, empty or at its default: the pushed address keeps only what differs, sorted."""
+    r = client.get(
+        "/layouts?model=llama-3.1-8b&gpus=16&global_batch=&device=h100-80gb&rank=bytes&rows=20&seq_len=",
+        headers={"HX-Request": "true"},
+    )
+    assert r.headers["hx-push-url"] == "/layouts?gpus=16&model=llama-3.1-8b"
