@@ -64,8 +64,8 @@ class LayoutRowOut(Strict):
     tp: int
     pp: int
     ep: int
-    stage: Literal[0, 1, 2, 3]
-    reshard_after_forward: Literal[0, 1]
+    stage: int = Field(ge=0, le=3)
+    reshard_after_forward: int = Field(ge=0, le=1)
     act_policy: str
     micro_batch: int
     grad_accum: int
@@ -97,8 +97,7 @@ def _row(i: int, row: Row, base_url: str) -> LayoutRowOut:
     s, t = row.scenario, row.traffic
     inter = sum(p.bytes for p in t.parts if p.across_nodes)
     return LayoutRowOut(
-        rank=i, dp=s.dp, tp=s.tp, pp=s.pp, ep=s.ep, stage=s.stage,  # type: ignore[arg-type]
-        reshard_after_forward=s.reshard_after_forward,  # type: ignore[arg-type]
+        rank=i, dp=s.dp, tp=s.tp, pp=s.pp, ep=s.ep, stage=s.stage, reshard_after_forward=s.reshard_after_forward,
         act_policy=s.act_policy, micro_batch=s.micro_batch, grad_accum=s.grad_accum, pp_stage=s.pp_stage,
         peak_bytes=row.peak, allocatable_bytes=s.allocatable_bytes, headroom_bytes=row.headroom,
         communication_bytes=t.bytes, intra_node_bytes=t.bytes - inter, inter_node_bytes=inter,

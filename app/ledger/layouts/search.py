@@ -44,7 +44,9 @@ MAX_PROBES = 3_000  # peak evaluations per search (a 70B model on 512 GPUs needs
 POLICY_COST: dict[str, int] = {"none": 0, "selective": 1, "op": 2, "full": 3}
 # The inputs each candidate sets; the scenario's own values of them are not carried over.
 SEARCHED = frozenset({"dp", "tp", "pp", "pp_stage", "stage", "reshard_after_forward", "act_policy", "micro_batch",
-                      "grad_accum", "capacity_bytes", "shard_group", "name"})  # fmt: skip
+                      "grad_accum", "capacity_bytes", "name"})  # fmt: skip
+# Fields whose rules read D or the micro batch: refused at the base's defaults, they may hold at a layout's.
+_LAYOUT_BOUND = SEARCHED | {"ep", "shard_group", "hpz"}
 _LAYOUT_FIELDS = frozenset({"tp", "pp"})  # a refusal naming one of these holds whatever its partners
 
 
@@ -104,6 +106,17 @@ class _Search:
         typed = {k: v for k, v in base.non_default_items() if k not in SEARCHED}
         self.typed: dict[str, object] = {**typed, "capacity_bytes": device.capacity_bytes}
         self.probes = 0
+        self.check_typed()
+
+    def check_typed(self) -> None:
+        """The scenario's own inputs on the device: a refusal that no layout can lift (a reserve above the
+        device's capacity, a sequence beyond the model's positions …) is the answer, naming its field."""
+        try:
+            parse_scenario(self.typed)
+        except ScenarioError as exc:
+            kept = [e for e in exc.errors if e.field not in _LAYOUT_BOUND]
+            if kept:
+                raise ScenarioError(kept) from None
 
     def key(self, t: StepTraffic) -> tuple[int, int]:
         return (t.bytes, t.lower_bound_ns) if self.q.rank == "bytes" else (t.lower_bound_ns, t.bytes)

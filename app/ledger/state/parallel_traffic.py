@@ -12,9 +12,12 @@ with t > 1 or pp > 1 also moves activations, every micro batch (Megatron-LM's la
   with ``ac_every``. Selective and per-op recomputation keep the collectives' outputs (torchtitan's per-op
   policy saves them), so they add none.
 - **Pipeline parallelism** (Narayanan et al. 2021, §2.2): per micro batch a stage sends its boundary
-  activation (b·s·h) to the next stage and the gradient of its input back to the previous: a middle stage
-  sends both, an end one of them. With sequence parallelism each tensor-parallel rank sends its 1 ÷ t slice
-  (Megatron's scatter/gather of the boundary), else the whole tensor.
+  activation (b·s·h) to the next stage and the gradient of its input back to the previous. The ledger budgets
+  an end of the pipeline (``pp_stage``), which sends one of them: the first stage its activation forward, the
+  last its input's gradient back. (A middle stage sends both, but holds neither the embedding nor the head: like
+  its memory, its traffic is not budgeted, so the figure stays a lower bound on the busiest rank's.) With
+  sequence parallelism each tensor-parallel rank sends its 1 ÷ t slice (Megatron's scatter/gather of the
+  boundary), else the whole tensor.
 
 Counted: the decoder layers' collectives and the boundary sends. Not counted (small beside them, and a
 lower bound stays one): the vocabulary-parallel embedding's and loss's all-reduces.
@@ -63,12 +66,12 @@ def tensor_parallel(s: Scenario) -> Traffic | None:
 
 
 def pipeline(s: Scenario) -> Traffic | None:
-    """The busiest pipeline rank's boundary sends (None: pp = 1 or no model)."""
+    """The budgeted end's boundary sends, one b·s·h a micro batch (None: pp = 1 or no model)."""
     if s.pp == 1 or not s.model:
         return None
-    directions = 2 if s.pp > 2 else 1  # a middle stage sends forward and back; with two stages each sends one way
     each = ceil_div(_boundary(s), s.tp) if s.sequence_parallel else _boundary(s)
-    return Traffic("pipeline sends of boundary activations and gradients", s.grad_accum * directions * each, 2, s.world)
+    what = "pipeline sends of boundary " + ("activations" if s.pp_stage == "first" else "gradients")
+    return Traffic(what, s.grad_accum * each, 2, s.world)
 
 
 def model_parallel_traffic(s: Scenario) -> tuple[Traffic, ...]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from app.ledger.layouts import LayoutSearch
+from app.ledger.layouts import LayoutSearch, Row
 from app.ledger.layouts.query import ALLOWED, FIELDS, GLOBAL_BATCH, GPUS, ROWS, SEARCH_DEVICES, LayoutSearchIn
 from app.ledger.layouts.search import SEARCHED
 from app.ledger.models.known import KNOWN_MODELS
@@ -43,7 +43,7 @@ class LayoutsRequest:
         return PATH + ("?" + urlencode(sorted(self.raw.items())) if self.raw else "")
 
 
-def _row(i: int, row: Any) -> dict[str, Any]:
+def _row(i: int, row: Row) -> dict[str, Any]:
     s = row.scenario
     return {
         "rank": i, "dp": s.dp, "tp": s.tp, "pp": s.pp, "stage": s.stage,

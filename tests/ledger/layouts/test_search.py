@@ -190,3 +190,18 @@ def test_the_pruned_search_finds_what_an_exhaustive_one_finds(model: str, gpus: 
     got = [(row.traffic.bytes, row.traffic.lower_bound_ns, POLICY_COST[row.scenario.act_policy],
             -row.scenario.reshard_after_forward, row.peak) for row in r.rows]  # fmt: skip
     assert got == expected[: len(got)]
+
+
+def test_a_reserve_above_the_device_s_capacity_is_named() -> None:
+    """No layout can lift it: the answer names the field rather than listing nothing."""
+    base = parse_scenario({"model": "llama-3.1-8b", "reserve_bytes": "30GiB"})
+    with pytest.raises(ScenarioError) as caught:
+        search_layouts(base, read_search({"gpus": 8, "device": "rtx4090"}))
+    assert [e.field for e in caught.value.errors] == ["reserve_bytes"]
+
+
+def test_the_scenario_s_shard_group_is_kept() -> None:
+    """HSDP within a node (shard_group 8): every layout keeps it, so D is a multiple of 8."""
+    base = parse_scenario({"model": "llama-3.1-8b", "shard_group": 8, "dp": 64})
+    r = search_layouts(base, read_search({"gpus": 64, "rows": 5}))
+    assert r.rows and all(row.scenario.shard_group == 8 and row.scenario.dp % 8 == 0 for row in r.rows)

@@ -49,15 +49,18 @@ def test_every_micro_batch_moves_its_activations() -> None:
 
 
 def test_pipeline_sends() -> None:
-    """A middle stage sends the activation forward and the gradient back; with two stages each sends one way."""
-    four = pipeline(parse_scenario({"model": "llama-2-7b", "pp": 4}))
-    two = pipeline(parse_scenario({"model": "llama-2-7b", "pp": 2}))
-    assert four is not None and (four.bytes, four.group, four.span) == (2 * BOUNDARY, 2, 8 * 4)
-    assert two is not None and two.bytes == BOUNDARY
+    """Each end sends one boundary tensor a micro batch: the first stage its activation forward, the last its input's
+    gradient back (a middle stage, which sends both, is not budgeted)."""
+    first = pipeline(parse_scenario({"model": "llama-2-7b", "pp": 4}))
+    last = pipeline(parse_scenario({"model": "llama-2-7b", "pp": 4, "pp_stage": "last"}))
+    assert first is not None and (first.bytes, first.group, first.span) == (BOUNDARY, 2, 8 * 4)
+    assert last is not None and last.bytes == BOUNDARY and "gradients" in last.what and "activations" in first.what
+    accumulated = pipeline(parse_scenario({"model": "llama-2-7b", "pp": 2, "grad_accum": 4}))
+    assert accumulated is not None and accumulated.bytes == 4 * BOUNDARY
 
 
 def test_pipeline_sends_with_sequence_parallelism_split_over_tp() -> None:
     s = parse_scenario({"model": "llama-2-7b", "pp": 4, "tp": 2, "sequence_parallel": 1})
     p = pipeline(s)
-    assert p is not None and p.bytes == 2 * BOUNDARY // 2 and p.span == s.world
+    assert p is not None and p.bytes == BOUNDARY // 2 and p.span == s.world
     assert len(model_parallel_traffic(s)) == 2
