@@ -75,6 +75,9 @@ def layouts_context(req: LayoutsRequest, result: LayoutSearch | None) -> dict[st
         "allowed": ALLOWED,
         "bounds": {"gpus": GPUS, "global_batch": GLOBAL_BATCH, "rows": ROWS},
         "carried": carried,
+        # the scenario the search starts from, in the lab (its link carries the model and every carried field)
+        "base_href": link(req.scenario, "/") if req.scenario is not None else "",
+        "base_fields": ", ".join(f"{k}={v}" for k, v in carried),
         "ignored": sorted(k for k in req.raw if k in SEARCHED),
         "counted": COUNTED,
         "lower_bound": LOWER_BOUND,

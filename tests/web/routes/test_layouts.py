@@ -138,6 +138,7 @@ def test_the_fragment_answers_200_with_errors_and_pushes_the_canonical_address(c
 def test_scenario_fields_are_carried_by_the_form(client: TestClient) -> None:
     r = client.get("/layouts?model=llama-3.1-8b&gpus=16&seq_len=8192&rows=2")
     assert '<input type="hidden" name="seq_len" value="8192">' in r.text
+    assert "its own inputs kept: seq_len=8192" in r.text and 'href="/?model=llama-3.1-8b&amp;seq_len=8192"' in r.text
     assert all("seq_len=8192" in href for href in row_links(r.text))
 
 
