@@ -16,8 +16,9 @@ Bounded work. For each candidate (layout, policy, stage, reshard) the traffic on
 (fewer micro batches gather and reduce less; the activations' traffic is per sequence), so its traffic at the
 largest micro batch allowed (at the first pipeline end) is a lower bound on any row it gives (whose traffic is the
 slower end's). Candidates are taken in order of that bound; each
-is searched for its largest micro batch that fits by bisection over the allowed micro batches (the peak grows with
-the micro batch: :func:`app.ledger.peak.search.largest`), and the search stops once the table is full and the next
+is searched for its largest micro batch that fits: one micro batch a step on its own (it accumulates nothing, so
+its peak can be below two smaller ones'), then by bisection over the others, whose peak grows with the micro batch
+(:func:`app.ledger.peak.search.largest`), and the search stops once the table is full and the next
 bound cannot enter it. At most ``MAX_PROBES`` peaks are evaluated; past that the answer says it was cut short.
 A row whose traffic equals another's of the same (D, tp, pp) is dominated by the one that recomputes less (then
 reshards after forward, then peaks lower) and dropped: the time bound ignores compute, and the communication
@@ -148,10 +149,6 @@ class _Search:
             return None
         return (here, there) if s.pp_stage == "first" else (there, here)
 
-    def fits(self, s: Scenario) -> bool:
-        found = self.peaks(s)
-        return found is not None and max(found) <= s.allocatable_bytes
-
     def candidates(self) -> tuple[list[_Candidate], int, int]:
         """Every (layout, policy, stage, reshard) the scenario accepts, with its bound; the layouts and refusals."""
         q, out, layouts, refused = self.q, [], 0, 0
@@ -194,7 +191,15 @@ class _Search:
             peaks = found[i]
             return peaks is not None and max(peaks) <= s.allocatable_bytes
 
-        i = largest(fits, 0, len(c.micro_batches) - 1)
+        # One micro batch a step holds nothing across micro batches (no accumulated or unsynced gradient, no unit
+        # kept gathered): its peak can be below two smaller ones', so it is tried on its own, first (its traffic is
+        # the least); among the others the accumulation's terms are the same and the peak grows with the micro batch.
+        last = len(c.micro_batches) - 1
+        whole = c.base.micro_batch * c.base.grad_accum == c.micro_batches[last]
+        if whole and fits(last):
+            i: int | None = last
+        else:
+            i = largest(fits, 0, last - whole) if last - whole >= 0 else None
         if i is None:
             return None
         peaks = found[i]
