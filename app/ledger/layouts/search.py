@@ -15,11 +15,11 @@ scenario's reserve.
 Bounded work. For each candidate (layout, policy, stage, reshard) the traffic only falls as the micro batch grows
 (fewer micro batches gather and reduce less; the activations' traffic is per sequence), so its traffic at the
 largest micro batch allowed (at the first pipeline end) is a lower bound on any row it gives (whose traffic is the
-slower end's). Candidates are taken in order of that bound; each
-is searched for its largest micro batch that fits: one micro batch a step on its own (it accumulates nothing, so
-its peak can be below two smaller ones'), then by bisection over the others, whose peak grows with the micro batch
-(:func:`app.ledger.peak.search.largest`), and the search stops once the table is full and the next
-bound cannot enter it. At most ``MAX_PROBES`` peaks are evaluated; past that the answer says it was cut short.
+slower end's). Candidates are taken in order of that bound, each searched for its largest micro batch that fits:
+one micro batch a step on its own (it accumulates nothing, so its peak can be below two smaller ones'), then by
+bisection over the others, whose peak grows with the micro batch (:func:`app.ledger.peak.search.largest`); the
+search stops once the table is full and the next bound cannot enter it. At most ``MAX_PROBES`` peaks are
+evaluated; past that the answer says it was cut short.
 A row whose traffic equals another's of the same (D, tp, pp) is dominated by the one that recomputes less (then
 reshards after forward, then peaks lower) and dropped: the time bound ignores compute, and the communication
 ledger does not credit reshard_after_forward 0 with the backward all-gathers it saves.
@@ -195,11 +195,12 @@ class _Search:
         # kept gathered): its peak can be below two smaller ones', so it is tried on its own, first (its traffic is
         # the least); among the others the accumulation's terms are the same and the peak grows with the micro batch.
         last = len(c.micro_batches) - 1
-        whole = c.base.micro_batch * c.base.grad_accum == c.micro_batches[last]
-        if whole and fits(last):
+        one_micro_batch = c.base.micro_batch * c.base.grad_accum == c.micro_batches[last]
+        high = last - 1 if one_micro_batch else last  # the largest micro batch of several a step
+        if one_micro_batch and fits(last):
             i: int | None = last
         else:
-            i = largest(fits, 0, last - whole) if last - whole >= 0 else None
+            i = largest(fits, 0, high) if high >= 0 else None
         if i is None:
             return None
         peaks = found[i]
