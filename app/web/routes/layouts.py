@@ -63,7 +63,9 @@ def _searched(req: LayoutsRequest) -> tuple[LayoutsRequest, Any]:
 
 @router.api_route(PATH, methods=PAGE_METHODS, include_in_schema=False)
 def layouts_page(request: Request) -> Response:
-    req, result = _searched(read_request(request, strict=False))
+    """The search, once the form names a model; before that (``/layouts`` as linked) the form alone, a 200."""
+    req = read_request(request, strict=False)
+    req, result = _searched(req) if req.raw.get("model", "").strip() else (req, None)
     context = layouts_context(req, result)
     if wants_fragment(request):
         headers = {**VARY, "HX-Push-Url": req.address}

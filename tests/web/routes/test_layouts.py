@@ -117,8 +117,11 @@ def test_the_page_shows_a_bad_field_inline_with_its_range(client: TestClient) ->
 
 
 def test_the_page_without_a_model_asks_for_one(client: TestClient) -> None:
+    """/layouts as linked: the form and a prompt, no error yet; a bad field beside it is still named."""
     r = client.get("/layouts")
-    assert r.status_code == 422 and alerts(r.text)[0].startswith("model: the layout search needs a model")
+    assert r.status_code == 200 and alerts(r.text) == [] and "Name a model" in r.text
+    bad = client.get("/layouts?gpus=0")
+    assert bad.status_code == 422 and alerts(bad.text)[0].startswith("gpus: ")
 
 
 def test_a_scenario_field_error_is_named_on_the_page(client: TestClient) -> None:
