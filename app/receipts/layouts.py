@@ -146,6 +146,11 @@ def milliseconds(ns: int) -> str:
     return f"{tenths // 10:,}.{tenths % 10} ms"
 
 
+def both(value: int) -> str:
+    """Decimal and binary, never one mistaken for the other: ``36.38 GB / 33.89 GiB``."""
+    return f"{gb(value)} / {gib(value)}"
+
+
 def batch(s: Scenario) -> str:
     return f"{s.micro_batch} × {s.grad_accum}"
 
@@ -168,8 +173,8 @@ def table_rows(r: LayoutSearch) -> Iterator[tuple[str, ...]]:
         s = row.scenario
         raf = str(s.reshard_after_forward) if s.stage == 3 else "–"
         time = milliseconds(row.traffic.lower_bound_ns)
-        yield (str(i), f"{s.dp:,}", str(s.tp), str(s.pp), str(s.stage), raf, s.act_policy, batch(s), gib(row.peak),
-               gib(row.headroom), gb(row.traffic.bytes), time, link(s, "/"))  # fmt: skip
+        yield (str(i), f"{s.dp:,}", str(s.tp), str(s.pp), str(s.stage), raf, s.act_policy, batch(s), both(row.peak),
+               both(row.headroom), both(row.traffic.bytes), time, link(s, "/"))  # fmt: skip
 
 
 def render_table(base: Scenario, r: LayoutSearch) -> str:

@@ -43,7 +43,7 @@ def test_the_table_for_a_70b_model_on_512_gpus() -> None:
     assert "a lower bound" in out and "450.00 GB/s within a node, 50.00 GB/s across nodes" in out
     rows = [line for line in out.splitlines() if line.lstrip()[:1].isdigit() and "/?" in line]
     assert len(rows) == 20
-    assert all("model=llama-3.1-70b" in line and " GiB " in line and " GB " in line for line in rows)
+    assert all("model=llama-3.1-70b" in line and " GB / " in line and " GiB " in line for line in rows)
 
 
 def test_json_rows_link_to_scenarios_that_fit(capsys: pytest.CaptureFixture[str]) -> None:

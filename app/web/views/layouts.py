@@ -15,8 +15,7 @@ from app.ledger.models.known import KNOWN_MODELS
 from app.ledger.scenario import FieldError, Scenario
 from app.ledger.scenario.links import link
 from app.ledger.scenario.presets import DEVICE_BY_ID
-from app.receipts.display import gb, gib
-from app.receipts.layouts import COUNTED, LOWER_BOUND, PATH, batch, milliseconds, summary
+from app.receipts.layouts import COUNTED, LOWER_BOUND, PATH, batch, both, milliseconds, summary
 
 SHOWN = ("model", *FIELDS)  # the form's fields: their errors are shown beside them
 
@@ -48,9 +47,9 @@ def _row(i: int, row: Row) -> dict[str, Any]:
     return {
         "rank": i, "dp": s.dp, "tp": s.tp, "pp": s.pp, "stage": s.stage,
         "reshard": s.reshard_after_forward if s.stage == 3 else None, "policy": s.act_policy, "batch": batch(s),
-        "pp_stage": s.pp_stage if s.pp > 1 else "", "peak": row.peak, "peak_text": gib(row.peak),
-        "headroom": row.headroom, "headroom_text": gib(row.headroom), "bytes": row.traffic.bytes,
-        "bytes_text": gb(row.traffic.bytes), "ns": row.traffic.lower_bound_ns,
+        "pp_stage": s.pp_stage if s.pp > 1 else "", "peak": row.peak, "peak_text": both(row.peak),
+        "headroom": row.headroom, "headroom_text": both(row.headroom), "bytes": row.traffic.bytes,
+        "bytes_text": both(row.traffic.bytes), "ns": row.traffic.lower_bound_ns,
         "time": milliseconds(row.traffic.lower_bound_ns), "href": link(s, "/"),
     }  # fmt: skip
 
