@@ -137,12 +137,15 @@ class _Search:
         return s.with_(**changes)
 
     def peaks(self, s: Scenario) -> tuple[int, int] | None:
-        """The peaks of both pipeline ends (first, last; the same twice with pp = 1); None when the other end is
-        refused (its own inputs out of bounds)."""
+        """The peaks of both pipeline ends (first, last; the same twice with pp = 1); None when this end does not fit
+        (the other, a scenario read again, is then not asked) or the other end is refused (its own inputs out of
+        bounds)."""
         self.probes += 1
         here = run_stage_peak(s)
         if s.pp == 1:
             return here, here
+        if here > s.allocatable_bytes:
+            return None
         try:
             there = run_stage_peak(other_end(s))
         except ScenarioError:
