@@ -47,7 +47,8 @@ class DeviceOut(Strict):
 
 class SearchOut(Strict):
     layouts: Count = Field(description="(D, tp, pp) the scenario accepts and the global batch splits over")
-    refused: Count = Field(description="(D, tp, pp, policy) refused by the scenario or the batch")
+    refused: Count = Field(description="(D, tp, pp) the batch does not split over, or with no policy accepted")
+    policies_refused: Count = Field(description="(D, tp, pp, policy) of accepted layouts the scenario refused")
     candidates: Count = Field(description="(layout, policy, stage, reshard) in the space")
     searched: Count = Field(description="candidates searched for their largest micro batch that fits")
     pruned: Count = Field(description="candidates never searched: their least traffic could not enter the table")
@@ -127,6 +128,7 @@ def layouts_out(base: Scenario, r: LayoutSearch, base_url: str = DEFAULT_BASE_UR
         search=SearchOut(
             layouts=r.layouts,
             refused=r.refused,
+            policies_refused=r.policies_refused,
             candidates=r.candidates,
             searched=r.searched,
             pruned=r.pruned,
@@ -157,9 +159,12 @@ def batch(s: Scenario) -> str:
 
 def summary(r: LayoutSearch) -> str:
     """How much of the space was searched, in one sentence."""
+    policies = (
+        f" ({r.policies_refused:,} recomputation policies refused on accepted ones)" if r.policies_refused else ""
+    )
     cut = f"; cut short after {MAX_PROBES:,} peaks: later candidates not searched" if r.cut_short else ""
     return (
-        f"{r.layouts:,} layouts (D × tp × pp = {r.query.gpus:,}) accepted, {r.refused:,} refused; "
+        f"{r.layouts:,} layouts (D × tp × pp = {r.query.gpus:,}) accepted, {r.refused:,} refused{policies}; "
         f"{r.candidates:,} candidates, {r.searched:,} searched, {r.pruned:,} pruned by the bound, {r.fitting:,} fit, "
         f"{r.dominated:,} dominated; {r.probes:,} peaks evaluated{cut}"
     )

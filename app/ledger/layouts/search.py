@@ -70,7 +70,10 @@ class LayoutSearch:
     links: Links
     rows: tuple[Row, ...]
     layouts: int  # (D, tp, pp) with D × tp × pp = GPUs that the scenario accepts and the batch splits over
-    refused: int  # (D, tp, pp, policy) the scenario refused, or whose batch does not split
+    refused: int  # (D, tp, pp) the batch does not split over, or with no policy the scenario accepts
+    policies_refused: (
+        int  # (D, tp, pp, policy) of accepted layouts the scenario refused (op on a model it does not fit)
+    )
     candidates: int  # (layout, policy, stage, reshard) searched or pruned
     searched: int  # of them, searched for a micro batch that fits
     fitting: int  # of those, with a micro batch that fits
@@ -152,9 +155,10 @@ class _Search:
             return None
         return (here, there) if s.pp_stage == "first" else (there, here)
 
-    def candidates(self) -> tuple[list[_Candidate], int, int]:
-        """Every (layout, policy, stage, reshard) the scenario accepts, with its bound; the layouts and refusals."""
-        q, out, layouts, refused = self.q, [], 0, 0
+    def candidates(self) -> tuple[list[_Candidate], int, int, int]:
+        """Every (layout, policy, stage, reshard) the scenario accepts, with its bound; the layouts accepted and
+        refused, and the policies refused on accepted layouts."""
+        q, out, layouts, refused, policies_refused = self.q, [], 0, 0, 0
         bad: set[tuple[str, int]] = set()
         for tp in (t for t in divisors(q.gpus) if t <= TP[1]):
             for pp in divisors(q.gpus // tp):
@@ -164,25 +168,28 @@ class _Search:
                 if rest or not bs or dp > DP[1] or ("tp", tp) in bad or ("pp", pp) in bad:
                     refused += 1
                     continue
-                accepted = False
+                accepted = refused_here = 0
                 for policy in ACT_POLICIES:
                     try:
                         base = self.parse(dp=dp, tp=tp, pp=pp, act_policy=policy, stage=3, micro_batch=bs[0],
                                           grad_accum=per_rank // bs[0])  # fmt: skip
                     except ScenarioError as exc:
-                        refused += 1
                         fields = {e.field for e in exc.errors}
                         if fields <= _LAYOUT_FIELDS:
                             bad.update((f, tp if f == "tp" else pp) for f in fields)
                             break
+                        refused_here += 1
                         continue
-                    accepted = True
+                    accepted += 1
                     for stage, reshard in ((0, 1), (1, 1), (2, 1), (3, 1), (3, 0)):
                         c = _Candidate(base, stage, reshard, bs, (0, 0))
                         c.bound = self.key(step_traffic(self.at(c, bs[-1], activations=False), self.links))
                         out.append(c)
-                layouts += accepted
-        return out, layouts, refused
+                if accepted:
+                    layouts, policies_refused = layouts + 1, policies_refused + refused_here
+                else:
+                    refused += 1
+        return out, layouts, refused, policies_refused
 
     def largest_fitting(self, c: _Candidate) -> tuple[Scenario, tuple[int, int]] | None:
         """The candidate at its largest micro batch that fits, with both ends' peaks; None when none fits."""
@@ -224,7 +231,7 @@ class _Search:
 
     def run(self) -> LayoutSearch:
         q = self.q
-        cands, layouts, refused = self.candidates()
+        cands, layouts, refused, policies_refused = self.candidates()
         cands.sort(key=lambda c: (c.bound, POLICY_COST[c.base.act_policy], -c.reshard))
         # A row's shape (layout and traffic) → the best row of that shape and its sort key: another of the same
         # shape differs only in stage, recomputation, reshard or micro batch, and the better one is kept.
@@ -255,8 +262,8 @@ class _Search:
                     continue
             best[shape] = (key, row)
             table = sorted(best.values(), key=lambda r: r[0])[: q.rows]
-        return LayoutSearch(q, self.links, tuple(r for _, r in table), layouts, refused, len(cands), searched,
-                            fitting, dominated, self.probes, cut_short)  # fmt: skip
+        return LayoutSearch(q, self.links, tuple(r for _, r in table), layouts, refused, policies_refused, len(cands),
+                            searched, fitting, dominated, self.probes, cut_short)  # fmt: skip
 
 
 def search_layouts(base: Scenario, q: LayoutSearchIn) -> LayoutSearch:

@@ -213,3 +213,13 @@ def test_the_scenario_s_shard_group_is_kept() -> None:
     base = parse_scenario({"model": "llama-3.1-8b", "shard_group": 8, "dp": 64})
     r = search_layouts(base, read_search({"gpus": 64, "rows": 5}))
     assert r.rows and all(row.scenario.shard_group == 8 and row.scenario.dp % 8 == 0 for row in r.rows)
+
+
+def test_the_counts_add_up() -> None:
+    """GPT-2 (12 heads, 12 layers) on 8 GPUs: tp 8 divides no head count and is refused whatever its partner; op,
+    torchtitan's per-op policy for Llama-style blocks, is refused on every accepted layout."""
+    r = search_layouts(parse_scenario({"model": "gpt2"}), read_search({"gpus": 8}))
+    assert r.layouts + r.refused == 10  # (tp, pp) with tp × pp dividing 8
+    assert all(row.scenario.tp != 8 for row in r.rows)
+    assert r.policies_refused == r.layouts  # op on each
+    assert r.candidates == r.layouts * 3 * 5  # none, selective, full × 4 stages and reshard 0
