@@ -9,8 +9,9 @@ with t > 1 or pp > 1 also moves activations, every micro batch (Megatron-LM's la
   with sequence parallelism each all-reduce is an all-gather plus a reduce-scatter of the same volume. A
   ring all-reduce sends 2 × (t − 1) ÷ t of its buffer per rank. Full recomputation runs each layer's
   forward again in backward, its two all-reduces with it (Korthikanti et al. 2022, §5); every N-th layer
-  with ``ac_every``. Selective and per-op recomputation keep the collectives' outputs (torchtitan's per-op
-  policy saves them), so they add none.
+  with ``ac_every``. Selective recomputation (the attention core) runs no collective again. torchtitan's per-op
+  policy saves the reduce-scatters' outputs (its save list); any collective it does run again is not counted,
+  which keeps the figure a lower bound.
 - **Pipeline parallelism** (Narayanan et al. 2021, §2.2): per micro batch a stage sends its boundary
   activation (b·s·h) to the next stage and the gradient of its input back to the previous. The ledger budgets
   an end of the pipeline (``pp_stage``), which sends one of them: the first stage its activation forward, the
