@@ -9,13 +9,14 @@ FastAPI runs them in its thread pool and the event loop keeps answering everyone
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.ledger.bounds import MODEL_MAX_CHARS
-from app.ledger.layouts import read_search, search_layouts
+from app.ledger.layouts import LayoutSearch, read_search, search_layouts
 from app.ledger.layouts.query import ALLOWED, FIELDS, LayoutSearchIn
 from app.ledger.scenario import FieldError, ScenarioError, parse_scenario
 from app.receipts.layouts import PATH, LayoutsOut, layouts_out
@@ -34,7 +35,11 @@ def read_request(request: Request, *, strict: bool) -> LayoutsRequest:
     """The search's inputs and the scenario's from the query string, with every error; the page ignores unknown
     names (``strict`` false), as the lab's page does, the API refuses them."""
     raw = query_dict(request)
-    errors: list[FieldError] = list(repeated_fields(request))
+    given = Counter(k for k, _ in request.query_params.multi_items() if k in FIELDS)
+    errors: list[FieldError] = [
+        *repeated_fields(request),
+        *(FieldError(k, f"given {n} times in the query string", "one value") for k, n in given.items() if n > 1),
+    ]
     query = scenario = None
     try:
         query = read_search(raw)
@@ -51,7 +56,7 @@ def read_request(request: Request, *, strict: bool) -> LayoutsRequest:
     return LayoutsRequest(raw, scenario, query, ())
 
 
-def _searched(req: LayoutsRequest) -> tuple[LayoutsRequest, Any]:
+def _searched(req: LayoutsRequest) -> tuple[LayoutsRequest, LayoutSearch | None]:
     """The search, or the request with the scenario's refusal to start one (no model, params typed, …)."""
     if req.scenario is None or req.query is None:
         return req, None

@@ -9,10 +9,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.ledger.layouts import LayoutSearch, Row
-from app.ledger.layouts.query import ALLOWED, FIELDS, GLOBAL_BATCH, GPUS, ROWS, SEARCH_DEVICES, LayoutSearchIn
+from app.ledger.layouts.query import FIELDS, SEARCH_DEVICES, LayoutSearchIn
 from app.ledger.layouts.search import SEARCHED
 from app.ledger.models.known import KNOWN_MODELS
-from app.ledger.scenario import FieldError, Scenario
+from app.ledger.scenario import FIELD_NAMES, FieldError, Scenario
 from app.ledger.scenario.links import link
 from app.ledger.scenario.presets import DEVICE_BY_ID
 from app.receipts.layouts import COUNTED, LOWER_BOUND, PATH, batch, both, milliseconds, summary
@@ -58,7 +58,8 @@ def layouts_context(req: LayoutsRequest, result: LayoutSearch | None) -> dict[st
     errors: dict[str, FieldError | None] = dict.fromkeys(SHOWN) | {e.field: e for e in req.errors}
     q = req.query or LayoutSearchIn.model_validate({})
     device = DEVICE_BY_ID[q.device]
-    carried = [(k, v) for k, v in sorted(req.raw.items()) if k not in FIELDS and k != "model" and k not in SEARCHED]
+    # the scenario's other typed fields, carried by the form as they came (unknown names are left behind)
+    carried = [(k, v) for k, v in sorted(req.raw.items()) if k in FIELD_NAMES and k != "model" and k not in SEARCHED]
     return {
         "title": "Layout search",
         "address": req.address,
@@ -71,8 +72,6 @@ def layouts_context(req: LayoutsRequest, result: LayoutSearch | None) -> dict[st
         "devices": [(d, DEVICE_BY_ID[d].title) for d in SEARCH_DEVICES],
         "device": device,
         "defaults": {name: info.default for name, info in LayoutSearchIn.model_fields.items()},
-        "allowed": ALLOWED,
-        "bounds": {"gpus": GPUS, "global_batch": GLOBAL_BATCH, "rows": ROWS},
         "carried": carried,
         # the scenario the search starts from, in the lab (its link carries the model and every carried field)
         "base_href": link(req.scenario, "/") if req.scenario is not None else "",

@@ -156,3 +156,13 @@ def test_the_address_is_canonical(client: TestClient) -> None:
         headers={"HX-Request": "true"},
     )
     assert r.headers["hx-push-url"] == "/layouts?gpus=16&model=llama-3.1-8b"
+
+
+def test_a_field_given_twice_is_named(client: TestClient) -> None:
+    r = client.get("/api/layouts?model=llama-3.1-8b&gpus=8&gpus=16")
+    assert r.status_code == 422 and [d["field"] for d in r.json()["detail"]] == ["gpus"]
+
+
+def test_unknown_names_are_not_carried_by_the_form(client: TestClient) -> None:
+    r = client.get("/layouts?model=llama-3.1-8b&gpus=8&rows=2&bogus=1")
+    assert r.status_code == 200 and 'name="bogus"' not in r.text
