@@ -62,7 +62,9 @@ def test_every_row_fits_by_its_own_estimate(big: LayoutSearch) -> None:
 
 
 def test_rows_are_sorted_by_bytes_then_time(big: LayoutSearch) -> None:
-    keys = [(r.traffic.bytes, r.traffic.lower_bound_ns) for r in big.rows]
+    keys = [(r.traffic.bytes, r.traffic.lower_bound_ns, POLICY_COST[r.scenario.act_policy],
+             -r.scenario.reshard_after_forward, r.peak, r.scenario.tp, r.scenario.pp, r.scenario.stage)
+            for r in big.rows]  # fmt: skip
     assert keys == sorted(keys)
     for row in big.rows:  # the traffic shown is the scenario's own, at the end whose traffic is larger
         assert row.traffic == slowest_rank(row.scenario, big.links)
