@@ -3,7 +3,8 @@ two modules import each other, directly or around a circle (imports inside funct
 
 The layers, bottom up::
 
-    app.ledger   (bounds, arithmetic, formula ← models ← scenario ← state ← peak ← ledger, pipeline ← verify ← estimate)
+    app.ledger   (bounds, arithmetic, formula ← models ← scenario ← state ← peak ← ledger, pipeline ← verify ← estimate
+                 ← layouts)
     app.interop  framework formats in and out
     app.receipts renderings of an estimate
     app.trace, app.observed   use the ledger and the receipts only
@@ -46,6 +47,7 @@ LEDGER_RANKS: dict[str, int] = {
     "app.ledger.pipeline": 5,
     "app.ledger.verify": 6,
     "app.ledger.estimate": 7,
+    "app.ledger.layouts": 8,  # the layout search: estimates many scenarios
 }
 
 

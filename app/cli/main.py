@@ -1,5 +1,5 @@
-"""The command line: ``zero3-lab estimate`` prints a receipt; ``serve`` runs the lab; ``trace``, ``reconcile``
-and ``probe`` come from their own modules.
+"""The command line: ``zero3-lab estimate`` prints a receipt; ``serve`` runs the lab; ``layouts``, ``trace``,
+``reconcile`` and ``probe`` come from their own modules.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from app.cli.estimate import add_estimate_parser, run_estimate
+from app.cli.layouts import add_layouts_parser, run_layouts
 from app.cli.observed import add_observed_parsers, run_observed_command
 from app.cli.scenario_args import Parser
 from app.cli.trace import add_trace_parser, run_trace_command  # imports no torch until a trace runs
@@ -60,6 +61,7 @@ def build_parser() -> Parser:
     parser = Parser(prog="zero3-lab", description="Budget every byte of a ZeRO-3 / FSDP training run.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     add_estimate_parser(sub)
+    add_layouts_parser(sub)
     _serve_parser(sub)
     add_trace_parser(sub)
     add_observed_parsers(sub)
@@ -96,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "estimate":
             return run_estimate(args)
+        if args.command == "layouts":
+            return run_layouts(args)
         if args.command == "trace":
             return run_trace_command(args)
         if args.command == "worker":

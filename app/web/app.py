@@ -23,9 +23,17 @@ from app.web.http.settings import Settings
 from app.web.http.shutdown import QuietShutdownCancel
 from app.web.http.static import VersionedStaticFiles
 from app.web.http.target import AbsoluteFormTarget
-from app.web.routes import api, compare, downloads, pages, reconcile, trace_jobs
+from app.web.routes import api, compare, downloads, layouts, pages, reconcile, trace_jobs
 
-ROUTERS = (pages.router, api.router, downloads.router, compare.router, reconcile.router, trace_jobs.router)
+ROUTERS = (
+    pages.router,
+    api.router,
+    downloads.router,
+    compare.router,
+    layouts.router,
+    reconcile.router,
+    trace_jobs.router,
+)
 
 
 def allowed_methods(request: Request) -> list[str]:

@@ -38,6 +38,9 @@ STATES = {
     "compare-error": "/compare?a=dp%3D0&b=dp%3D64",
     "presenter": "/?present=1",
     "detail-table": "/lines?dp=16",
+    "layouts": "/layouts?model=llama-3.1-8b&gpus=16&rows=5&seq_len=8192",
+    "layouts-error": "/layouts?model=llama-3.1-8b&gpus=70000",
+    "layouts-empty": "/layouts",
 }
 
 # Open every <details> (some fetch their table with htmx when toggled) and turn every switch on.

@@ -27,6 +27,18 @@ class Preset:
 
 
 @dataclass(frozen=True, slots=True)
+class Links:
+    """A device's link bandwidths, in bytes per second **per direction per GPU** (what one rank can send while it
+    receives as much): the intra-node fabric (NVLink, Infinity Fabric, or PCIe without one) and the inter-node
+    network (the NIC bandwidth per GPU of the platform named in ``source``). A datasheet's NVLink figure is the
+    sum of both directions: half of it is used here."""
+
+    intra_node: int
+    inter_node: int
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     id: str
     title: str
@@ -34,6 +46,7 @@ class Device:
     capacity_bytes: int  # the total the driver reports (NVML's, as nvidia-smi and torch.cuda.mem_get_info give it)
     source: str
     reported: bool = True  # False: the seed's decimal 80 GB, a scenario's figure rather than a device's
+    links: Links | None = None  # None: no link figures (the seed's capacity is no device's)
 
     @property
     def typed(self) -> str:
@@ -157,6 +170,23 @@ PRESET_BY_ID: dict[str, Preset] = {p.id: p for p in PRESETS}
 # torch.cuda.mem_get_info()'s too; rocm-smi's for AMD): the datasheet's "80GB" is neither 80 GB nor 80 GiB
 # usable. Less still is left to PyTorch: the CUDA context's few hundred MiB (the overhead input) and the
 # caching allocator's reserve.
+# Link figures (the layout search's lower-bound time). Inter-node: the platform's compute NICs per GPU, 8 of them in
+# an 8-GPU node: 400 Gb/s = 50 GB/s (InfiniBand NDR / ConnectX-7), 200 Gb/s = 25 GB/s (HDR / ConnectX-6).
+GBPS = 10**9  # a decimal gigabyte per second
+_NDR = "400 Gb/s InfiniBand NDR (ConnectX-7) per GPU = 50 GB/s each way"
+_NVLINK4 = Links(
+    450 * GBPS,
+    50 * GBPS,
+    f"NVLink 4 via NVSwitch: 900 GB/s per GPU, both directions summed, so 450 GB/s each way (NVIDIA H100 datasheet); "
+    f"inter-node {_NDR}, one NIC per GPU as in a DGX H100 / H200",
+)
+_A100 = Links(
+    300 * GBPS,
+    25 * GBPS,
+    "NVLink 3 via NVSwitch: 600 GB/s per GPU, both directions summed, so 300 GB/s each way (NVIDIA A100 datasheet); "
+    "inter-node 200 Gb/s InfiniBand HDR (ConnectX-6) per GPU = 25 GB/s each way, as in a DGX A100",
+)
+_PCIE4 = "PCIe Gen4 x16: 64 GB/s both directions summed, 32 GB/s each way (no NVLink)"
 _MODAL = "Modal's table of NVML totals (thundergolfer.com/blog/nvidia-gpu-memory-capacity, 2025-01)"
 DEVICES: tuple[Device, ...] = (
     Device(
@@ -168,14 +198,29 @@ DEVICES: tuple[Device, ...] = (
         "reports (81,559 MiB = 79.65 GiB), so a verdict against it is optimistic",
         reported=False,
     ),
-    Device("a100-40gb", "NVIDIA A100 40GB", "40GB HBM2", 40_960 * MIB, f"nvidia-smi total 40,960 MiB: {_MODAL}"),
-    Device("a100-80gb", "NVIDIA A100 80GB", "80GB HBM2e", 81_920 * MIB, f"nvidia-smi total 81,920 MiB: {_MODAL}"),
+    Device(
+        "a100-40gb",
+        "NVIDIA A100 40GB",
+        "40GB HBM2",
+        40_960 * MIB,
+        f"nvidia-smi total 40,960 MiB: {_MODAL}",
+        links=_A100,
+    ),
+    Device(
+        "a100-80gb",
+        "NVIDIA A100 80GB",
+        "80GB HBM2e",
+        81_920 * MIB,
+        f"nvidia-smi total 81,920 MiB: {_MODAL}",
+        links=_A100,
+    ),
     Device(
         "h100-80gb",
         "NVIDIA H100 SXM5 80GB",
         "80GB HBM3",
         H100_80GB,
         f"nvidia-smi total 81,559 MiB: {_MODAL}; the same in NVIDIA/nccl#1264's nvidia-smi (driver 550.54.15)",
+        links=_NVLINK4,
     ),
     Device(
         "h100-nvl",
@@ -183,22 +228,60 @@ DEVICES: tuple[Device, ...] = (
         "94GB HBM3",
         99_961_274_368,
         "NVML dedicated total 99,961,274,368 B (driver 570.86.15), in fastfetch-cli/fastfetch#1658",
+        links=Links(
+            64 * GBPS,
+            50 * GBPS,
+            "PCIe Gen5 x16: 128 GB/s both directions summed, 64 GB/s each way (NVIDIA H100 NVL datasheet; its NVLink "
+            f"bridge joins pairs of cards only, so a group of more than two crosses PCIe); inter-node assumed {_NDR}",
+        ),
     ),
-    Device("h200", "NVIDIA H200 SXM 141GB", "141GB HBM3e", 143_771 * MIB, f"nvidia-smi total 143,771 MiB: {_MODAL}"),
+    Device(
+        "h200",
+        "NVIDIA H200 SXM 141GB",
+        "141GB HBM3e",
+        143_771 * MIB,
+        f"nvidia-smi total 143,771 MiB: {_MODAL}",
+        links=_NVLINK4,
+    ),
     Device(
         "b200",
         "NVIDIA B200",
         "180GB HBM3e",
         183_359 * MIB,
         "nvidia-smi total 183,359 MiB (driver 570.133.20): AWS Deep Learning AMI guide, P6-B200 instances",
+        links=Links(
+            900 * GBPS,
+            50 * GBPS,
+            "NVLink 5 via NVSwitch: 1.8 TB/s per GPU, both directions summed, so 900 GB/s each way (NVIDIA DGX B200 "
+            f"datasheet); inter-node {_NDR}, as in a DGX B200",
+        ),
     ),
-    Device("l40s", "NVIDIA L40S", "48GB GDDR6 (ECC on)", 46_068 * MIB, f"nvidia-smi total 46,068 MiB: {_MODAL}"),
+    Device(
+        "l40s",
+        "NVIDIA L40S",
+        "48GB GDDR6 (ECC on)",
+        46_068 * MIB,
+        f"nvidia-smi total 46,068 MiB: {_MODAL}",
+        links=Links(
+            32 * GBPS,
+            25 * GBPS,
+            f"{_PCIE4} (NVIDIA L40S datasheet); inter-node assumed 200 Gb/s per "
+            "GPU = 25 GB/s each way (no reference platform: set by the lab)",
+        ),
+    ),
     Device(
         "mi300x",
         "AMD Instinct MI300X",
         "192GB HBM3",
         205_822_885_888,
         "rocm-smi --showmeminfo vram: VRAM Total Memory 205,822,885,888 B (HIP's totalGlobalMem, the same)",
+        links=Links(
+            448 * GBPS,
+            50 * GBPS,
+            "Infinity Fabric: 7 links of 128 GB/s both directions summed, 896 GB/s aggregate (AMD Instinct MI300X "
+            "datasheet), so 448 GB/s each way to all peers together (64 GB/s to any one: the bound takes the "
+            f"aggregate, as RCCL's rings over the full mesh approach it); inter-node assumed {_NDR}",
+        ),
     ),
     Device(
         "rtx4090",
@@ -206,5 +289,12 @@ DEVICES: tuple[Device, ...] = (
         "24GB GDDR6X",
         24_564 * MIB,
         "nvidia-smi total 24,564 MiB (published nvidia-smi outputs of RTX 4090 hosts)",
+        links=Links(
+            32 * GBPS,
+            12_500_000_000,
+            f"{_PCIE4}; inter-node assumed 100 Gb/s Ethernet per GPU = 12.5 GB/s "
+            "each way (no reference platform: set by the lab)",
+        ),
     ),
 )
+DEVICE_BY_ID: dict[str, Device] = {d.id: d for d in DEVICES}

@@ -160,10 +160,16 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
     return terms
 
 
+def group_bytes(terms: tuple[Term, ...]) -> dict[tuple[bool, int], int]:
+    """Bytes sent per rank over each group of ranks (:attr:`Term.key`): ⌈Σ buffers × (G − 1) ÷ G⌉, one rounding
+    per group. Their sum is the stage's communication; the layout search times each group at its own link."""
+    return {
+        key: ceil_div(sum(t.buffer for t in terms if t.key == key) * (key[1] - 1), key[1])
+        for key in {t.key for t in terms}
+    }
+
+
 def communication(s: Scenario, stage: int) -> Communication:
     terms = tuple(_terms(s, stage))
-    total = 0
-    for key in {t.key for t in terms}:
-        g = key[1]
-        total += ceil_div(sum(t.buffer for t in terms if t.key == key) * (g - 1), g)
+    total = sum(group_bytes(terms).values())
     return Communication(stage, sum(t.buffer for t in terms), total, s, terms)

@@ -51,3 +51,23 @@ def test_the_h100_presets_use_what_an_h100_reports() -> None:
     h100 = next(d for d in DEVICES if d.id == "h100-80gb").capacity_bytes
     named = [p for p in PRESETS if "H100" in p.title]
     assert named and all(p.scenario.capacity_bytes == h100 for p in named)
+
+
+def test_every_real_device_has_link_figures_with_a_source() -> None:
+    """The layout search's lower-bound time reads them: per GPU, each direction, in bytes per second (integers)."""
+    for d in DEVICES:
+        if not d.reported:
+            assert d.links is None  # the seed's decimal 80 GB is no device's
+            continue
+        assert d.links is not None, d.id
+        assert isinstance(d.links.intra_node, int) and isinstance(d.links.inter_node, int)
+        assert d.links.intra_node > 0 and d.links.inter_node > 0 and "each way" in d.links.source
+
+
+def test_nvlink_figures_are_per_direction() -> None:
+    """A datasheet's NVLink figure sums both directions: H100 SXM5's 900 GB/s is 450 GB/s each way; its network
+    400 Gb/s (NDR) is 50 GB/s."""
+    from app.ledger.scenario.presets import DEVICE_BY_ID
+
+    h100 = DEVICE_BY_ID["h100-80gb"].links
+    assert h100 is not None and (h100.intra_node, h100.inter_node) == (450 * 10**9, 50 * 10**9)
