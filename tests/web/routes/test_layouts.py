@@ -166,3 +166,14 @@ def test_a_field_given_twice_is_named(client: TestClient) -> None:
 def test_unknown_names_are_not_carried_by_the_form(client: TestClient) -> None:
     r = client.get("/layouts?model=llama-3.1-8b&gpus=8&rows=2&bogus=1")
     assert r.status_code == 200 and 'name="bogus"' not in r.text
+
+
+def test_the_lab_page_links_to_a_search_from_its_own_scenario(client: TestClient) -> None:
+    """The answer's links carry the scenario to /layouts, which searches from it (its model, stack and batch)."""
+    page = client.get("/", params={"model": "llama-3.1-70b", "stack": "hf-fsdp2", "seq_len": "2048"}).text
+    href = re.search(r'<a href="(/layouts\?[^"]+)">Search layouts</a>', page)
+    assert href is not None
+    target = href.group(1).replace("&amp;", "&")
+    assert dict(parse_qsl(urlsplit(target).query)) == {"model": "llama-3.1-70b", "stack": "hf-fsdp2", "seq_len": "2048"}
+    links = row_links(client.get(target).text)
+    assert links and all("stack=hf-fsdp2" in link and "seq_len=2048" in link for link in links)
