@@ -10,6 +10,7 @@ the Trainer cannot express or decides elsewhere (the sequence length is the data
 from __future__ import annotations
 
 from app.interop.snippet import Snippet
+from app.ledger.models.lora import ALL_LINEAR, targets_of
 from app.ledger.scenario import Scenario
 
 __all__ = ["hf_trainer_snippet"]
@@ -30,6 +31,7 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
     }
     lines = [
         "from transformers import TrainingArguments",
+        *_lora_lines(s),
         "",
         "args = TrainingArguments(",
         '    output_dir="out",',
@@ -58,7 +60,7 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
         f"# launch on D = {s.dp:,} ranks, e.g. accelerate launch --num_processes {s.dp} train.py (or torchrun)",
         f"# sequence length {s.seq_len:,}: the data collator's / tokenizer's max_length, not an argument",
     ]
-    if s.frozen_params:
+    if s.frozen_params and not s.lora_rank:
         notes.append(
             f"trainable_params {s.trainable_params:,} of {s.params:,}: what trains is the model's (PEFT's "
             "get_peft_model, or requires_grad_(False) on frozen modules), not a TrainingArguments setting"
@@ -71,6 +73,20 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
     _precision(s, notes)
     _choices(s, notes)
     return Snippet("\n".join(lines) + "\n", tuple(notes))
+
+
+def _lora_lines(s: Scenario) -> list[str]:
+    """PEFT's LoraConfig for the scenario's adapters, which the model takes before the Trainer does."""
+    if not s.lora_rank:
+        return []
+    names = targets_of(s.lora_targets)
+    targets = "None" if not names else _python(names[0]) if names == (ALL_LINEAR,) else repr(list(names))
+    return [
+        "from peft import LoraConfig",
+        "",
+        f"peft_config = LoraConfig(r={s.lora_rank}, target_modules={targets})",
+        "# model = get_peft_model(model, peft_config) before the Trainer (or Trainer(..., peft_config=...) with TRL)",
+    ]
 
 
 def _python(value: object) -> str:

@@ -10,6 +10,11 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 TEN_13 = 10**13
+# PEFT LoraConfig r: 0 is off; at most the widest modelled layer's (Llama 3.1 405B's hidden size), each target's
+# narrowest width bounding it too
+LORA_RANK = (0, 16_384)
+LORA_TARGETS_MAX_CHARS = 200
+LORA_TARGETS_PATTERN = r"^[A-Za-z0-9_, -]*$"  # module names, commas and spaces
 TWO_40 = 2**40
 TWO_46 = 2**46
 TWO_50 = 2**50  # host memory: a node of a petabyte is far beyond any real one

@@ -153,3 +153,15 @@ def test_the_trainer_loads_as_the_scenario_says(load: str, efficient: bool) -> N
     exec(text, namespace)  # noqa: S102 (the snippet is our own output, run to check it)
     assert namespace["args"].fsdp_plugin_args["cpu_ram_efficient_loading"] is efficient
     assert any(note.startswith("load_path partitioned") for note in snippet.notes) is (load == "partitioned")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="the trace extra is not installed")
+@pytest.mark.parametrize(("targets", "expected"), [("all-linear", "all-linear"), ("", None),
+                                                   ("q_proj,o_proj", {"q_proj", "o_proj"})])  # fmt: skip
+def test_the_trainer_snippet_carries_peft_s_lora_config(targets: str, expected: object) -> None:
+    s = parse_scenario({**RUN, "stack": "hf-fsdp2", "lora_rank": "16", "lora_targets": targets})
+    namespace: dict[str, Any] = {}
+    text = hf_trainer_snippet(s).text.replace("TrainingArguments(\n", "TrainingArguments(\n    use_cpu=True,\n")
+    exec(text, namespace)  # noqa: S102 (the snippet is our own output, run to check it)
+    config = namespace["peft_config"]
+    assert config.r == 16 and config.target_modules == expected

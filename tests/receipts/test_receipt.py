@@ -85,6 +85,8 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "save_path": "sharded",
         "trainable_params": 7_000_000_000,
         "frozen_bytes": 2,
+        "lora_rank": 0,
+        "lora_targets": "",
     }
 
 

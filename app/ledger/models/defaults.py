@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple, get_type_hints
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
+from app.ledger.models.lora import Lora, LoraError, lora
 from app.ledger.models.parallel import RankShare, rank_share
 from app.ledger.models.reference import ModelRef, resolve
 
@@ -27,6 +28,12 @@ class ModelDefaults:
     unit_name: str
     activations: ActivationLedger
     share: RankShare
+    lora: Lora | None = None  # LoRA adapters (counted in params and, where they grow it, in the largest unit)
+
+    @property
+    def trainable(self) -> int:
+        """What trains: the adapters with LoRA (get_peft_model freezes the rest), else every parameter."""
+        return self.params if self.lora is None else self.lora.params
 
     @property
     def expert_params(self) -> int:
@@ -55,6 +62,8 @@ class ModelQuery(NamedTuple):
     ac_every: int = 1
     gqa: str = "native"
     routing_imbalance_pct: int = 100
+    lora_rank: int = 0
+    lora_targets: str = ""
 
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
@@ -74,10 +83,14 @@ _QUERY_TYPES: dict[str, type] = get_type_hints(ModelQuery)  # int or str
 # 512 while a full collection traverses 4,800 fewer objects (tests/bench/inprocess.py --gc).
 @lru_cache(maxsize=256)
 def model_defaults(q: ModelQuery) -> ModelDefaults:
-    """Raises ``ModelConfigError`` (the model), ``ActivationInputError`` or ``ParallelLayoutError``
+    """Raises ``ModelConfigError`` (the model), ``ActivationInputError``, ``ParallelLayoutError`` or ``LoraError``
     (naming its field)."""
     ref = resolve(q.model)
     share = rank_share(ref.architecture, q.tp, q.pp, q.pp_stage, q.ep)
+    adapters = lora(ref.architecture, ref.inventory, q.lora_rank, q.lora_targets)
+    if adapters is not None and (q.tp, q.pp, q.ep) != (1, 1, 1):
+        raise LoraError("lora_rank", "LoRA with tensor, pipeline or expert parallelism is not modelled",
+                        "0 with tp, pp or ep above 1")  # fmt: skip
     ledger = activation_ledger(
         ref.architecture,
         seq_len=q.seq_len,
@@ -96,4 +109,10 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         imbalance_pct=q.routing_imbalance_pct,
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
-    return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)
+    if adapters is None:
+        return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)
+    # the adapters live in the decoder layers' units (one kind of layer: lora() refuses two)
+    layer = ref.inventory.units[1]
+    grown = layer.params + adapters.per_layer
+    largest, name = (grown, layer.name) if grown > share.largest.params else (share.largest.params, share.largest.name)
+    return ModelDefaults(ref, share.params + adapters.params, largest, name, ledger, share, adapters)

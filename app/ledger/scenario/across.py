@@ -19,6 +19,7 @@ from app.ledger.bounds import DEFAULT_UNIT_PARAMS_CAP, TWO_46
 from app.ledger.models.activations import ActivationInputError
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
+from app.ledger.models.lora import LoraError
 from app.ledger.models.parallel import ParallelLayoutError
 from app.ledger.models.reference import resolve
 from app.ledger.scenario.declared import ScenarioFields
@@ -67,6 +68,7 @@ class ModelFill:
     unit_params: int
     activation_bytes: int
     seq_len: int
+    trainable_params: int = 0  # LoRA's adapters (0: every parameter trains)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,8 @@ def _model_fill(inp: ScenarioFields) -> ModelFill | Problem:
     except ActivationInputError as exc:
         message = str(exc).removeprefix(f"{exc.field}: ")
         return Problem(exc.field, "activation_input", message)
+    except LoraError as exc:
+        return Problem(exc.field, "lora", str(exc), exc.allowed)
     activation = md.activations.total_bytes
     top = TWO_46  # the activation_bytes field's bound
     # A typed activation_bytes replaces the modelled total, but where the schedule-aware peak is walked
@@ -137,7 +141,7 @@ def _model_fill(inp: ScenarioFields) -> ModelFill | Problem:
         fix = "a smaller micro_batch or seq_len" + ("" if typed else ", or a typed activation_bytes")
         message = f"the modelled activation peak, {activation:,} B, is beyond the {top:,} B bound{why}"
         return Problem("micro_batch", "activation_bound", message, fix)
-    return ModelFill(md.params, md.unit_params, activation, seq_len)
+    return ModelFill(md.params, md.unit_params, activation, seq_len, 0 if md.lora is None else md.lora.params)
 
 
 def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) -> Across:
@@ -166,6 +170,10 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
             problems.append(Problem("unit_params", "unit_above_params",
                                     f"{inp.unit_params:,} is larger than params ({params:,})",
                                     f"0 … params ({params:,})"))  # fmt: skip
+    if (inp.lora_rank or inp.lora_targets) and not inp.model and "model" not in unchecked:
+        field = "lora_rank" if inp.lora_rank else "lora_targets"
+        problems.append(Problem(field, "lora_needs_model", "LoRA needs a model (its linear modules)",
+                                "0 (or empty) without a model"))  # fmt: skip
     if inp.trainable_params is not None and "params" not in unchecked:
         params = inp.params if inp.params is not None else fill.params if fill else None
         if params is None and not model_failed:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.ledger.bounds import AC_EVERY, GRAD_ACCUM, LOSS_CHUNKS, TEN_13, TWO_46
+from app.ledger.bounds import AC_EVERY, GRAD_ACCUM, LOSS_CHUNKS, TWO_46
 from app.ledger.scenario.form import form, optional
 
 STACK_FIELD: Any = optional(
@@ -178,23 +178,4 @@ LOAD_PATH_FIELD: Any = optional(
     "zero_init (1 reads as partitioned, 0 as every-rank). Default: the stack's.",
     examples=["rank0"],
     json_schema_extra=form("host", "path", None),
-)
-TRAINABLE_FIELD: Any = optional(
-    ge=1,
-    le=TEN_13,
-    title="Trainable parameters",
-    description="Of params, those that train (requires_grad): PEFT's print_trainable_parameters() prints them as "
-    "'trainable params', and params as 'all params', the adapters included. Gradients, the master copy and the "
-    "optimizer states exist for these only; the frozen rest is still sharded and all-gathered. At most params. "
-    "Default: params (everything trains).",
-    examples=[13_631_488],
-    json_schema_extra=form("model", "parameters", None),
-)
-FROZEN_BYTES_FIELD: Any = optional(
-    title="Frozen parameter width",
-    description="Width of the frozen parameters' shards, when not every parameter trains: Accelerate upcasts only "
-    "what trains to FP32 and leaves the frozen base in the checkpoint's 16 bits (hf-fsdp2: 2); a model built in "
-    "one width keeps it (the others: the parameter width). Default: the stack's.",
-    examples=[2],
-    json_schema_extra=form("precision", "bytes/element", None),
 )

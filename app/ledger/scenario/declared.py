@@ -31,7 +31,6 @@ from app.ledger.scenario.choices import (
     AC_EVERY_FIELD,
     ACT_POLICY_FIELD,
     BUFFERS_FIELD,
-    FROZEN_BYTES_FIELD,
     GQA_FIELD,
     GRAD_ACCUM_FIELD,
     GRAD_SYNC_FIELD,
@@ -45,7 +44,6 @@ from app.ledger.scenario.choices import (
     RESHARD_AFTER_BACKWARD_FIELD,
     SAVE_PATH_FIELD,
     STACK_FIELD,
-    TRAINABLE_FIELD,
     WRAP_FIELD,
 )
 from app.ledger.scenario.form import form, optional
@@ -90,6 +88,7 @@ from app.ledger.scenario.readers import (
     Text,
     Wrap,
 )
+from app.ledger.scenario.trains import FROZEN_BYTES_FIELD, LORA_RANK_FIELD, LORA_TARGETS_FIELD, TRAINABLE_FIELD
 
 
 class ScenarioFields(BaseModel):
@@ -127,6 +126,8 @@ class ScenarioFields(BaseModel):
         examples=[400_000_000],
         json_schema_extra=form("model", "parameters", None),
     )
+    lora_rank: Plain = LORA_RANK_FIELD
+    lora_targets: Text = LORA_TARGETS_FIELD
     trainable_params: Count = TRAINABLE_FIELD
     stack: Stack = STACK_FIELD
     loss: Loss = LOSS_FIELD

@@ -132,6 +132,8 @@ class Scenario(ScenarioValues):
                 return md.params
             if name == "unit_params":
                 return min(md.unit_params, self.params)
+            if name == "trainable_params":  # the adapters with LoRA, else everything (typed params too)
+                return self.params if md.lora is None else min(md.lora.params, self.params)
             return md.activations.total_bytes
         return following(name, self._input) if name in FOLLOWERS else STATIC_DEFAULTS[name]
 
@@ -160,7 +162,7 @@ class Scenario(ScenarioValues):
 _SCENARIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Scenario))
 _model_inputs = attrgetter(*MODEL_INPUTS)  # the fields of ModelQuery, in its order, as one tuple
 # The inputs a named model fills in (see default_for).
-MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes"})
+MODEL_FILLED = frozenset({"params", "unit_params", "activation_bytes", "trainable_params"})
 FIELD_NAMES = frozenset(FIELD_BY_NAME)
 DEFAULT_SCENARIO = Scenario()
 
@@ -217,6 +219,8 @@ def to_scenario(inp: ScenarioIn) -> Scenario:
             values[name] = following(name, values.__getitem__)
     if fill is not None and inp.unit_params is None:
         values["unit_params"] = min(fill.unit_params, int(values["params"]))
+    if fill is not None and fill.trainable_params and inp.trainable_params is None:  # LoRA: the adapters train
+        values["trainable_params"] = min(fill.trainable_params, int(values["params"]))
     return Scenario(**values)  # type: ignore[arg-type]
 
 

@@ -68,3 +68,5 @@ class ScenarioValues:
     save_path: str = "sharded"  # Checkpoint save
     trainable_params: int = 7_000_000_000  # Trainable parameters
     frozen_bytes: int = 2  # Frozen parameter width
+    lora_rank: int = 0  # LoRA rank
+    lora_targets: str = ""  # LoRA target modules

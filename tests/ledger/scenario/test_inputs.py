@@ -78,10 +78,15 @@ def test_every_field_is_optional_with_form_metadata_and_an_example() -> None:
         assert schema["examples"], name
 
 
+# LoRA's inputs are read against a model's modules (and its targets need a rank): given with one
+LORA_CONTEXT = {"model": "llama-2-7b", "lora_rank": 8}
+
+
 def test_every_example_is_a_valid_input() -> None:
     for name, schema in SCHEMA["properties"].items():
+        context = LORA_CONTEXT if name.startswith("lora_") else {}
         for example in schema["examples"]:
-            assert getattr(parse_scenario({name: example}), name) == example, name
+            assert getattr(parse_scenario({**context, name: example}), name) == example, name
 
 
 def test_the_examples_together_are_a_valid_scenario() -> None:
@@ -134,6 +139,7 @@ def test_every_field_entry_matches_the_schema(field: Field) -> None:
             "load_path",
             "trainable_params",
             "frozen_bytes",
+            "lora_targets",
             "param_bytes",
             "grad_bytes",
             "master_bytes",

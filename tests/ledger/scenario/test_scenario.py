@@ -18,6 +18,11 @@ def context_for(field: Field) -> dict[str, object]:
     """Other inputs a boundary value needs to be valid on its own (U ≤ N: test U with N at its maximum)."""
     if field.name in ("unit_params", "trainable_params"):
         return {"params": TEN_13}
+    if field.name == "lora_rank":  # at most the narrowest target's width: PEFT's default q_proj, v_proj, as wide
+        return {
+            "model": "cfg:model_type=llama;hidden_size=16384;num_hidden_layers=1;num_attention_heads=128;"
+            "num_key_value_heads=128;intermediate_size=16384;vocab_size=128"
+        }
     if field.name == "reserve_bytes":  # at most the capacity
         return {"capacity_bytes": 2**46}
     if field.name in ("shard_group", "hpz"):  # each must divide D
@@ -125,6 +130,8 @@ def test_every_spec_field_is_in_the_table() -> None:
         "save_path",
         "trainable_params",
         "frozen_bytes",
+        "lora_rank",
+        "lora_targets",
         "params",
         "dp",
         "param_bytes",

@@ -54,6 +54,12 @@ def _trainable_refused(data: dict[str, Any]) -> bool:
                                                              "unit_params": data.get("trainable_params")})  # fmt: skip
 
 
+def _lora_given(data: dict[str, Any]) -> bool:
+    """LoRA's inputs are read against the model's linear modules (a model needed, the rank within the narrowest
+    target's width, the targets among its module names, a rank for any targets)."""
+    return bool(data.get("lora_rank")) or bool(str(data.get("lora_targets") or "").strip())
+
+
 def _breaks_name_pattern(data: dict[str, Any]) -> bool:
     name = data.get("name")
     return isinstance(name, str) and re.fullmatch(NAME_PATTERN, name.strip()) is None
@@ -198,6 +204,8 @@ def _chunks_not_dividing(data: dict[str, Any]) -> bool:
 DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "unit_params": _unit_exceeds_params,
     "trainable_params": _trainable_refused,
+    "lora_rank": _lora_given,
+    "lora_targets": _lora_given,
     "name": _breaks_name_pattern,
     "model": _names_no_model,
     "tp": _with_a_model,

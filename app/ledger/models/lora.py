@@ -1,0 +1,100 @@
+"""LoRA adapters as PEFT 0.21.0 adds them to a model: which modules they wrap and how many parameters they add.
+
+``LoraConfig(r, target_modules)`` wraps each targeted linear module (``torch.nn.Linear``, or GPT-2's ``Conv1D``) of
+weight [a, b] with ``lora_A`` (r × in) and ``lora_B`` (out × r), no bias (``bias="none"``, the default): r × (a + b)
+parameters, inside the module, so inside the FSDP unit (the decoder layer) that holds it. ``get_peft_model`` freezes
+every other parameter: the adapters are what trains. Targets are module names matched as PEFT matches them, the
+last component of the module's path (``c_proj`` names both of GPT-2's); ``all-linear`` is every linear module but
+the output layer (``tuners_utils._maybe_include_all_linear_layers``); none given is PEFT's default for the model
+type (``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``), where it has one.
+
+Modelled for the dense decoder families (their linear modules are the layers' 2-D weights of the inventory); a
+mixture of experts (fused 3-D experts, routers) and DeepSeek's latent attention are refused, as are tensor, pipeline
+and expert parallelism with adapters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.arithmetic import n
+from app.ledger.models.architecture import Architecture
+from app.ledger.models.inventory import Inventory
+
+ALL_LINEAR = "all-linear"  # PEFT's INCLUDE_LINEAR_LAYERS_SHORTHAND
+# peft 0.21.0 utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the families modelled here
+PEFT_DEFAULTS: dict[str, tuple[str, ...]] = {
+    "llama": ("q_proj", "v_proj"),
+    "mistral": ("q_proj", "v_proj"),
+    "qwen2": ("q_proj", "v_proj"),
+    "qwen3": ("q_proj", "v_proj"),
+    "gemma2": ("q_proj", "v_proj"),
+    "gemma3_text": ("q_proj", "v_proj"),
+    "gpt2": ("c_attn",),
+    "gpt_neox": ("query_key_value",),
+}
+# the dense decoder families, whose layers' linear modules are the inventory's 2-D layer weights
+MODELLED = (*PEFT_DEFAULTS, "olmo2", "phi3")
+TARGETS_ALLOWED = f"{ALL_LINEAR}, or module names separated by commas"
+
+
+class LoraError(ValueError):
+    """LoRA inputs the model cannot take: ``field`` names the input, ``allowed`` what it may be."""
+
+    def __init__(self, field: str, message: str, allowed: str) -> None:
+        self.field = field
+        self.allowed = allowed
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class Lora:
+    """The adapters of one LoRA config on one model: per targeted module of one decoder layer (its name, its
+    weight's two dimensions), and the parameters they add per layer and in all."""
+
+    rank: int
+    modules: tuple[tuple[str, int, int], ...]
+    per_layer: int
+    params: int
+
+    @property
+    def formula(self) -> str:
+        terms = " + ".join(f"({n(a)} + {n(b)})" for _, a, b in self.modules)
+        return f"{n(self.params // self.per_layer)} layers × {self.rank} × ({terms}) = {n(self.params)}"
+
+
+def targets_of(text: str) -> tuple[str, ...]:
+    """The module names a ``lora_targets`` input lists (empty: none given)."""
+    return tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+
+
+def lora(arch: Architecture, inv: Inventory, rank: int, targets: str) -> Lora | None:
+    """The adapters of ``LoraConfig(r=rank, target_modules=targets)`` on the model (None: rank 0, no LoRA).
+    Raises :class:`LoraError` naming ``lora_rank`` or ``lora_targets``."""
+    if rank == 0:
+        if targets.strip():
+            raise LoraError("lora_targets", "needs lora_rank ≥ 1 (LoRA is off at 0)", "empty with lora_rank 0")
+        return None
+    if arch.experts or arch.mla or arch.two_kinds or arch.family not in MODELLED:
+        raise LoraError("lora_rank", f"LoRA on {arch.family} (experts, latent attention) is not modelled",
+                        "0 for this model")  # fmt: skip
+    linears = [(t.name.removesuffix(".weight"), t.shape) for t in inv.units[1].tensors if len(t.shape) == 2]
+    names = {name.rsplit(".", 1)[-1] for name, _ in linears}
+    wanted = targets_of(targets)
+    if not wanted:
+        if arch.family not in PEFT_DEFAULTS:
+            raise LoraError("lora_targets", f"PEFT 0.21.0 has no default target modules for {arch.family}: name "
+                            "them", f"{ALL_LINEAR} or some of {', '.join(sorted(names))}")  # fmt: skip
+        wanted = PEFT_DEFAULTS[arch.family]
+    if wanted != (ALL_LINEAR,):
+        unknown = [w for w in wanted if w not in names]
+        if unknown:
+            raise LoraError("lora_targets", f"{', '.join(unknown)}: not a linear module of {arch.family}'s layers",
+                            f"{ALL_LINEAR} or some of {', '.join(sorted(names))}")  # fmt: skip
+    chosen = [(name, a, b) for name, (a, b) in linears if wanted == (ALL_LINEAR,) or name.rsplit(".", 1)[-1] in wanted]
+    narrowest = min(min(a, b) for _, a, b in chosen)
+    if rank > narrowest:
+        raise LoraError("lora_rank", f"{rank:,} is above the narrowest target's width ({narrowest:,})",
+                        f"1 … {narrowest:,}")  # fmt: skip
+    per_layer = sum(rank * (a + b) for _, a, b in chosen)
+    return Lora(rank, tuple(chosen), per_layer, per_layer * arch.layers)

@@ -1,0 +1,51 @@
+"""The declarations of what trains: the trainable parameter count and the frozen ones' width, and LoRA's rank and
+target modules (PEFT's), with their bounds, defaults and help texts. :class:`ScenarioFields`
+(:mod:`app.ledger.scenario.declared`) declares each field with one of these, in its own order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.ledger.bounds import LORA_RANK, LORA_TARGETS_MAX_CHARS, LORA_TARGETS_PATTERN, TEN_13
+from app.ledger.scenario.form import form, optional
+
+TRAINABLE_FIELD: Any = optional(
+    ge=1,
+    le=TEN_13,
+    title="Trainable parameters",
+    description="Of params, those that train (requires_grad): PEFT's print_trainable_parameters() prints them as "
+    "'trainable params', and params as 'all params', the adapters included. Gradients, the master copy and the "
+    "optimizer states exist for these only; the frozen rest is still sharded and all-gathered. At most params. "
+    "Default: params (everything trains).",
+    examples=[13_631_488],
+    json_schema_extra=form("model", "parameters", None),
+)
+FROZEN_BYTES_FIELD: Any = optional(
+    title="Frozen parameter width",
+    description="Width of the frozen parameters' shards, when not every parameter trains: Accelerate upcasts only "
+    "what trains to FP32 and leaves the frozen base in the checkpoint's 16 bits (hf-fsdp2: 2); a model built in "
+    "one width keeps it (the others: the parameter width). Default: the stack's.",
+    examples=[2],
+    json_schema_extra=form("precision", "bytes/element", None),
+)
+LORA_RANK_FIELD: Any = optional(
+    ge=LORA_RANK[0],
+    le=LORA_RANK[1],
+    title="LoRA rank",
+    description="PEFT LoraConfig's r: each target module of weight [a, b] gets lora_A and lora_B, r × (a + b) "
+    "parameters inside its decoder layer's FSDP unit; get_peft_model freezes everything else, so the adapters are "
+    "what trains (params and trainable_params then follow). At most the narrowest target's width; needs a model "
+    "(a dense decoder, tp = pp = ep = 1). 0: no LoRA.",
+    examples=[16],
+    json_schema_extra=form("model", "rank", 0),
+)
+LORA_TARGETS_FIELD: Any = optional(
+    max_length=LORA_TARGETS_MAX_CHARS,
+    pattern=LORA_TARGETS_PATTERN,
+    title="LoRA target modules",
+    description="PEFT LoraConfig's target_modules: all-linear (every linear module but the output layer), or "
+    "the layers' module names separated by commas (q_proj, v_proj, …; GPT-2's c_attn, …). Empty: PEFT 0.21.0's "
+    "default for the model type (q_proj, v_proj for Llama-style models).",
+    examples=["all-linear"],
+    json_schema_extra=form("model", "modules", ""),
+)

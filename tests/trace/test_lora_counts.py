@@ -1,0 +1,52 @@
+"""LoRA's parameter counts against PEFT 0.21.0 itself: transformers' own model class for each catalogue config, built
+on the meta device, given ``get_peft_model(model, LoraConfig(r, target_modules))``. Every parameter, and those
+that require a gradient, are the lab's ``params`` and ``trainable_params`` for the same ``lora_rank`` and
+``lora_targets`` (PEFT's default targets where none are given), to the parameter."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.ledger.models.reference import config_of
+from app.ledger.scenario import parse_scenario
+from app.trace import torch_installed
+
+pytestmark = [
+    pytest.mark.trace,
+    pytest.mark.skipif(not torch_installed(), reason="the trace extra is not installed (pip install -e '.[trace]')"),
+    # PEFT reads transformers 5.23.0's deprecated alias, and sets fan_in_fan_out itself for GPT-2's Conv1D
+    pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:fan_in_fan_out is set to False:UserWarning"),
+]
+
+CASES = [
+    ("llama-3.1-8b", 16, "all-linear"),
+    ("llama-3.1-8b", 8, ""),  # PEFT's default for llama: q_proj, v_proj
+    ("llama-3.2-1b", 16, "all-linear"),  # tied embeddings: the output layer is still left out
+    ("qwen3-8b", 32, "all-linear"),
+    ("gemma-2-2b", 8, "q_proj,k_proj,v_proj,o_proj"),
+    ("phi-3-mini", 16, "all-linear"),  # fused qkv_proj and gate_up_proj
+    ("gpt2", 8, ""),  # Conv1D: c_attn
+    ("gpt2", 4, "c_proj"),  # the attention's and the MLP's, both
+    ("gpt-neox-20b", 8, "all-linear"),
+]
+
+
+@pytest.mark.parametrize(("model", "rank", "targets"), CASES)
+def test_the_adapters_are_peft_s_own(model: str, rank: int, targets: str) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    from app.trace import import_torch
+    from app.trace.models.hf import build_hf_model
+
+    torch = import_torch()
+    # a list of names, which PEFT matches by the module path's last component (a string would be a regex), or its
+    # all-linear shorthand, or None for its default
+    names = targets.split(",") if targets and targets != "all-linear" else targets or None
+    with torch.device("meta"):
+        wrapped = get_peft_model(build_hf_model(config_of(model)), LoraConfig(r=rank, target_modules=names))
+    every = sum(p.numel() for p in wrapped.parameters())
+    trains = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+    s = parse_scenario({"model": model, "lora_rank": rank, "lora_targets": targets})
+    assert (s.params, s.trainable_params) == (every, trains)
+    assert s.source_of("params") == s.source_of("trainable_params") == "from config"
