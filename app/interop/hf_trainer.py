@@ -10,7 +10,7 @@ the Trainer cannot express or decides elsewhere (the sequence length is the data
 from __future__ import annotations
 
 from app.interop.snippet import Snippet
-from app.ledger.models.lora import ALL_LINEAR, targets_of
+from app.ledger.models.trains import ALL_LINEAR, targets_of
 from app.ledger.scenario import Scenario
 
 __all__ = ["hf_trainer_snippet"]

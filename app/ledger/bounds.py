@@ -14,6 +14,7 @@ TEN_13 = 10**13
 # narrowest width bounding it too
 LORA_RANK = (0, 16_384)
 LORA_TARGETS_MAX_CHARS = 200
+FROZEN_LAYERS = (0, 1_024)  # the first N decoder layers frozen (the model's layers bound it too)
 LORA_TARGETS_PATTERN = r"^[A-Za-z0-9_, -]*$"  # module names, commas and spaces
 TWO_40 = 2**40
 TWO_46 = 2**46

@@ -87,6 +87,8 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "frozen_bytes": 2,
         "lora_rank": 0,
         "lora_targets": "",
+        "frozen_layers": 0,
+        "freeze_embed": 0,
     }
 
 

@@ -5,6 +5,8 @@ that require a gradient, are the lab's ``params`` and ``trainable_params`` for t
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from app.ledger.models.reference import config_of
@@ -50,3 +52,25 @@ def test_the_adapters_are_peft_s_own(model: str, rank: int, targets: str) -> Non
     s = parse_scenario({"model": model, "lora_rank": rank, "lora_targets": targets})
     assert (s.params, s.trainable_params) == (every, trains)
     assert s.source_of("params") == s.source_of("trainable_params") == "from config"
+
+
+@pytest.mark.parametrize(("model", "layers", "embed"), [("llama-3.1-8b", 16, False), ("llama-3.1-8b", 8, True),
+                                                        ("llama-3.2-1b", 4, True), ("gpt2", 6, True)])  # fmt: skip
+def test_frozen_modules_are_what_requires_grad_false_leaves(model: str, layers: int, embed: bool) -> None:
+    """transformers' own class: the first decoder layers, and the input embedding, given requires_grad_(False); a tied
+    head is the embedding's own weight, and GPT-2's learned positions belong with its embedding."""
+    from app.trace import import_torch
+    from app.trace.models.hf import build_hf_model
+
+    torch = import_torch()
+    with torch.device("meta"):
+        built: Any = build_hf_model(config_of(model))
+    for layer in list(built.base_model.layers if hasattr(built.base_model, "layers") else built.base_model.h)[:layers]:
+        layer.requires_grad_(False)
+    if embed:
+        built.get_input_embeddings().requires_grad_(False)
+        if hasattr(built.base_model, "wpe"):
+            built.base_model.wpe.requires_grad_(False)
+    trains = sum(p.numel() for p in built.parameters() if p.requires_grad)
+    s = parse_scenario({"model": model, "frozen_layers": layers, "freeze_embed": int(embed)})
+    assert s.trainable_params == trains and s.params == sum(p.numel() for p in built.parameters())

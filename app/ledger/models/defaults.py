@@ -15,9 +15,9 @@ from functools import lru_cache
 from typing import Any, NamedTuple, get_type_hints
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
-from app.ledger.models.lora import Lora, LoraError, lora
 from app.ledger.models.parallel import RankShare, rank_share
 from app.ledger.models.reference import ModelRef, resolve
+from app.ledger.models.trains import Lora, LoraError, frozen_params, lora
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +29,12 @@ class ModelDefaults:
     activations: ActivationLedger
     share: RankShare
     lora: Lora | None = None  # LoRA adapters (counted in params and, where they grow it, in the largest unit)
+    frozen: int = 0  # without LoRA, the parameters of the modules frozen (frozen_layers, freeze_embed)
 
     @property
     def trainable(self) -> int:
-        """What trains: the adapters with LoRA (get_peft_model freezes the rest), else every parameter."""
-        return self.params if self.lora is None else self.lora.params
+        """What trains: the adapters with LoRA (get_peft_model freezes the rest), else every parameter not frozen."""
+        return self.params - self.frozen if self.lora is None else self.lora.params
 
     @property
     def expert_params(self) -> int:
@@ -64,6 +65,8 @@ class ModelQuery(NamedTuple):
     routing_imbalance_pct: int = 100
     lora_rank: int = 0
     lora_targets: str = ""
+    frozen_layers: int = 0
+    freeze_embed: int = 0
 
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
@@ -91,6 +94,15 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
     if adapters is not None and (q.tp, q.pp, q.ep) != (1, 1, 1):
         raise LoraError("lora_rank", "LoRA with tensor, pipeline or expert parallelism is not modelled",
                         "0 with tp, pp or ep above 1")  # fmt: skip
+    frozen = 0
+    if q.frozen_layers or q.freeze_embed:
+        field = "frozen_layers" if q.frozen_layers else "freeze_embed"
+        if adapters is not None:  # get_peft_model freezes every base parameter already
+            raise LoraError(field, "LoRA freezes the whole base model already", "0 with lora_rank")
+        if (q.tp, q.pp, q.ep) != (1, 1, 1):
+            raise LoraError(field, "frozen modules with tensor, pipeline or expert parallelism are not modelled",
+                            "0 with tp, pp or ep above 1")  # fmt: skip
+        frozen = frozen_params(ref.architecture, ref.inventory, q.frozen_layers, bool(q.freeze_embed))
     ledger = activation_ledger(
         ref.architecture,
         seq_len=q.seq_len,
@@ -110,7 +122,7 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     if adapters is None:
-        return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)
+        return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share, None, frozen)
     # the adapters live in the decoder layers' units (one kind of layer: lora() refuses two)
     layer = ref.inventory.units[1]
     grown = layer.params + adapters.per_layer

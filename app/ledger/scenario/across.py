@@ -19,9 +19,9 @@ from app.ledger.bounds import DEFAULT_UNIT_PARAMS_CAP, TWO_46
 from app.ledger.models.activations import ActivationInputError
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
-from app.ledger.models.lora import LoraError
 from app.ledger.models.parallel import ParallelLayoutError
 from app.ledger.models.reference import resolve
+from app.ledger.models.trains import LoraError
 from app.ledger.scenario.declared import ScenarioFields
 from app.ledger.scenario.fields import STATIC_DEFAULTS
 from app.ledger.scenario.stacks import STACK_CHOICES, preset
@@ -141,7 +141,7 @@ def _model_fill(inp: ScenarioFields) -> ModelFill | Problem:
         fix = "a smaller micro_batch or seq_len" + ("" if typed else ", or a typed activation_bytes")
         message = f"the modelled activation peak, {activation:,} B, is beyond the {top:,} B bound{why}"
         return Problem("micro_batch", "activation_bound", message, fix)
-    return ModelFill(md.params, md.unit_params, activation, seq_len, 0 if md.lora is None else md.lora.params)
+    return ModelFill(md.params, md.unit_params, activation, seq_len, 0 if md.trainable == md.params else md.trainable)
 
 
 def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) -> Across:
@@ -170,9 +170,9 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
             problems.append(Problem("unit_params", "unit_above_params",
                                     f"{inp.unit_params:,} is larger than params ({params:,})",
                                     f"0 … params ({params:,})"))  # fmt: skip
-    if (inp.lora_rank or inp.lora_targets) and not inp.model and "model" not in unchecked:
-        field = "lora_rank" if inp.lora_rank else "lora_targets"
-        problems.append(Problem(field, "lora_needs_model", "LoRA needs a model (its linear modules)",
+    given = [f for f in ("lora_rank", "lora_targets", "frozen_layers", "freeze_embed") if getattr(inp, f)]
+    if given and not inp.model and "model" not in unchecked:
+        problems.append(Problem(given[0], "trains_needs_model", "needs a model (its modules)",
                                 "0 (or empty) without a model"))  # fmt: skip
     if inp.trainable_params is not None and "params" not in unchecked:
         params = inp.params if inp.params is not None else fill.params if fill else None

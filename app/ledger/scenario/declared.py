@@ -88,7 +88,14 @@ from app.ledger.scenario.readers import (
     Text,
     Wrap,
 )
-from app.ledger.scenario.trains import FROZEN_BYTES_FIELD, LORA_RANK_FIELD, LORA_TARGETS_FIELD, TRAINABLE_FIELD
+from app.ledger.scenario.trains import (
+    FREEZE_EMBED_FIELD,
+    FROZEN_BYTES_FIELD,
+    FROZEN_LAYERS_FIELD,
+    LORA_RANK_FIELD,
+    LORA_TARGETS_FIELD,
+    TRAINABLE_FIELD,
+)
 
 
 class ScenarioFields(BaseModel):
@@ -128,6 +135,8 @@ class ScenarioFields(BaseModel):
     )
     lora_rank: Plain = LORA_RANK_FIELD
     lora_targets: Text = LORA_TARGETS_FIELD
+    frozen_layers: Plain = FROZEN_LAYERS_FIELD
+    freeze_embed: Flag = FREEZE_EMBED_FIELD
     trainable_params: Count = TRAINABLE_FIELD
     stack: Stack = STACK_FIELD
     loss: Loss = LOSS_FIELD

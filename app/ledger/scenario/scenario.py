@@ -132,8 +132,8 @@ class Scenario(ScenarioValues):
                 return md.params
             if name == "unit_params":
                 return min(md.unit_params, self.params)
-            if name == "trainable_params":  # the adapters with LoRA, else everything (typed params too)
-                return self.params if md.lora is None else min(md.lora.params, self.params)
+            if name == "trainable_params":  # the adapters with LoRA, what is not frozen, else all (typed params too)
+                return self.params if md.trainable == md.params else min(md.trainable, self.params)
             return md.activations.total_bytes
         return following(name, self._input) if name in FOLLOWERS else STATIC_DEFAULTS[name]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.ledger.bounds import LORA_RANK, LORA_TARGETS_MAX_CHARS, LORA_TARGETS_PATTERN, TEN_13
+from app.ledger.bounds import FROZEN_LAYERS, LORA_RANK, LORA_TARGETS_MAX_CHARS, LORA_TARGETS_PATTERN, TEN_13
 from app.ledger.scenario.form import form, optional
 
 TRAINABLE_FIELD: Any = optional(
@@ -48,4 +48,21 @@ LORA_TARGETS_FIELD: Any = optional(
     "default for the model type (q_proj, v_proj for Llama-style models).",
     examples=["all-linear"],
     json_schema_extra=form("model", "modules", ""),
+)
+FROZEN_LAYERS_FIELD: Any = optional(
+    ge=FROZEN_LAYERS[0],
+    le=FROZEN_LAYERS[1],
+    title="Frozen layers",
+    description="The first N decoder layers frozen (requires_grad_(False) before sharding, no LoRA): their "
+    "parameters stay sharded and gathered, with no gradient, master copy or optimizer state; trainable_params "
+    "follows. At most the model's layers; needs a model (tp = pp = ep = 1).",
+    examples=[0],  # beside lora_rank's example: LoRA freezes the whole base model already
+    json_schema_extra=form("model", "layers", 0),
+)
+FREEZE_EMBED_FIELD: Any = optional(
+    title="Freeze the embedding",
+    description="1: the token embedding frozen (GPT-2's learned positions with it; a tied head is the same weight, "
+    "frozen too); trainable_params follows. Needs a model, no LoRA.",
+    examples=[0],  # beside lora_rank's example, as frozen_layers'
+    json_schema_extra=form("model", "0 or 1", 0),
 )

@@ -70,3 +70,5 @@ class ScenarioValues:
     frozen_bytes: int = 2  # Frozen parameter width
     lora_rank: int = 0  # LoRA rank
     lora_targets: str = ""  # LoRA target modules
+    frozen_layers: int = 0  # Frozen layers
+    freeze_embed: int = 0  # Freeze the embedding

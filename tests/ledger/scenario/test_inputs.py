@@ -80,11 +80,12 @@ def test_every_field_is_optional_with_form_metadata_and_an_example() -> None:
 
 # LoRA's inputs are read against a model's modules (and its targets need a rank): given with one
 LORA_CONTEXT = {"model": "llama-2-7b", "lora_rank": 8}
+FROZEN_CONTEXT = {"model": "llama-2-7b"}  # frozen modules are the model's
 
 
 def test_every_example_is_a_valid_input() -> None:
     for name, schema in SCHEMA["properties"].items():
-        context = LORA_CONTEXT if name.startswith("lora_") else {}
+        context = LORA_CONTEXT if name.startswith("lora_") else FROZEN_CONTEXT if name.startswith("fr") else {}
         for example in schema["examples"]:
             assert getattr(parse_scenario({**context, name: example}), name) == example, name
 

@@ -23,6 +23,13 @@ def context_for(field: Field) -> dict[str, object]:
             "model": "cfg:model_type=llama;hidden_size=16384;num_hidden_layers=1;num_attention_heads=128;"
             "num_key_value_heads=128;intermediate_size=16384;vocab_size=128"
         }
+    if field.name == "frozen_layers":  # at most the model's layers: a model of 1,024
+        return {
+            "model": "cfg:model_type=llama;hidden_size=64;num_hidden_layers=1024;num_attention_heads=4;"
+            "intermediate_size=64;vocab_size=128"
+        }
+    if field.name == "freeze_embed":
+        return {"model": "llama-2-7b"}
     if field.name == "reserve_bytes":  # at most the capacity
         return {"capacity_bytes": 2**46}
     if field.name in ("shard_group", "hpz"):  # each must divide D
@@ -132,6 +139,8 @@ def test_every_spec_field_is_in_the_table() -> None:
         "frozen_bytes",
         "lora_rank",
         "lora_targets",
+        "frozen_layers",
+        "freeze_embed",
         "params",
         "dp",
         "param_bytes",

@@ -60,6 +60,11 @@ def _lora_given(data: dict[str, Any]) -> bool:
     return bool(data.get("lora_rank")) or bool(str(data.get("lora_targets") or "").strip())
 
 
+def _frozen_given(data: dict[str, Any]) -> bool:
+    """Frozen modules are a model's (a model needed, at most its layers, not with LoRA or model parallelism)."""
+    return _int_of(data, "frozen_layers", 0) > 0 or _int_of(data, "freeze_embed", 0) > 0
+
+
 def _breaks_name_pattern(data: dict[str, Any]) -> bool:
     name = data.get("name")
     return isinstance(name, str) and re.fullmatch(NAME_PATTERN, name.strip()) is None
@@ -206,6 +211,8 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "trainable_params": _trainable_refused,
     "lora_rank": _lora_given,
     "lora_targets": _lora_given,
+    "frozen_layers": _frozen_given,
+    "freeze_embed": _frozen_given,
     "name": _breaks_name_pattern,
     "model": _names_no_model,
     "tp": _with_a_model,

@@ -1,4 +1,10 @@
-"""LoRA adapters as PEFT 0.21.0 adds them to a model: which modules they wrap and how many parameters they add.
+"""What trains: LoRA adapters as PEFT 0.21.0 adds them, or a model's own modules frozen.
+
+**Frozen modules** (``requires_grad_(False)`` before the model is sharded): the first ``frozen_layers`` decoder
+layers and, with ``freeze_embed``, the token embedding (GPT-2's learned positions with it; a tied head shares the
+embedding's weight, so it is frozen too). Their parameters stay, sharded and gathered; they take no gradient.
+
+**LoRA** adapters, which modules they wrap and how many parameters they add:
 
 ``LoraConfig(r, target_modules)`` wraps each targeted linear module (``torch.nn.Linear``, or GPT-2's ``Conv1D``) of
 weight [a, b] with ``lora_A`` (r × in) and ``lora_B`` (out × r), no bias (``bias="none"``, the default): r × (a + b)
@@ -61,6 +67,15 @@ class Lora:
     def formula(self) -> str:
         terms = " + ".join(f"({n(a)} + {n(b)})" for _, a, b in self.modules)
         return f"{n(self.params // self.per_layer)} layers × {self.rank} × ({terms}) = {n(self.params)}"
+
+
+def frozen_params(arch: Architecture, inv: Inventory, layers: int, embed: bool) -> int:
+    """Parameters of the first ``layers`` decoder layers and, with ``embed``, of the embedding unit (and a tied head,
+    the same weight). Raises :class:`LoraError` naming ``frozen_layers`` beyond the model's layers."""
+    if layers > arch.layers:
+        raise LoraError("frozen_layers", f"{layers:,} is more than the model's {arch.layers:,} decoder layers",
+                        f"0 … {arch.layers:,}")  # fmt: skip
+    return sum(u.params for u in inv.units[1 : 1 + layers]) + (inv.embed.params if embed else 0)
 
 
 def targets_of(text: str) -> tuple[str, ...]:
