@@ -183,7 +183,8 @@ _SYNCED = {"every": "after each", "last": "after the last only (no_sync before)"
 def _header_lines(e: Estimate) -> Iterator[str]:
     s = e.scenario
     title = s.name or "scenario"
-    yield f"zero3-lab — {title}: {integer(s.params)} params, D = {s.dp}, U = {integer(s.unit_params)}"
+    trains = f" ({integer(s.trainable_params)} train, {integer(s.frozen_params)} frozen)" if s.frozen_params else ""
+    yield f"zero3-lab — {title}: {integer(s.params)} params{trains}, D = {s.dp}, U = {integer(s.unit_params)}"
     yield (
         f"widths (B): param {s.param_bytes}, grad {s.grad_bytes}, master {s.master_bytes}, "
         f"optimizer {s.opt_states} × {s.opt_bytes}, gather {s.gather_bytes}; prefetch {s.prefetch}; "

@@ -8,6 +8,9 @@ collective over the D ranks. Hierarchical layouts run some over smaller groups:
   (FSDP2's HSDP, DeepSpeed's MiCS hierarchical all-reduce);
 - **ZeRO++ hpZ** (stage 3): forward all-gathers the primary shards over D, backward the secondary ones
   within the hpz group (Wang et al., ZeRO++, §3.2);
+- **reshard_after_forward 0** (stage 3, FSDP2's ``reshard_after_forward=False``): each unit stays gathered from its
+  forward to its backward, so backward all-gathers nothing (torch 2.13 ``FSDPParamGroup.unshard`` returns at once
+  for a group still unsharded);
 - **expert parallelism**: the experts' collectives run over their D ÷ ep expert-data-parallel ranks.
 
 Terms over the same group of ranks are summed before the one rounding up, so plain ZeRO is one ⌈…⌉.
@@ -64,6 +67,9 @@ class Communication:
         if self.stage == 3 and s.hpz > 1:
             text = (f"all-gather in forward (over D) + all-gather in backward (within the hpZ group of {s.hpz}) + "
                     "reduce-scatter of gradients")  # fmt: skip
+        elif self.stage == 3 and not s.reshard_after_forward:
+            text = ("all-gather in forward (each unit then kept gathered into its backward: reshard_after_forward 0) "
+                    "+ reduce-scatter of gradients")  # fmt: skip
         if self.stage >= 1 and _replicas(s) > 1:
             text += f" (within the shard group of {s.shard_group}) + all-reduce of the gradient shard across the "
             text += f"{_replicas(s)} groups"
@@ -88,8 +94,10 @@ class Communication:
                 terms = f"2 × Ψ_g = 2 × {n(psi_g)}"
             elif self.stage in (1, 2):
                 terms = f"Ψ_g + Ψ_p = {n(psi_g)} + {n(psi_p)}"
-            else:
+            elif s.reshard_after_forward:
                 terms = f"2 × Ψ_p + Ψ_g = 2 × {n(psi_p)} + {n(psi_g)}"
+            else:  # no backward all-gather: units stay gathered from forward to backward
+                terms = f"Ψ_p + Ψ_g = {n(psi_p)} + {n(psi_g)}"
             return Formula.of(f"⌈({terms}) × {n(s.dp - 1)} ÷ {n(s.dp)}⌉ = {n(self.bytes)} B")
         shown = []
         for key in groups:
@@ -147,7 +155,8 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
             terms.append(Term("all-gather backward (hpZ)" + tag, passes * psi_p, s.hpz, gathered))
         elif stage == 3:
             terms.append(Term("all-gather forward" + tag, forward * psi_p, group, first))
-            terms.append(Term("all-gather backward" + tag, passes * psi_p, group, gathered))
+            if s.reshard_after_forward:  # else FSDP2 keeps each unit gathered from its forward into its backward
+                terms.append(Term("all-gather backward" + tag, passes * psi_p, group, gathered))
         terms.append(Term("reduce-scatter" + tag, syncs * psi_g, group, _times(syncs, g_)))
         if stage in (1, 2):
             terms.append(Term("all-gather" + tag, psi_p, group, p_))

@@ -249,3 +249,14 @@ def test_a_term_s_group_is_its_key() -> None:
     size."""
     assert Term("x", 1, 4, "Ψ").key == (False, 4)
     assert Term("x", 1, 4, "Ψ", across=True).key == (True, 4)
+
+
+def test_units_kept_gathered_after_forward_are_not_gathered_again_in_backward() -> None:
+    """Stage 3 with reshard_after_forward 0 (FSDP2 keeps each unit unsharded into its backward): one all-gather a
+    micro batch, Ψ_p, not two; the seed's ⌈(Ψ_p + Ψ_g) × 7 ÷ 8⌉ with Ψ_p = N × 2 and Ψ_g = N × 2 at D = 8."""
+    s = parse_scenario({"reshard_after_forward": 0})
+    c = communication(s, 3)
+    assert [t.what for t in c.terms] == ["all-gather forward", "reduce-scatter"]
+    assert c.bytes == -(-(7_000_000_000 * 2 + 7_000_000_000 * 2) * 7 // 8) == 24_500_000_000
+    assert "Ψ_p + Ψ_g" in c.formula.text
+    assert communication(parse_scenario({}), 3).bytes == -(-(3 * 7_000_000_000 * 2) * 7 // 8)

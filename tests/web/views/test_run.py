@@ -127,3 +127,10 @@ def test_the_run_says_whether_the_host_holds_it_and_the_loading_that_would(clien
     assert client.get("/api/estimate", params=query).json()["scenario"]["load_path"] == "every-rank"  # the stack's
     # one copy per node loads in less than the full state dicts rank 0 gathers at save (transformers' default)
     assert fits.endswith(": fits.") and "while saving" in fits
+
+
+def test_the_run_says_what_trains(client: TestClient) -> None:
+    query = {"model": "llama-3.1-8b", "stack": "hf-fsdp2", "lora_rank": "16", "lora_targets": "all-linear"}
+    what = _plain(_run_block(client.get("/", params=query).text))
+    assert "41,943,040 of 8,072,204,288 parameters train (LoRA r = 16), 8,030,261,248 frozen" in what
+    assert "parameters train" not in _plain(_run_block(client.get("/", params={"model": "llama-3.1-8b"}).text))
