@@ -170,12 +170,10 @@ GRAD_SYNC_FIELD: Any = optional(
 )
 LOAD_PATH_FIELD: Any = optional(
     title="Model load",
-    description="How the model reaches the ranks, for the host ledger: partitioned (built on the meta device or "
-    "under DeepSpeed's zero.Init and loaded shard by shard: nothing whole on the host at stage 3; below stage 3 "
-    "every rank still builds its whole replica in FP32), rank0 (one rank per node loads the whole model and "
-    "broadcasts it: Accelerate's cpu_ram_efficient_loading, transformers' local rank 0) or every-rank (each rank "
-    "loads the whole model into host memory: transformers' from_pretrained under Accelerate's default). Replaces "
-    "zero_init (1 reads as partitioned, 0 as every-rank). Default: the stack's.",
+    description="How the model reaches the ranks, for the host ledger: partitioned (meta device or zero.Init, "
+    "shard by shard: nothing whole at stage 3), rank0 (one rank per node loads and broadcasts: Accelerate's "
+    "cpu_ram_efficient_loading) or every-rank (each rank loads the whole model: from_pretrained's default). "
+    "Replaces zero_init (1: partitioned, 0: every-rank). Default: the stack's.",
     examples=["rank0"],
     json_schema_extra=form("host", "path", None),
 )

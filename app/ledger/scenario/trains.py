@@ -13,18 +13,16 @@ TRAINABLE_FIELD: Any = optional(
     ge=1,
     le=TEN_13,
     title="Trainable parameters",
-    description="Of params, those that train (requires_grad): PEFT's print_trainable_parameters() prints them as "
-    "'trainable params', and params as 'all params', the adapters included. Gradients, the master copy and the "
-    "optimizer states exist for these only; the frozen rest is still sharded and all-gathered. At most params. "
-    "Default: params (everything trains).",
+    description="Of params, those that train: PEFT's print_trainable_parameters() 'trainable params' (params: its "
+    "'all params'). Only they have gradients, master copy and optimizer states; the frozen rest is still sharded "
+    "and gathered. Default: params, or what LoRA or frozen modules leave.",
     examples=[13_631_488],
     json_schema_extra=form("model", "parameters", None),
 )
 FROZEN_BYTES_FIELD: Any = optional(
     title="Frozen parameter width",
-    description="Width of the frozen parameters' shards, when not every parameter trains: Accelerate upcasts only "
-    "what trains to FP32 and leaves the frozen base in the checkpoint's 16 bits (hf-fsdp2: 2); a model built in "
-    "one width keeps it (the others: the parameter width). Default: the stack's.",
+    description="Width of the frozen parameters' shards: Accelerate upcasts only what trains, the frozen base stays "
+    "in the checkpoint's 16 bits (hf-fsdp2: 2); else the parameter width. Default: the stack's.",
     examples=[2],
     json_schema_extra=form("precision", "bytes/element", None),
 )
@@ -32,10 +30,9 @@ LORA_RANK_FIELD: Any = optional(
     ge=LORA_RANK[0],
     le=LORA_RANK[1],
     title="LoRA rank",
-    description="PEFT LoraConfig's r: each target module of weight [a, b] gets lora_A and lora_B, r × (a + b) "
-    "parameters inside its decoder layer's FSDP unit; get_peft_model freezes everything else, so the adapters are "
-    "what trains (params and trainable_params then follow). At most the narrowest target's width; needs a model "
-    "(a dense decoder, tp = pp = ep = 1). 0: no LoRA.",
+    description="PEFT LoraConfig's r: each targeted module of weight [a, b] gains r × (a + b) adapter parameters in "
+    "its layer's unit, and they alone train. At most the narrowest target's width; a dense model, tp = pp = ep = 1. "
+    "0: no LoRA.",
     examples=[16],
     json_schema_extra=form("model", "rank", 0),
 )
@@ -43,9 +40,8 @@ LORA_TARGETS_FIELD: Any = optional(
     max_length=LORA_TARGETS_MAX_CHARS,
     pattern=LORA_TARGETS_PATTERN,
     title="LoRA target modules",
-    description="PEFT LoraConfig's target_modules: all-linear (every linear module but the output layer), or "
-    "the layers' module names separated by commas (q_proj, v_proj, …; GPT-2's c_attn, …). Empty: PEFT 0.21.0's "
-    "default for the model type (q_proj, v_proj for Llama-style models).",
+    description="PEFT LoraConfig's target_modules: all-linear (every linear module but the head) or module names "
+    "with commas (q_proj,v_proj). Empty: PEFT 0.21.0's default for the model type.",
     examples=["all-linear"],
     json_schema_extra=form("model", "modules", ""),
 )
@@ -53,16 +49,14 @@ FROZEN_LAYERS_FIELD: Any = optional(
     ge=FROZEN_LAYERS[0],
     le=FROZEN_LAYERS[1],
     title="Frozen layers",
-    description="The first N decoder layers frozen (requires_grad_(False) before sharding, no LoRA): their "
-    "parameters stay sharded and gathered, with no gradient, master copy or optimizer state; trainable_params "
-    "follows. At most the model's layers; needs a model (tp = pp = ep = 1).",
+    description="The first N decoder layers frozen (requires_grad_(False), no LoRA): sharded and gathered, no "
+    "gradient or optimizer state. At most the model's layers; tp = pp = ep = 1.",
     examples=[0],  # beside lora_rank's example: LoRA freezes the whole base model already
     json_schema_extra=form("model", "layers", 0),
 )
 FREEZE_EMBED_FIELD: Any = optional(
     title="Freeze the embedding",
-    description="1: the token embedding frozen (GPT-2's learned positions with it; a tied head is the same weight, "
-    "frozen too); trainable_params follows. Needs a model, no LoRA.",
+    description="1: the token embedding frozen (a tied head with it). Needs a model, no LoRA.",
     examples=[0],  # beside lora_rank's example, as frozen_layers'
     json_schema_extra=form("model", "0 or 1", 0),
 )
