@@ -31,6 +31,7 @@ from app.receipts.sections.model import (
 from app.receipts.sections.parallelism import ParallelismSection, parallelism_out
 from app.receipts.sections.stack import StackSection, stack_out
 from app.receipts.sections.stages import Checkpoint, Stage, checkpoint_out, stage_out
+from app.receipts.sections.trains import TrainsSection, trains_out
 from app.receipts.strict import Strict
 from app.receipts.url import DEFAULT_BASE_URL, page_url
 
@@ -71,6 +72,8 @@ class Receipt(Strict):
     sources: Sources
     # Added by issue 26 without a schema_version bump, as `parallelism` was.
     stack: StackSection = Field(description="the training stack; per choice it decides, the value and its source")
+    # Added by issue 33 without a schema_version bump, as `stack` was.
+    trains: TrainsSection = Field(description="every parameter, those that train and those frozen, and why")
     stages: list[Stage] = Field(description="exactly four entries, stage 0 to 3, in order")
     checkpoint: Checkpoint
     checks: list[CheckResult]
@@ -108,6 +111,7 @@ def receipt_out(e: Estimate, base_url: str = DEFAULT_BASE_URL) -> Receipt:
             overhead="declared",
         ),
         stack=stack_out(s),
+        trains=trains_out(s),
         stages=[stage_out(st) for st in e.ledger.stages],
         checkpoint=checkpoint_out(e),
         checks=[check_out(c) for c in e.checks],

@@ -75,3 +75,17 @@ def test_the_comparison_says_which_side_took_its_stacks_value() -> None:
     assert changes["param_bytes"]["b_source"] == "stack"
     assert changes["stack"]["a_source"] is None
     assert data["b"]["stack"]["name"] == "hf-fsdp2"
+
+
+def test_the_trains_section_counts_what_trains_and_says_why() -> None:
+    def trains(query: dict[str, str]) -> dict[str, object]:
+        section: dict[str, object] = receipt(estimate(parse_scenario(query), with_kill_lists=False))["trains"]
+        return section
+
+    everything = trains({"model": "llama-3.1-8b"})
+    assert (everything["frozen"], everything["source"], everything["lora"]) == (0, "all", None)
+    lora = trains({"model": "llama-3.1-8b", "lora_rank": "8"})
+    assert (lora["trainable"], lora["frozen"], lora["source"]) == (3_407_872, 8_030_261_248, "lora")
+    assert isinstance(lora["lora"], dict) and lora["lora"]["params"] == 3_407_872
+    assert trains({"model": "llama-3.1-8b", "frozen_layers": "16"})["source"] == "frozen modules"
+    assert trains({"params": "7B", "trainable_params": "1B"})["source"] == "declared"

@@ -1,0 +1,57 @@
+"""The trains section: how many of the parameters train and how many are frozen, and where that comes from (LoRA's
+adapters, frozen modules, a typed count, or everything training), issue 33 item 2."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from app.ledger.scenario import Scenario
+from app.receipts.strict import Strict
+
+TrainsSource = Literal["all", "lora", "frozen modules", "declared"]
+
+
+class LoraModuleOut(Strict):
+    """One targeted linear module of a decoder layer: its weight's two dimensions; r × (a + b) adapters each."""
+
+    name: str = Field(examples=["self_attn.q_proj"])
+    a: int
+    b: int
+
+
+class LoraOut(Strict):
+    """PEFT LoraConfig's adapters on the model."""
+
+    rank: int
+    modules: list[LoraModuleOut] = Field(description="per decoder layer")
+    per_layer: int = Field(description="adapter parameters per decoder layer")
+    params: int = Field(description="adapter parameters in all: what trains")
+    formula: str
+
+
+class TrainsSection(Strict):
+    """Every parameter, those that train (gradients, master copy and optimizer states) and those frozen."""
+
+    params: int
+    trainable: int
+    frozen: int
+    source: TrainsSource = Field(description="all: everything trains; lora, frozen modules: from the model; "
+                                 "declared: trainable_params typed")  # fmt: skip
+    lora: LoraOut | None
+
+
+def trains_out(s: Scenario) -> TrainsSection:
+    md = s.model_defaults()
+    adapters = md.lora if md is not None else None
+    source: TrainsSource = "all"
+    if s.frozen_params:
+        from_model = s.source_of("trainable_params") == "from config"
+        source = "declared" if not from_model else "lora" if adapters is not None else "frozen modules"
+    lora = None
+    if adapters is not None:
+        lora = LoraOut(rank=adapters.rank, modules=[LoraModuleOut(name=m, a=a, b=b) for m, a, b in adapters.modules],
+                       per_layer=adapters.per_layer, params=adapters.params, formula=adapters.formula)  # fmt: skip
+    return TrainsSection(params=s.params, trainable=s.trainable_params, frozen=s.frozen_params, source=source,
+                         lora=lora)  # fmt: skip
