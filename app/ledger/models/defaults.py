@@ -55,6 +55,7 @@ class ModelQuery(NamedTuple):
     ac_every: int = 1
     gqa: str = "native"
     routing_imbalance_pct: int = 100
+    cp: int = 1
 
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
@@ -94,6 +95,7 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         every=q.ac_every,
         gqa=q.gqa,
         imbalance_pct=q.routing_imbalance_pct,
+        cp=q.cp,
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share)

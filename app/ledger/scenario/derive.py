@@ -31,7 +31,7 @@ RECEIPT_ORDER: tuple[str, ...] = (
     "reduce_bytes", "reshard_after_forward", "norms", "offload_optimizer", "offload_param", "ranks_per_node",
     "host_bytes", "load_path", "stack", "loss", "wrap", "buffers", "reserve_bytes", "reserve_source", "ac_every",
     "optimizer_impl", "gqa", "loss_chunks", "routing_imbalance_pct", "grad_accum", "grad_sync",
-    "reshard_after_backward", "save_path", "trainable_params", "frozen_bytes",
+    "reshard_after_backward", "save_path", "trainable_params", "frozen_bytes", "cp",
 )  # fmt: skip
 
 TARGET = Path(__file__).with_name("values.py")

@@ -52,6 +52,18 @@ PP_STAGE_FIELD: Any = optional(
     json_schema_extra=form("parallelism", "stage", "first"),
 )
 
+CP_FIELD: Any = optional(
+    ge=1,
+    le=1_024,
+    title="Context parallel (cp)",
+    description="Ranks that split each sequence (torchtitan's context_parallel_degree, torch's ring attention): "
+    "each keeps s ÷ cp tokens of every activation, the logits and the loss, plus the whole sequence's K and V of "
+    "the layer in flight, all-gathered around the ring. FSDP shards state over D × cp (torchtitan's dp_shard_cp "
+    "mesh). The GPU count is D × tp × pp × cp; 2 × cp must divide seq_len (the head-tail load balancer).",
+    examples=[1],
+    json_schema_extra=form("parallelism", "ranks", 1),
+)
+
 EP_FIELD: Any = optional(
     ge=1,
     le=1_024,

@@ -68,3 +68,4 @@ class ScenarioValues:
     save_path: str = "sharded"  # Checkpoint save
     trainable_params: int = 7_000_000_000  # Trainable parameters
     frozen_bytes: int = 2  # Frozen parameter width
+    cp: int = 1  # Context parallel (cp)
