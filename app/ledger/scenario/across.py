@@ -256,7 +256,7 @@ def _context_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: Mode
     if "cp" in unchecked or _int(inp, "cp") == 1:
         return []
     cp = _int(inp, "cp")
-    allowed = "1, or a cp with 2 × cp dividing seq_len, without pp, ep, hpZ or the chunked loss"
+    allowed = "1, or a cp with 2 × cp dividing seq_len (and loss_chunks s ÷ cp), without pp, ep or hpZ"
     seq_len = inp.seq_len if inp.seq_len is not None else fill.seq_len if fill else _int(inp, "seq_len")
     why = ""
     if "seq_len" not in unchecked and seq_len % (2 * cp):
@@ -270,6 +270,8 @@ def _context_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: Mode
         why = "context with expert parallelism is not modelled (torchtitan borrows cp ranks for ep)"
     elif "hpz" not in unchecked and _int(inp, "hpz") > 1:
         why = "ZeRO++'s hpZ is DeepSpeed's, which has no context parallelism (its Ulysses is another scheme)"
-    elif "loss" not in unchecked and _value(inp, "loss") == "chunked":
-        why = "the chunked loss over the local sequence is not modelled"
+    elif "loss" not in unchecked and _value(inp, "loss") == "chunked" and (seq_len // cp) % _int(inp, "loss_chunks"):
+        # torchtitan slices the rank's own s ÷ cp tokens (its inputs and labels are sharded before the model runs)
+        why = (f"{cp:,}: loss_chunks ({_int(inp, 'loss_chunks'):,}) does not divide the local sequence s ÷ cp = "
+               f"{seq_len // cp:,}; torchtitan's ChunkedLossWrapper cuts the rank's tokens equally")  # fmt: skip
     return [Problem("cp", "context_parallel", why, allowed)] if why else []
