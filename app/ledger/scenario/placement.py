@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.ledger.bounds import ROUTING_IMBALANCE, TWO_50
+from app.ledger.bounds import CP, ROUTING_IMBALANCE, TWO_50
 from app.ledger.scenario.form import form, optional
 
 SHARD_GROUP_FIELD: Any = optional(
@@ -53,8 +53,8 @@ PP_STAGE_FIELD: Any = optional(
 )
 
 CP_FIELD: Any = optional(
-    ge=1,
-    le=1_024,
+    ge=CP[0],
+    le=CP[1],
     title="Context parallel (cp)",
     description="Ranks that split each sequence (torchtitan's context_parallel_degree, torch's ring attention): "
     "each keeps s ÷ cp tokens of every activation, the logits and the loss, plus the whole sequence's K and V of "
