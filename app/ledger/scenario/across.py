@@ -267,7 +267,7 @@ def _context_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: Mode
     elif "pp" not in unchecked and _int(inp, "pp") > 1:
         why = "context with pipeline parallelism is not modelled (which micro batches a stage keeps, cut by cp)"
     elif "ep" not in unchecked and _int(inp, "ep") > 1:
-        why = "context with expert parallelism is not modelled (torchtitan borrows cp ranks for ep)"
+        why = "context with expert parallelism is not modelled (torchtitan draws ep from dp_shard × cp × tp)"
     elif "hpz" not in unchecked and _int(inp, "hpz") > 1:
         why = "ZeRO++'s hpZ is DeepSpeed's, which has no context parallelism (its Ulysses is another scheme)"
     elif "loss" not in unchecked and _value(inp, "loss") == "chunked" and (seq_len // cp) % _int(inp, "loss_chunks"):
