@@ -10,6 +10,7 @@ from app.ledger.ledger import compute_ledger
 from app.ledger.models.activations import ActivationInputError, activation_ledger
 from app.ledger.models.defaults import model_defaults
 from app.ledger.models.reference import resolve
+from app.ledger.peak.fit import find_fit
 from app.ledger.peak.schedule.layout import not_schedulable
 from app.ledger.scenario import ScenarioError, parse_scenario
 from app.ledger.state.communication import communication
@@ -127,3 +128,15 @@ def test_the_activation_ledger_refuses_a_cp_that_does_not_split_the_sequence() -
     with pytest.raises(ActivationInputError) as caught:
         activation_ledger(resolve("llama-3.1-8b").architecture, seq_len=4096, micro_batch=1, cp=3)
     assert caught.value.field == "cp"
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_the_fit_finder_s_smallest_d_is_the_first_d_whose_ledger_fits(cp: int) -> None:
+    """The fit finder's smallest D at each stage equals a walk over D = 1, 2, … of the whole ledger's peaks with cp
+    fixed (its closed form ⌈N ÷ D⌉ holds only at cp = 1: with cp it reads the ledger's ⌈N ÷ (D × cp)⌉ lines)."""
+    s = parse_scenario({"cp": cp, "activation_bytes": "10GB", "capacity_bytes": "30GB"})
+    found = {f.stage: f.smallest_dp for f in find_fit(s).stages}
+    for stage in (1, 2, 3):
+        fits = (d for d in range(1, 257) if compute_ledger(s.with_(dp=d)).stages[stage].peak.total <= 30 * 10**9)
+        assert found[stage] == next(fits, None), stage
+    assert found[3] is not None
