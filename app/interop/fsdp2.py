@@ -188,3 +188,8 @@ def _notes(s: Scenario, notes: list[str]) -> None:
         notes.append(
             f"ep {s.ep}: expert parallelism is the model's own code (its experts split over {s.ep} ranks); not written"
         )
+    if s.cp > 1:
+        notes.append(
+            f"cp {s.cp}: context parallelism is torch.distributed.tensor.experimental.context_parallel around the "
+            f"step, and fully_shard over a flattened (dp_shard, cp) mesh of {s.shard_group * s.cp} ranks; not written"
+        )

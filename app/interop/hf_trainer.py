@@ -137,6 +137,10 @@ def _choices(s: Scenario, notes: list[str]) -> None:
                      "dp_shard_size), not a TrainingArguments key")  # fmt: skip
     if s.tp > 1 or s.pp > 1 or s.ep > 1:
         notes.append("tp, pp, ep: not set by these arguments")
+    if s.cp > 1:  # accelerate 1.15.0 parallelism_config.py: cp_size, FSDP over its dp_shard_cp mesh
+        notes.append(f"cp {s.cp}: context parallelism is Accelerate's ParallelismConfig(cp_size={s.cp}) (its torch "
+                     "backend, cp_comm_strategy allgather by default; FSDP over dp_shard_cp), not a TrainingArguments "
+                     "key; not written")  # fmt: skip
     if s.keeps_units_gathered:
         notes.append("reshard_after_backward 0: the Trainer reshards after every backward (no argument keeps the "
                      "units gathered between micro batches)")  # fmt: skip

@@ -47,6 +47,8 @@ def _parallelism(s: Scenario, notes: list[str]) -> list[str]:
         out.append(f"--parallelism.pipeline-parallel-degree {s.pp}")
     if s.ep > 1:
         out.append(f"--parallelism.expert-parallel-degree {s.ep}")
+    if s.cp > 1:  # torchtitan 0.3.0 config/configs.py context_parallel_degree (its FSDP mesh: dp_shard × cp)
+        out.append(f"--parallelism.context-parallel-degree {s.cp}")
     if s.stage != 3:
         notes.append(f"stage {s.stage}: torchtitan shards with FSDP2 (stage 3) whatever the scenario's stage")
     return out

@@ -34,6 +34,7 @@ _INTEGERS = {
     "parallelism.tensor-parallel-degree": "tp",
     "parallelism.pipeline-parallel-degree": "pp",
     "parallelism.expert-parallel-degree": "ep",
+    "parallelism.context-parallel-degree": "cp",
     "loss.num-chunks": "loss_chunks",  # the llama3 configs' ChunkedLossWrapper.Config.num_chunks
     "training.global-batch-size": "_global",  # ÷ (local batch × D): the gradient accumulation steps
 }

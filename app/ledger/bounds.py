@@ -28,6 +28,7 @@ DP = (1, 131_072)
 SEQ_LEN = (1, 1_048_576)
 MICRO_BATCH = (1, 4_096)
 TP = (1, 1_024)
+CP = (1, 1_024)  # context-parallel ranks (the layout search tries the divisors of the GPUs within it)
 AC_EVERY = (1, 1_024)  # checkpoint every N-th decoder layer
 LOSS_CHUNKS = (1, 1_024)  # loss = chunked: the sequence split into N chunks for the head and the loss
 GRAD_ACCUM = (1, 1_024)  # micro batches per optimizer step (gradient accumulation)

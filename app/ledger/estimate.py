@@ -90,6 +90,9 @@ def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
         activation_source=source,
         model=md,
         # FSDP2's padded shard is of the whole model over one flat mesh: not a model-parallel rank's
-        fsdp2=None if md is None or (s.tp, s.pp, s.ep) != (1, 1, 1) else fsdp2_shard(md.model.inventory, s.dp, 1),
+        # (nor with cp: the page states it at D, and the mesh would be D × cp; the ledger's shard is ⌈N ÷ (D × cp)⌉)
+        fsdp2=None
+        if md is None or (s.tp, s.pp, s.ep, s.cp) != (1, 1, 1, 1)
+        else fsdp2_shard(md.model.inventory, s.dp, 1),
         pipeline=pipeline_ends(s, ledger),
     )

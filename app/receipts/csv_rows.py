@@ -77,7 +77,8 @@ def _parallelism_rows(e: Estimate) -> Iterator[Row]:
     shards them, and with pipeline parallelism each end's peak at the run's stage."""
     s = e.scenario
     yield {"ledger": "parallelism", "category": "world", "value": s.world,
-           "formula": f"{n(s.dp)} × {n(s.tp)} × {n(s.pp)} = {n(s.world)}", "detail": "GPUs: D × tp × pp"}  # fmt: skip
+           "formula": f"{n(s.dp)} × {n(s.tp)} × {n(s.pp)} × {n(s.cp)} = {n(s.world)}",
+           "detail": "GPUs: D × tp × pp × cp"}  # fmt: skip
     lines = "; ".join(e.model.share.lines) if e.model is not None else ""
     yield {"ledger": "parallelism", "category": "params_per_rank", "value": s.params,
            "detail": "; ".join(p for p in ("parameters on this rank before ZeRO shards them", lines) if p)}  # fmt: skip

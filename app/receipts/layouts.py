@@ -27,8 +27,8 @@ LOWER_BOUND = (
 )
 COUNTED = (
     "communication per rank per optimizer step: the ZeRO / FSDP collectives of the communication ledger, tensor "
-    "parallelism's activation all-reduces of the decoder layers and the pipeline's boundary sends; ep is the "
-    "scenario's (1 unless typed), cp is not modelled"
+    "parallelism's activation all-reduces of the decoder layers, the pipeline's boundary sends and context "
+    "parallelism's ring K/V all-gathers and dK/dV passes; ep is the scenario's (1 unless typed)"
 )
 
 
@@ -46,9 +46,9 @@ class DeviceOut(Strict):
 
 
 class SearchOut(Strict):
-    layouts: Count = Field(description="(D, tp, pp) the scenario accepts and the global batch splits over")
-    refused: Count = Field(description="(D, tp, pp) the batch does not split over, or with no policy accepted")
-    policies_refused: Count = Field(description="(D, tp, pp, policy) of accepted layouts the scenario refused")
+    layouts: Count = Field(description="(D, tp, pp, cp) the scenario accepts and the global batch splits over")
+    refused: Count = Field(description="(D, tp, pp, cp) the batch does not split over, or with no policy accepted")
+    policies_refused: Count = Field(description="(D, tp, pp, cp, policy) of accepted layouts the scenario refused")
     candidates: Count = Field(description="(layout, policy, stage, reshard) in the space")
     searched: Count = Field(description="candidates searched for their largest micro batch that fits")
     pruned: Count = Field(description="candidates never searched: their least traffic could not enter the table")
@@ -64,6 +64,7 @@ class LayoutRowOut(Strict):
     dp: int
     tp: int
     pp: int
+    cp: int = Field(default=1, description="context-parallel ranks (world = dp × tp × pp × cp)")
     ep: int
     stage: int = Field(ge=0, le=3)
     reshard_after_forward: int = Field(ge=0, le=1)
@@ -98,7 +99,8 @@ def _row(i: int, row: Row, base_url: str) -> LayoutRowOut:
     s, t = row.scenario, row.traffic
     inter = sum(p.bytes for p in t.parts if p.across_nodes)
     return LayoutRowOut(
-        rank=i, dp=s.dp, tp=s.tp, pp=s.pp, ep=s.ep, stage=s.stage, reshard_after_forward=s.reshard_after_forward,
+        rank=i, dp=s.dp, tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep, stage=s.stage,
+        reshard_after_forward=s.reshard_after_forward,
         act_policy=s.act_policy, micro_batch=s.micro_batch, grad_accum=s.grad_accum, pp_stage=s.pp_stage,
         peak_bytes=row.peak, allocatable_bytes=s.allocatable_bytes, headroom_bytes=row.headroom,
         communication_bytes=t.bytes, intra_node_bytes=t.bytes - inter, inter_node_bytes=inter,
@@ -164,13 +166,28 @@ def summary(r: LayoutSearch) -> str:
     )
     cut = f"; cut short after {MAX_PROBES:,} peaks: later candidates not searched" if r.cut_short else ""
     return (
-        f"{r.layouts:,} layouts (D × tp × pp = {r.query.gpus:,}) accepted, {r.refused:,} refused{policies}; "
+        f"{r.layouts:,} layouts (D × tp × pp × cp = {r.query.gpus:,}) accepted, {r.refused:,} refused{policies}; "
         f"{r.candidates:,} candidates, {r.searched:,} searched, {r.pruned:,} pruned by the bound, {r.fitting:,} fit, "
         f"{r.dominated:,} dominated; {r.probes:,} peaks evaluated{cut}"
     )
 
 
-HEADER = ("#", "D", "tp", "pp", "stage", "raf", "AC", "b × acc", "peak", "headroom", "comm/step", "≥ time", "link")
+HEADER = (
+    "#",
+    "D",
+    "tp",
+    "pp",
+    "cp",
+    "stage",
+    "raf",
+    "AC",
+    "b × acc",
+    "peak",
+    "headroom",
+    "comm/step",
+    "≥ time",
+    "link",
+)
 
 
 def table_rows(r: LayoutSearch) -> Iterator[tuple[str, ...]]:
@@ -178,8 +195,8 @@ def table_rows(r: LayoutSearch) -> Iterator[tuple[str, ...]]:
         s = row.scenario
         raf = str(s.reshard_after_forward) if s.stage == 3 else "–"
         time = milliseconds(row.traffic.lower_bound_ns)
-        yield (str(i), f"{s.dp:,}", str(s.tp), str(s.pp), str(s.stage), raf, s.act_policy, batch(s), both(row.peak),
-               both(row.headroom), both(row.traffic.bytes), time, link(s, "/"))  # fmt: skip
+        yield (str(i), f"{s.dp:,}", str(s.tp), str(s.pp), str(s.cp), str(s.stage), raf, s.act_policy, batch(s),
+               both(row.peak), both(row.headroom), both(row.traffic.bytes), time, link(s, "/"))  # fmt: skip
 
 
 def render_table(base: Scenario, r: LayoutSearch) -> str:

@@ -48,7 +48,8 @@ def _model_lines(e: Estimate) -> Iterator[str]:
     yield f"  params {s.source_of('params')}, largest unit {s.source_of('unit_params')}; source: {ref.source}"
     a = e.model.activations
     if e.activation_source == "modelled":
-        yield (f"  activations modelled ({a.policy}, s = {s.seq_len:,}, b = {s.micro_batch:,}, t = {s.tp}): "
+        local = f" ÷ cp {s.cp} = {s.seq_len // s.cp:,} per rank" if s.cp > 1 else ""
+        yield (f"  activations modelled ({a.policy}, s = {s.seq_len:,}{local}, b = {s.micro_batch:,}, t = {s.tp}): "
                f"{gb(a.total_bytes)} = {a.layers} × {integer(a.per_layer_bytes)} B per layer + working set, "
                f"embedding, head and logits ({integer(a.logits_bytes)} B); recompute "
                f"+{a.recompute_fraction_text(3)} of a step")  # fmt: skip
@@ -119,8 +120,12 @@ def _parallel_lines(e: Estimate) -> Iterator[str]:
     if not parallelism_shown(s):
         return
     yield ""
-    yield f"Parallelism: world size = D × tp × pp = {s.dp:,} × {s.tp:,} × {s.pp:,} = {s.world:,} GPUs"
+    yield (f"Parallelism: world size = D × tp × pp × cp = {s.dp:,} × {s.tp:,} × {s.pp:,} × {s.cp:,} = {s.world:,} "
+           "GPUs")  # fmt: skip
     layout = [f"expert parallelism ep = {s.ep:,}: E ÷ ep of each MoE layer's experts per rank"] if s.ep > 1 else []
+    if s.cp > 1:
+        layout.append(f"context parallelism cp = {s.cp:,}: s ÷ cp tokens per rank; state sharded over D × cp = "
+                      f"{s.dp * s.cp:,} ranks (torchtitan's dp_shard_cp)")  # fmt: skip
     if s.shard_group < s.dp:
         layout.append(f"state sharded over {s.shard_group:,} ranks, {s.dp // s.shard_group:,} replicas (HSDP / MiCS)")
     if s.hpz > 1:

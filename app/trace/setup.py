@@ -160,6 +160,9 @@ def _run_problems(s: Scenario) -> list[str]:
                         "(the worst comes in the second; each later one repeats it)")  # fmt: skip
     if s.tp != 1 or s.sequence_parallel:
         problems.append("--tp / --sequence-parallel: the trace shards over one data-parallel mesh only (tp = 1)")
+    if s.cp != 1:  # docs/parallelism.md, "Not traced on CPU": no CPU sharding strategy for the ring's SDPA
+        problems.append("--cp: torch's ring attention does not run on CPU (no sharding strategy for "
+                        "aten._scaled_dot_product_flash_attention_for_cpu): cp is not traced")  # fmt: skip
     if s.reduce_bytes not in REDUCE_WIDTHS:  # the scenario's field allows exactly these; kept for direct callers
         problems.append(f"--reduce-bytes {s.reduce_bytes}: one of 2 (bfloat16), 4 (float32)")
     return problems

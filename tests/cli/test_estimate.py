@@ -497,3 +497,8 @@ def test_the_summary_csv_from_the_terminal_is_the_download(capsys: pytest.Captur
     downloaded = TestClient(create_app()).get("/summary.csv", params={"model": "llama-2-7b", "dp": "16"}).text
     assert printed == downloaded.removeprefix("\ufeff")
     assert printed.splitlines()[0].startswith("stage,persistent_bytes,")
+
+
+def test_a_cp_that_does_not_split_the_sequence_exits_2_naming_cp_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(capsys, "--model", "llama-3.1-8b", "--seq-len", "8192", "--cp", "3")
+    assert err.startswith("zero3-lab: error: --cp: ") and "2 × cp = 6 does not divide seq_len (8,192)" in err

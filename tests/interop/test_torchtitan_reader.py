@@ -17,7 +17,7 @@ from app.web.app import create_app
 
 READ = ("stack", "dp", "shard_group", "micro_batch", "seq_len", "act_policy", "reshard_after_forward", "param_bytes",
         "grad_bytes", "opt_bytes", "master_bytes", "gather_bytes", "reduce_bytes", "tp", "loss",
-        "loss_chunks", "grad_accum")  # fmt: skip
+        "loss_chunks", "grad_accum", "cp")  # fmt: skip
 
 
 @pytest.mark.parametrize("raw", [
@@ -26,6 +26,7 @@ READ = ("stack", "dp", "shard_group", "micro_batch", "seq_len", "act_policy", "r
     {"dp": "8"},
     {"dp": "8", "seq_len": "2048", "loss_chunks": "16"},
     {"dp": "16", "shard_group": "8", "micro_batch": "2", "grad_accum": "4"},  # global batch 2 × 16 × 4
+    {"dp": "8", "seq_len": "8192", "cp": "4", "grad_accum": "2"},  # cp shares its data-parallel rank's batch
 ])  # fmt: skip
 def test_what_the_writer_writes_the_reader_reads_back(raw: dict[str, str]) -> None:
     s = parse_scenario({"model": "llama-2-7b", "stack": "torchtitan", **raw})
@@ -96,3 +97,12 @@ def test_torchtitans_default_global_batch_is_one_micro_batch() -> None:
     """trainer.py: a global batch below 0 (its default, -1) is the local batch × the data-parallel degree."""
     fields, lines = read_torchtitan_command("--training.global-batch-size -1 --training.local-batch-size 2")
     assert fields["grad_accum"] == 1 and lines[0].status == "sets"
+
+
+def test_context_parallelism_is_written_as_torchtitans_flag() -> None:
+    """torchtitan 0.3.0 config/configs.py: Parallelism.context_parallel_degree; the shard degree stays D (torchtitan
+    folds cp into FSDP's mesh itself: dp_shard × cp)."""
+    s = parse_scenario({"model": "llama-2-7b", "stack": "torchtitan", "dp": "8", "seq_len": "8192", "cp": "4"})
+    text = torchtitan_snippet(s).text
+    assert "--parallelism.context-parallel-degree 4" in text
+    assert "--parallelism.data-parallel-shard-degree 8" in text

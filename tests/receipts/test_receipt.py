@@ -89,6 +89,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "lora_targets": "",
         "frozen_layers": 0,
         "freeze_embed": 0,
+        "cp": 1,
     }
 
 
@@ -156,7 +157,7 @@ def test_json_receipt_is_json(seed_estimate: Estimate) -> None:
 
 def test_the_parallelism_key_of_a_plain_scenario(seed_estimate: Estimate) -> None:
     assert receipt(seed_estimate)["parallelism"] == {
-        "world": 8, "dp": 8, "tp": 1, "pp": 1, "ep": 1, "shard_group": 8, "replicas": 1, "hpz": 1,
+        "world": 8, "dp": 8, "tp": 1, "pp": 1, "ep": 1, "cp": 1, "shard_group": 8, "replicas": 1, "hpz": 1,
         "params_per_rank": 7_000_000_000, "expert_params_per_rank": 0,
         "share": None, "activations": None, "pipeline": None,
     }  # fmt: skip
@@ -181,7 +182,7 @@ def test_the_parallelism_key_of_llama_2_70b_on_128_gpus() -> None:
     assert share["largest_unit"] == {"name": "layers.0", "params": layer}
     assert share["whole_model"] == 68_976_648_192
     assert share["lines"][-1].endswith("= 2,172,190,720 parameters per rank")
-    assert par["activations"] == {"stage": "first", "in_flight": 4, "all_to_all_bytes": 0}
+    assert par["activations"] == {"stage": "first", "in_flight": 4, "all_to_all_bytes": 0, "ring_kv_bytes": 0}
     pipe = par["pipeline"]
     assert (pipe["budgeted"], pipe["busier"], pipe["budgeted_is_busier"], pipe["other_problem"]) == (
         "first", "first", True, "")  # fmt: skip
@@ -197,12 +198,12 @@ def test_the_parallelism_key_of_llama_2_70b_on_128_gpus() -> None:
     table = read_csv(e)
     cell = {(r["stage"], r["ledger"], r["category"]): r for r in table}
     assert cell[("", "parallelism", "world")]["value"] == "128"
-    assert cell[("", "parallelism", "world")]["formula"] == "4 × 8 × 4 = 128"
+    assert cell[("", "parallelism", "world")]["formula"] == "4 × 8 × 4 × 1 = 128"
     assert cell[("", "parallelism", "params_per_rank")]["value"] == "2172190720"
     assert cell[("3", "parallelism", "pipeline.first.peak")]["bytes"] == str(first["peak"])
     assert cell[("3", "parallelism", "pipeline.last.peak")]["bytes"] == str(last["peak"])
     text = render_table(e)
-    assert "world size = D × tp × pp = 4 × 8 × 4 = 128 GPUs" in text
+    assert "world size = D × tp × pp × cp = 4 × 8 × 4 × 1 = 128 GPUs" in text
     assert "first (budgeted, busier)" in text and "WARNING" not in text
 
 

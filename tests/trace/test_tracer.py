@@ -115,6 +115,7 @@ def test_the_seeds_layout_is_refused_with_the_fsdp2_flags() -> None:
         ({"model": "llama-2-7b", **FSDP2, "opt_states": 3}, "--opt-states 3"),
         ({"model": "llama-2-7b", **FSDP2, "gather_bytes": 1}, "--gather-bytes 1"),
         ({"model": "llama-2-7b", **FSDP2, "tp": 2}, "one data-parallel mesh"),
+        ({"model": "llama-2-7b", **FSDP2, "cp": 2}, "ring attention does not run on CPU"),
     ],
 )
 def test_untraceable_scenarios_name_their_reason(raw: dict[str, object], needle: str) -> None:

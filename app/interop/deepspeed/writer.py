@@ -218,6 +218,9 @@ def _parallelism(s: Scenario, notes: list[str]) -> None:
     """Tensor, pipeline and expert parallelism: the model code's and the script's, never the config's."""
     if s.tp > 1:
         notes.append(f"tp {s.tp}: tensor parallelism comes from the model code (Megatron-DeepSpeed), not the config")
+    if s.cp > 1:
+        notes.append(f"cp {s.cp}: DeepSpeed has no ring context parallelism (its Ulysses sequence parallelism is "
+                     "another scheme, all-to-all of heads); not written")  # fmt: skip
     if s.pp > 1:
         notes.append(
             f"pp {s.pp}: pipeline parallelism is DeepSpeed's PipelineModule(num_stages={s.pp}) in the training "

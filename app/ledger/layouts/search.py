@@ -1,12 +1,15 @@
 """The layout search: for a model on a GPU count, the layouts that fit, ranked by their traffic per step.
 
-A layout is D × tp × pp = GPUs, a ZeRO stage (at stage 3 FSDP2's reshard_after_forward too), a recomputation
+A layout is D × tp × pp × cp = GPUs, a ZeRO stage (at stage 3 FSDP2's reshard_after_forward too), a recomputation
 policy and micro batch × accumulation = the target global batch ÷ D. Every other input is the scenario's own.
 
 Validity is the scenario's: each (D, tp, pp, policy) is read through :func:`app.ledger.scenario.parse_scenario`
 and skipped where it refuses (tp not dividing the heads, pp not dividing the layers, …); a tp or pp refused on
 its own field is not tried again with another partner. The search adds two rules of its own: D divides the
 global batch, and with pp > 1 at least pp micro batches a step (the 1F1B fill the lab's pipeline model assumes).
+Context parallelism (cp) is tried where the scenario can take it: 2 × cp dividing the sequence (torch's head-tail
+load balancer) and pp = 1 (the lab does not model the two together); the cp ranks share their data-parallel rank's
+batch, so the batch splits over D alone.
 
 Fit is the estimate's: the peak of the stage the run uses (:func:`app.ledger.estimate.run_stage_peak`, the ledger's
 own), at both ends of a pipeline (:func:`app.ledger.pipeline.other_end`), within the device's capacity less the
@@ -30,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from app.ledger.bounds import ACT_POLICIES, DP, GRAD_ACCUM, MICRO_BATCH, TP
+from app.ledger.bounds import ACT_POLICIES, CP, DP, GRAD_ACCUM, MICRO_BATCH, TP
 from app.ledger.estimate import run_stage_peak
 from app.ledger.layouts.query import LayoutSearchIn, check_base
 from app.ledger.layouts.traffic import StepTraffic, slowest_rank, step_traffic
@@ -44,11 +47,11 @@ MAX_PROBES = 3_000  # peak evaluations per search (a 70B model on 512 GPUs needs
 # Recomputation's cost, for ties: the less recomputed first.
 POLICY_COST: dict[str, int] = {"none": 0, "selective": 1, "op": 2, "full": 3}
 # The inputs each candidate sets; the scenario's own values of them are not carried over.
-SEARCHED = frozenset({"dp", "tp", "pp", "pp_stage", "stage", "reshard_after_forward", "act_policy", "micro_batch",
+SEARCHED = frozenset({"dp", "tp", "pp", "cp", "pp_stage", "stage", "reshard_after_forward", "act_policy", "micro_batch",
                       "grad_accum", "capacity_bytes", "name"})  # fmt: skip
 # Fields whose rules read D or the micro batch: refused at the base's defaults, they may hold at a layout's.
 _LAYOUT_BOUND = SEARCHED | {"ep", "shard_group", "hpz"}
-_LAYOUT_FIELDS = frozenset({"tp", "pp"})  # a refusal naming one of these holds whatever its partners
+_LAYOUT_FIELDS = frozenset({"tp", "pp", "cp"})  # a refusal naming one of these holds whatever its partners
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,7 @@ class _Search:
         typed = {k: v for k, v in base.non_default_items() if k not in SEARCHED}
         self.typed: dict[str, object] = {**typed, "capacity_bytes": device.capacity_bytes}
         self.probes = 0
+        self.seq_len = base.seq_len  # not searched: what cp must split
         self.check_typed()
 
     def check_typed(self) -> None:
@@ -160,36 +164,48 @@ class _Search:
         refused, and the policies refused on accepted layouts."""
         q, out, layouts, refused, policies_refused = self.q, [], 0, 0, 0
         bad: set[tuple[str, int]] = set()
-        for tp in (t for t in divisors(q.gpus) if t <= TP[1]):
-            for pp in divisors(q.gpus // tp):
-                dp = q.gpus // (tp * pp)
-                per_rank, rest = divmod(q.global_batch, dp)
-                bs = [b for b in divisors(per_rank) if b <= MICRO_BATCH[1] and pp <= per_rank // b <= GRAD_ACCUM[1]]
-                if rest or not bs or dp > DP[1] or ("tp", tp) in bad or ("pp", pp) in bad:
-                    refused += 1
+        for tp, pp, cp in self.layouts():
+            dp = q.gpus // (tp * pp * cp)
+            per_rank, rest = divmod(q.global_batch, dp)
+            bs = [b for b in divisors(per_rank) if b <= MICRO_BATCH[1] and pp <= per_rank // b <= GRAD_ACCUM[1]]
+            if rest or not bs or dp > DP[1] or ("tp", tp) in bad or ("pp", pp) in bad or ("cp", cp) in bad:
+                refused += 1
+                continue
+            accepted = refused_here = 0
+            for policy in ACT_POLICIES:
+                try:
+                    base = self.parse(dp=dp, tp=tp, pp=pp, cp=cp, act_policy=policy, stage=3, micro_batch=bs[0],
+                                      grad_accum=per_rank // bs[0])  # fmt: skip
+                except ScenarioError as exc:
+                    fields = {e.field for e in exc.errors}
+                    if fields <= _LAYOUT_FIELDS:
+                        bad.update((f, {"tp": tp, "pp": pp, "cp": cp}[f]) for f in fields)
+                        break
+                    refused_here += 1
                     continue
-                accepted = refused_here = 0
-                for policy in ACT_POLICIES:
-                    try:
-                        base = self.parse(dp=dp, tp=tp, pp=pp, act_policy=policy, stage=3, micro_batch=bs[0],
-                                          grad_accum=per_rank // bs[0])  # fmt: skip
-                    except ScenarioError as exc:
-                        fields = {e.field for e in exc.errors}
-                        if fields <= _LAYOUT_FIELDS:
-                            bad.update((f, tp if f == "tp" else pp) for f in fields)
-                            break
-                        refused_here += 1
-                        continue
-                    accepted += 1
-                    for stage, reshard in ((0, 1), (1, 1), (2, 1), (3, 1), (3, 0)):
-                        c = _Candidate(base, stage, reshard, bs, (0, 0))
-                        c.bound = self.key(step_traffic(self.at(c, bs[-1], activations=False), self.links))
-                        out.append(c)
-                if accepted:
-                    layouts, policies_refused = layouts + 1, policies_refused + refused_here
-                else:
-                    refused += 1
+                accepted += 1
+                for stage, reshard in ((0, 1), (1, 1), (2, 1), (3, 1), (3, 0)):
+                    c = _Candidate(base, stage, reshard, bs, (0, 0))
+                    c.bound = self.key(step_traffic(self.at(c, bs[-1], activations=False), self.links))
+                    out.append(c)
+            if accepted:
+                layouts, policies_refused = layouts + 1, policies_refused + refused_here
+            else:
+                refused += 1
         return out, layouts, refused, policies_refused
+
+    def layouts(self) -> list[tuple[int, int, int]]:
+        """(tp, pp, cp) whose product divides the GPUs: cp only with pp = 1 and 2 × cp dividing the sequence (the
+        scenario's own rules, :func:`app.ledger.scenario.across`, checked here so that no layout is parsed in vain)."""
+        gpus = self.q.gpus
+        out = []
+        for tp in (t for t in divisors(gpus) if t <= TP[1]):
+            for pp in divisors(gpus // tp):
+                out.append((tp, pp, 1))
+                if pp == 1:
+                    rest = gpus // tp
+                    out.extend((tp, 1, cp) for cp in divisors(rest) if 1 < cp <= CP[1] and self.seq_len % (2 * cp) == 0)
+        return out
 
     def largest_fitting(self, c: _Candidate) -> tuple[Scenario, tuple[int, int]] | None:
         """The candidate at its largest micro batch that fits, with both ends' peaks; None when none fits."""
@@ -222,7 +238,8 @@ class _Search:
         budgeting the busier end of a pipeline."""
         end = "first" if peaks[0] >= peaks[1] else "last"
         try:
-            s = self.parse(dp=probe.dp, tp=probe.tp, pp=probe.pp, act_policy=probe.act_policy, stage=probe.stage,
+            s = self.parse(dp=probe.dp, tp=probe.tp, pp=probe.pp, cp=probe.cp, act_policy=probe.act_policy,
+                           stage=probe.stage,
                            reshard_after_forward=probe.reshard_after_forward, micro_batch=probe.micro_batch,
                            grad_accum=probe.grad_accum, pp_stage=end)  # fmt: skip
         except ScenarioError:
@@ -254,8 +271,9 @@ class _Search:
             if row is None:
                 continue
             s, t = row.scenario, row.traffic
-            key = (*self.key(t), POLICY_COST[s.act_policy], -s.reshard_after_forward, row.peak, s.tp, s.pp, s.stage)
-            shape = (s.dp, s.tp, s.pp, t.bytes, t.lower_bound_ns)
+            key = (*self.key(t), POLICY_COST[s.act_policy], -s.reshard_after_forward, row.peak, s.tp, s.pp, s.cp,
+                   s.stage)  # fmt: skip
+            shape = (s.dp, s.tp, s.pp, s.cp, t.bytes, t.lower_bound_ns)
             if shape in best:
                 dominated += 1
                 if key > best[shape][0]:

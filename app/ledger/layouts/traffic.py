@@ -5,11 +5,13 @@ group of ranks rounded as there) and the activations that tensor and pipeline pa
 (:mod:`app.ledger.state.parallel_traffic`).
 
 Which link each crosses. Ranks are laid out as Megatron-LM does, tensor-parallel ranks adjacent, then data
-parallel, then pipeline stages (rank = t_i + tp × (d_i + D × p_i)), and each node holds ``ranks_per_node``
-consecutive ranks. A group then spans tp ranks (tensor parallel), tp × G ranks (a data-parallel group of G,
-a shard group or ZeRO++'s hpZ group), tp × D ranks (HSDP's replicas, the experts' strided group), or the whole
-world (a pipeline stage's neighbour is tp × D ranks away). It stays within a node when its span fits in one and
-the node holds whole spans (ranks_per_node a multiple of it); otherwise some group of its kind crosses nodes and
+parallel, then pipeline stages (rank = t_i + tp × (d_i + D × p_i)); context-parallel ranks sit between tensor
+and data parallel, as torchtitan 0.3.0's mesh orders them (pp, dp_replicate, dp_shard, cp, tp); each node holds
+``ranks_per_node`` consecutive ranks. A group then spans tp ranks (tensor parallel), tp × cp (context parallel),
+tp × G ranks (a data-parallel group of G, a shard group or ZeRO++'s hpZ group; with cp, G = its size × cp),
+tp × D × cp ranks (HSDP's replicas, the experts' strided group), or the whole world (a pipeline stage's neighbour
+is tp × D ranks away). It stays within a node when its span fits in one and the node holds whole spans
+(ranks_per_node a multiple of it); otherwise some group of its kind crosses nodes and
 the step waits for it: its bytes go at the network's bandwidth.
 
 The lower bound. A ring sends its bytes per rank at the slowest link it crosses, each direction at once (NCCL's
@@ -66,9 +68,10 @@ def crosses(span: int, ranks_per_node: int) -> bool:
 
 def _zero_span(s: Scenario, across: bool, group: int) -> int:
     """The ranks a data-parallel group spans: tp × its size when its members are consecutive data-parallel ranks
-    (the dense group, a shard group, the hpZ group), tp × D when strided (HSDP's replicas, the experts' group)."""
-    consecutive = not across and group in (s.shard_group, s.hpz)
-    return s.tp * (group if consecutive else s.dp)
+    (the dense group, a shard group, the hpZ group; with cp, FSDP's dp_shard × cp group), tp × D × cp when strided
+    (HSDP's replicas, the experts' group)."""
+    consecutive = not across and group in (s.shard_group * s.cp, s.hpz)
+    return s.tp * (group if consecutive else s.dp * s.cp)
 
 
 def step_traffic(s: Scenario, links: Links) -> StepTraffic:

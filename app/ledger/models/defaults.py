@@ -67,6 +67,7 @@ class ModelQuery(NamedTuple):
     lora_targets: str = ""
     frozen_layers: int = 0
     freeze_embed: int = 0
+    cp: int = 1
 
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
@@ -119,6 +120,7 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         every=q.ac_every,
         gqa=q.gqa,
         imbalance_pct=q.routing_imbalance_pct,
+        cp=q.cp,
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     if adapters is None:

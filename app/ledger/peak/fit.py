@@ -73,8 +73,9 @@ class _PeakModel:
         self.room = max_subtotal(s.allocatable_bytes, s.contingency_pct)
         # A shard group, hpZ, expert parallelism or frozen parameters: ⌈N ÷ D⌉ is no longer the only term in D, and
         # D must be a multiple of the groups (``step``); the smallest D is then bisected instead of solved for.
+        # (cp > 1 too: the sharded term is ⌈N ÷ (D × cp)⌉, which the bisection reads from the ledger's own lines)
         self.plain = (len(s.shards()) == 1 and s.shard_group == s.dp and s.hpz == 1
-                      and s.trainable_params == s.params)  # fmt: skip
+                      and s.trainable_params == s.params and s.cp == 1)  # fmt: skip
         self.step = math.lcm(s.ep, s.hpz, 1 if s.shard_group == s.dp else s.shard_group)
 
     def persistent(self, stage: int, dp: int) -> int:

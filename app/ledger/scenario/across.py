@@ -134,7 +134,7 @@ def _model_fill(inp: ScenarioFields) -> ModelFill | Problem:
     # A typed activation_bytes replaces the modelled total, but where the schedule-aware peak is walked
     # (the model's own params and U, tp = 1) its loss and backward temporaries stay modelled: they too
     # must stay in bounds, or a receipt's integers could pass 2^53.
-    walked = inp.params is None and inp.unit_params is None and all(_int(inp, k) == 1 for k in ("tp", "pp", "ep"))
+    walked = inp.params is None and inp.unit_params is None and all(_int(inp, k) == 1 for k in ("tp", "pp", "ep", "cp"))
     if activation > top and (inp.activation_bytes is None or walked):
         typed = inp.activation_bytes is not None
         why = " (the schedule-aware peak models its temporaries even with activation_bytes typed)" if typed else ""
@@ -192,6 +192,8 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
     problems.extend(p for p in _sharding_problems(inp, unchecked) if p.field not in blamed)
     blamed = {p.field for p in problems}
     problems.extend(p for p in _loss_problems(inp, unchecked, fill) if p.field not in blamed)
+    blamed = {p.field for p in problems}
+    problems.extend(p for p in _context_problems(inp, unchecked, fill) if p.field not in blamed)
     return Across(fill, tuple(problems))
 
 
@@ -253,3 +255,31 @@ def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[P
         if why:
             problems.append(Problem("ep", "expert_parallel", why, f"1, or a divisor of dp ({dp:,}) and the experts"))
     return problems
+
+
+def _context_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelFill | None) -> list[Problem]:
+    """Context parallelism against the sequence and the layouts the lab models it with. A named model's own limits
+    (2·cp dividing s, a causal attention) come from its activation ledger (:mod:`app.ledger.models.activations.ring`);
+    this checks the sequence without a model too, so a link is refused the same with or without one."""
+    if "cp" in unchecked or _int(inp, "cp") == 1:
+        return []
+    cp = _int(inp, "cp")
+    allowed = "1, or a cp with 2 × cp dividing seq_len (and loss_chunks s ÷ cp), without pp, ep or hpZ"
+    seq_len = inp.seq_len if inp.seq_len is not None else fill.seq_len if fill else _int(inp, "seq_len")
+    why = ""
+    if "seq_len" not in unchecked and seq_len % (2 * cp):
+        # torch 2.13.0 _context_parallel/_load_balancer.py _HeadTailLoadBalancer (torchtitan 0.3.0's default
+        # "headtail"): `if seq_length % (world_size * 2) != 0: raise AssertionError`
+        why = (f"{cp:,}: 2 × cp = {2 * cp:,} does not divide seq_len ({seq_len:,}); torch's head-tail load balancer "
+               "(torchtitan's default) cuts each sequence into 2 × cp equal chunks")  # fmt: skip
+    elif "pp" not in unchecked and _int(inp, "pp") > 1:
+        why = "context with pipeline parallelism is not modelled (which micro batches a stage keeps, cut by cp)"
+    elif "ep" not in unchecked and _int(inp, "ep") > 1:
+        why = "context with expert parallelism is not modelled (torchtitan draws ep from dp_shard × cp × tp)"
+    elif "hpz" not in unchecked and _int(inp, "hpz") > 1:
+        why = "ZeRO++'s hpZ is DeepSpeed's, which has no context parallelism (its Ulysses is another scheme)"
+    elif "loss" not in unchecked and _value(inp, "loss") == "chunked" and (seq_len // cp) % _int(inp, "loss_chunks"):
+        # torchtitan slices the rank's own s ÷ cp tokens (its inputs and labels are sharded before the model runs)
+        why = (f"{cp:,}: loss_chunks ({_int(inp, 'loss_chunks'):,}) does not divide the local sequence s ÷ cp = "
+               f"{seq_len // cp:,}; torchtitan's ChunkedLossWrapper cuts the rank's tokens equally")  # fmt: skip
+    return [Problem("cp", "context_parallel", why, allowed)] if why else []

@@ -48,6 +48,7 @@ from app.ledger.scenario.choices import (
 )
 from app.ledger.scenario.form import form, optional
 from app.ledger.scenario.placement import (
+    CP_FIELD,
     EP_FIELD,
     HOST_BYTES_FIELD,
     HPZ_FIELD,
@@ -212,6 +213,7 @@ class ScenarioFields(BaseModel):
     pp: Plain = PP_FIELD
     pp_stage: PpStage = PP_STAGE_FIELD
     ep: Plain = EP_FIELD
+    cp: Plain = CP_FIELD
     routing_imbalance_pct: Plain = ROUTING_IMBALANCE_PCT_FIELD
     prefetch: Plain = optional(
         ge=0,

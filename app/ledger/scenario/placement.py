@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.ledger.bounds import ROUTING_IMBALANCE, TWO_50
+from app.ledger.bounds import CP, ROUTING_IMBALANCE, TWO_50
 from app.ledger.scenario.form import form, optional
 
 SHARD_GROUP_FIELD: Any = optional(
@@ -50,6 +50,18 @@ PP_STAGE_FIELD: Any = optional(
     "peaks and which is the busier.",
     examples=["first"],
     json_schema_extra=form("parallelism", "stage", "first"),
+)
+
+CP_FIELD: Any = optional(
+    ge=CP[0],
+    le=CP[1],
+    title="Context parallel (cp)",
+    description="Ranks that split each sequence (torchtitan's context_parallel_degree, torch's ring attention): "
+    "each keeps s ÷ cp tokens of every activation, the logits and the loss, plus the whole sequence's K and V of "
+    "the layer in flight, all-gathered around the ring. FSDP shards state over D × cp (torchtitan's dp_shard_cp "
+    "mesh). The GPU count is D × tp × pp × cp; 2 × cp must divide seq_len (the head-tail load balancer).",
+    examples=[1],
+    json_schema_extra=form("parallelism", "ranks", 1),
 )
 
 EP_FIELD: Any = optional(

@@ -59,8 +59,10 @@ class Scenario(ScenarioValues):
 
     @property
     def world(self) -> int:
-        """GPUs in the run: D × tp × pp (expert parallelism splits the D ranks, it adds none)."""
-        return self.dp * self.tp * self.pp
+        """GPUs in the run: D × tp × pp × cp (expert parallelism splits the D ranks, it adds none; context
+        parallelism's ranks are ranks of their own, torchtitan's ParallelDims: dp_replicate × dp_shard × cp × tp × pp
+        = WORLD_SIZE)."""
+        return self.dp * self.tp * self.pp * self.cp
 
     @property
     def expert_params(self) -> int:
@@ -90,8 +92,10 @@ class Scenario(ScenarioValues):
         return ((whole - experts, group), (experts, max(1, dp // self.ep)))
 
     def _group(self, dp: int) -> int:
-        """The dense parameters' sharding degree at D = ``dp``: D itself, or a typed shard group (at most D)."""
-        return dp if self.shard_group == self.dp else min(self.shard_group, dp)
+        """The dense parameters' sharding degree at D = ``dp``: D itself, or a typed shard group (at most D), times
+        cp: FSDP shards over the context-parallel ranks too (torchtitan 0.3.0 ParallelDims: ``fsdp = dp_shard × cp``,
+        the dp_shard_cp mesh fully_shard is applied on; HSDP's replicas stay dp_replicate)."""
+        return (dp if self.shard_group == self.dp else min(self.shard_group, dp)) * self.cp
 
     def unit_shards(self, degree: int | None = None) -> tuple[tuple[int, int], ...]:
         """The largest unit's (parameters, owners) parts, as :meth:`shards` splits the whole."""

@@ -72,3 +72,4 @@ class ScenarioValues:
     lora_targets: str = ""  # LoRA target modules
     frozen_layers: int = 0  # Frozen layers
     freeze_embed: int = 0  # Freeze the embedding
+    cp: int = 1  # Context parallel (cp)

@@ -75,6 +75,8 @@ class Communication:
             text += f"{_replicas(s)} groups"
         if s.ep > 1:
             text += f"; the experts' over their D ÷ ep = {s.dp // s.ep} ranks"
+        if s.cp > 1:
+            text += f"; over D × cp = {s.dp * s.cp} ranks (FSDP shards over the context-parallel ranks too)"
         if s.grad_accum > 1:
             text += f"; {s.grad_accum} micro batches a step: " + _per_micro_batch(s, self.stage)
         return text
@@ -145,8 +147,9 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
         tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one
         p_, g_ = ("Ψ_p(experts)", "Ψ_g(experts)") if tag else ("Ψ_p", "Ψ_g")
         if stage == 0:
-            # Plain data parallelism all-reduces over every data-parallel rank (the experts' over theirs).
-            terms.append(Term("all-reduce" + tag, syncs * 2 * psi_g, s.dp if not tag else group,
+            # Plain data parallelism all-reduces over every data-parallel rank (the experts' over theirs), the
+            # context-parallel ranks included: they hold the same parameters (torchtitan's loss mesh is batch × cp).
+            terms.append(Term("all-reduce" + tag, syncs * 2 * psi_g, s.dp * s.cp if not tag else group,
                               _times(syncs, f"2 × {g_}")))  # fmt: skip
             continue
         gathered, first = _times(passes, p_), _times(forward, p_)
@@ -162,9 +165,9 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
             terms.append(Term("all-gather" + tag, psi_p, group, p_))
     replicas = _replicas(s)
     if stage >= 1 and replicas > 1:
-        grad_shard = shard(s.trainable_params, s.shard_group) * s.grad_bytes
+        grad_shard = shard(s.trainable_params, s.shard_group * s.cp) * s.grad_bytes  # the dense part's group
         trained = "N" if s.trainable_params == s.params else "T"  # T: the parameters that train
-        spelled = _times(syncs, f"2 × ⌈{trained} ÷ {n(s.shard_group)}⌉ × {s.grad_bytes} B")
+        spelled = _times(syncs, f"2 × ⌈{trained} ÷ {n(s.shard_group * s.cp)}⌉ × {s.grad_bytes} B")
         terms.append(Term("all-reduce of the gradient shard", syncs * 2 * grad_shard, replicas, spelled, across=True))
     return terms
 

@@ -20,6 +20,14 @@ with t > 1 or pp > 1 also moves activations, every micro batch (Megatron-LM's la
   sequence parallelism each tensor-parallel rank sends its 1 ÷ t slice (Megatron's scatter/gather of the
   boundary), else the whole tensor.
 
+- **Context parallelism** (torch 2.13.0 ring attention, ``_context_parallel/_attention.py``, the default
+  ``_RotateMethod.ALL_GATHER`` torchtitan 0.3.0 keeps): each attention call all-gathers the concatenated local K and
+  V (2·(s ÷ cp)·b·kv·d in the activation width) over the cp ranks, once in forward and once in backward (its
+  ``kv_rotater``), each sending (cp − 1) × the local buffer per rank; the backward also passes the FP32 dK and dV
+  (``convert_to_f32``) to the next rank with ``_AllToAllRotater`` on every one of its cp ring steps. Full
+  recomputation runs the forward's all-gather again. The tensor-parallel and pipeline volumes above are the local
+  sequence's (s ÷ cp).
+
 Counted: the decoder layers' collectives and the boundary sends. Not counted (small beside them, and a
 lower bound stays one): the vocabulary-parallel embedding's and loss's all-reduces.
 """
@@ -51,8 +59,8 @@ class Traffic:
 
 
 def _boundary(s: Scenario) -> int:
-    """One micro batch's b·s·h activation at a stage boundary, in the activation width."""
-    return s.micro_batch * s.seq_len * resolve(s.model).architecture.hidden * s.act_bytes
+    """One micro batch's b·s·h activation at a stage boundary, in the activation width (s: the rank's s ÷ cp)."""
+    return s.micro_batch * (s.seq_len // s.cp) * resolve(s.model).architecture.hidden * s.act_bytes
 
 
 def tensor_parallel(s: Scenario) -> Traffic | None:
@@ -75,6 +83,22 @@ def pipeline(s: Scenario) -> Traffic | None:
     return Traffic(what, s.grad_accum * each, 2, s.world)
 
 
+def context_parallel(s: Scenario) -> Traffic | None:
+    """Ring attention's K/V all-gathers (forward, backward, and forward again where recomputed) and the backward's FP32
+    dK/dV passes, on one context-parallel rank (None: cp = 1 or no model)."""
+    if s.cp == 1 or not s.model:
+        return None
+    arch = resolve(s.model).architecture
+    layers = arch.layers // s.pp
+    # K and V of the rank's s ÷ cp tokens, its key/value heads on this tensor-parallel rank
+    kv = 2 * s.micro_batch * (s.seq_len // s.cp) * ceil_div(arch.kv_heads, s.tp) * arch.head_dim
+    recomputed = ceil_div(layers, s.ac_every) if s.act_policy == "full" else 0
+    gathers = (2 * layers + recomputed) * (s.cp - 1) * kv * s.act_bytes  # all-gather: (cp − 1) × its input sent
+    gradients = layers * s.cp * kv * 4  # _AllToAllRotater: the FP32 dK and dV every ring step (convert_to_f32)
+    return Traffic("context-parallel ring K/V all-gathers and dK/dV passes", s.grad_accum * (gathers + gradients),
+                   s.cp, s.tp * s.cp)  # fmt: skip
+
+
 def model_parallel_traffic(s: Scenario) -> tuple[Traffic, ...]:
-    """Every model-parallel traffic of ``s`` (empty with tp = pp = 1)."""
-    return tuple(t for t in (tensor_parallel(s), pipeline(s)) if t is not None)
+    """Every model-parallel traffic of ``s`` (empty with tp = pp = cp = 1)."""
+    return tuple(t for t in (tensor_parallel(s), pipeline(s), context_parallel(s)) if t is not None)

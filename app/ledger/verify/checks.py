@@ -86,7 +86,7 @@ def oracle_agreement(ledger: Ledger) -> CheckResult:
             scenario.opt_states, scenario.opt_bytes, optimizer_offloaded=scenario.offload_optimizer != "none",
             params_offloaded=scenario.offload_param != "none", expert_params=experts, ep=scenario.ep,
             shard_group=min(scenario.shard_group, scenario.dp), hpz=scenario.hpz,
-            trainable=scenario.trainable_params, frozen_bytes=scenario.frozen_bytes,
+            trainable=scenario.trainable_params, frozen_bytes=scenario.frozen_bytes, cp=scenario.cp,
         )  # fmt: skip
         for stage in evaluated.stages:
             row = table[stage.stage]
@@ -114,8 +114,9 @@ def host_agreement(ledger: Ledger) -> CheckResult:
         table = host_table(
             scenario.params, scenario.dp, scenario.param_bytes, scenario.grad_bytes, scenario.master_bytes,
             scenario.opt_states, scenario.opt_bytes, scenario.offload_optimizer, scenario.offload_param,
-            scenario.ranks_per_node, largest_tensor(scenario), scenario.dp * scenario.tp * scenario.pp,
+            scenario.ranks_per_node, largest_tensor(scenario), scenario.dp * scenario.tp * scenario.pp * scenario.cp,
             scenario.expert_params, scenario.ep, min(scenario.shard_group, scenario.dp), scenario.trainable_params,
+            scenario.cp,
         )  # fmt: skip
         for stage in host.stages:
             if stage.per_node != table[stage.stage]:

@@ -24,6 +24,7 @@ def stage_table(
     hpz: int = 1,
     trainable: int = 0,
     frozen_bytes: int = 0,
+    cp: int = 1,
 ) -> dict[int, dict[str, int]]:
     """Persistent bytes per busiest rank on the device for stages 0–3, by class, straight from the ZeRO
     paper; with offload, ZeRO-Offload's (Ren et al., ATC'21, §4) and ZeRO-Infinity's moves zero a cell.
@@ -32,8 +33,10 @@ def stage_table(
     ``shard_group`` ranks (HSDP / MiCS; 0 = all dp); ``hpz`` > 1 adds ZeRO++'s secondary partition of
     ⌈params ÷ hpz⌉ parameters at stage 3 (Wang et al., ZeRO++, §3.2). ``trainable`` (0 = all of them) of the
     params train: only they have gradients, master weights and optimizer states; the frozen rest keep
-    ``frozen_bytes`` (0 = param_bytes) per parameter."""
-    group = shard_group if shard_group else dp
+    ``frozen_bytes`` (0 = param_bytes) per parameter. ``cp`` context-parallel ranks hold the same parameters as their
+    data-parallel rank and FSDP shards over them too (torchtitan 0.3.0 parallel_dims.py: fsdp = dp_shard × cp): the
+    shard group is cp times larger."""
+    group = (shard_group if shard_group else dp) * cp
     if expert_params:
         # dense over the shard group, experts over their expert-data-parallel ranks, each rounded up
         dense = params - expert_params
@@ -104,11 +107,13 @@ def host_table(
     ep: int = 1,
     shard_group: int = 0,
     trainable: int = 0,
+    cp: int = 1,
 ) -> dict[int, int]:
     """Host RAM per node during training for stages 0–3, spelled out from DeepSpeed's offload
     allocations (stage_1_and_2.py, stage3.py, the swappers), every cell by hand. The optimizer's terms are over the
-    ``trainable`` parameters' partition (0 = all train), the parameter offload's over every parameter."""
-    group = shard_group if shard_group else dp
+    ``trainable`` parameters' partition (0 = all train), the parameter offload's over every parameter; ``cp``: the
+    shard group is cp times larger (as :func:`stage_table` says)."""
+    group = (shard_group if shard_group else dp) * cp
     if expert_params:
         everything = (params - expert_params + group - 1) // group + (expert_params + dp // ep - 1) // (dp // ep)
     else:

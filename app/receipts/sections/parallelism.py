@@ -35,6 +35,9 @@ class ParallelActivations(Strict):
     stage: PipelineStage
     in_flight: Count = Field(description="micro batches whose activations the stage holds at once under 1F1B")
     all_to_all_bytes: Bytes = Field(description="one MoE layer's all-to-all dispatch send and receive buffers")
+    ring_kv_bytes: Bytes = Field(
+        default=0, description="context parallelism: ring attention's all-gathered K and V of the layer in flight"
+    )
 
 
 class PipelineEndOut(Strict):
@@ -61,12 +64,13 @@ class PipelineOut(Strict):
 class ParallelismSection(Strict):
     """The model-parallel layout: world size, this rank's share of the model, and both pipeline ends."""
 
-    world: Count = Field(description="GPUs in the run: dp × tp × pp")
+    world: Count = Field(description="GPUs in the run: dp × tp × pp × cp")
     dp: Count
     tp: Count
     pp: Count
     ep: Count
-    shard_group: Count = Field(description="ranks ZeRO shards state over (dp unless HSDP / MiCS)")
+    cp: Count = Field(default=1, description="context-parallel ranks; FSDP shards state over shard_group × cp")
+    shard_group: Count = Field(description="ranks ZeRO shards state over (dp unless HSDP / MiCS), before × cp")
     replicas: Count = Field(description="dp ÷ shard_group: copies of the sharded state")
     hpz: Count = Field(description="ZeRO++ secondary parameter partition size (1: none)")
     params_per_rank: Count = Field(description="the scenario's N: parameters on this rank before ZeRO shards them")
@@ -81,7 +85,7 @@ class ParallelismSection(Strict):
 def parallelism_shown(s: Scenario) -> bool:
     """Whether the layout is more than plain data parallelism: tp, pp or ep above 1, an HSDP / MiCS shard
     group smaller than D, or a ZeRO++ secondary partition (the table and the page show it then)."""
-    return s.tp > 1 or s.pp > 1 or s.ep > 1 or s.shard_group < s.dp or s.hpz > 1
+    return s.tp > 1 or s.pp > 1 or s.ep > 1 or s.cp > 1 or s.shard_group < s.dp or s.hpz > 1
 
 
 def _end(end: PipelineEnd) -> PipelineEndOut:
@@ -110,6 +114,7 @@ def parallelism_out(e: Estimate) -> ParallelismSection:
         tp=s.tp,
         pp=s.pp,
         ep=s.ep,
+        cp=s.cp,
         shard_group=s.shard_group,
         replicas=s.dp // s.shard_group,
         hpz=s.hpz,
@@ -129,7 +134,10 @@ def parallelism_out(e: Estimate) -> ParallelismSection:
         activations=None
         if acts is None
         else ParallelActivations(
-            stage=cast(PipelineStage, acts.stage), in_flight=acts.in_flight, all_to_all_bytes=acts.all_to_all_bytes
+            stage=cast(PipelineStage, acts.stage),
+            in_flight=acts.in_flight,
+            all_to_all_bytes=acts.all_to_all_bytes,
+            ring_kv_bytes=acts.ring_kv_bytes,
         ),
         pipeline=pipeline_out(e.pipeline),
     )

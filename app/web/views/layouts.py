@@ -45,7 +45,7 @@ class LayoutsRequest:
 def _row(i: int, row: Row) -> dict[str, Any]:
     s = row.scenario
     return {
-        "rank": i, "dp": s.dp, "tp": s.tp, "pp": s.pp, "stage": s.stage,
+        "rank": i, "dp": s.dp, "tp": s.tp, "pp": s.pp, "cp": s.cp, "stage": s.stage,
         "reshard": s.reshard_after_forward if s.stage == 3 else None, "policy": s.act_policy, "batch": batch(s),
         "pp_stage": s.pp_stage if s.pp > 1 else "", "peak": row.peak, "peak_text": both(row.peak),
         "headroom": row.headroom, "headroom_text": both(row.headroom), "bytes": row.traffic.bytes,

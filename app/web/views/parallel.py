@@ -22,6 +22,7 @@ class ParallelView:
     tp: int
     pp: int
     ep: int
+    cp: int
     shard_group: int
     hpz: int
     params: int  # per rank, before ZeRO shards them
@@ -30,6 +31,7 @@ class ParallelView:
     share_lines: tuple[str, ...]  # how the share was counted (with a model)
     in_flight: int | None  # micro batches held under 1F1B (modelled activations)
     all_to_all_bytes: int
+    ring_kv_bytes: int
     stage_run: int
     ends: PipelineEnds | None  # pp > 1
     switch_link: str  # the scenario budgeting the busier end, when that is not the one budgeted; else ""
@@ -56,6 +58,7 @@ def parallel_view(e: Estimate) -> ParallelView | None:
         tp=s.tp,
         pp=s.pp,
         ep=s.ep,
+        cp=s.cp,
         shard_group=s.shard_group,
         hpz=s.hpz,
         params=s.params,
@@ -64,6 +67,7 @@ def parallel_view(e: Estimate) -> ParallelView | None:
         share_lines=md.share.lines if md is not None else (),
         in_flight=acts.in_flight if acts is not None else None,
         all_to_all_bytes=acts.all_to_all_bytes if acts is not None else 0,
+        ring_kv_bytes=acts.ring_kv_bytes if acts is not None else 0,
         stage_run=s.stage,
         ends=ends,
         switch_link=switch,

@@ -133,47 +133,49 @@ def test_a_scenario_that_cannot_start_a_search(raw: dict[str, object], field: st
 
 
 def _exhaustive(base: Scenario, gpus: int, batch: int, device: str) -> list[tuple[int, ...]]:
-    """Every (tp, pp, policy, stage, reshard) the scenario accepts at its largest micro batch that fits, each micro
+    """Every (tp, pp, cp, policy, stage, reshard) the scenario accepts at its largest micro batch that fits, each micro
     batch tried from the largest down and its fit checked by a whole estimate at both ends; kept as the search
-    documents it: per (D, tp, pp, traffic) the least recomputation, then reshard after forward, then the lowest peak;
-    sorted by (bytes, time, …)."""
+    documents it: per (D, tp, pp, cp, traffic) the least recomputation, then reshard after forward, then the lowest
+    peak; sorted by (bytes, time, …)."""
     links = DEVICE_BY_ID[device].links
     assert links is not None
     typed = dict(base.non_default_items())
     best: dict[tuple[int, ...], tuple[int, ...]] = {}
-    for tp in (t for t in range(1, gpus + 1) if gpus % t == 0):
-        for pp in (p for p in range(1, gpus // tp + 1) if (gpus // tp) % p == 0):
-            dp = gpus // (tp * pp)
-            if batch % dp:
-                continue
-            for policy in POLICY_COST:
-                for stage, raf in ((0, 1), (1, 1), (2, 1), (3, 1), (3, 0)):
-                    for b in (b for b in range(batch // dp, 0, -1) if (batch // dp) % b == 0):
-                        ga = batch // dp // b
-                        if ga < pp:
+    # every (tp, pp, cp) whose product divides the GPUs: the scenario's own rules refuse what cannot be (cp with pp,
+    # 2 × cp not dividing the sequence), so none is filtered here
+    sizes = [n for n in range(1, gpus + 1) if gpus % n == 0]
+    for tp, pp, cp in ((t, p, c) for t in sizes for p in sizes for c in sizes if gpus % (t * p * c) == 0):
+        dp = gpus // (tp * pp * cp)
+        if batch % dp:
+            continue
+        for policy in POLICY_COST:
+            for stage, raf in ((0, 1), (1, 1), (2, 1), (3, 1), (3, 0)):
+                for b in (b for b in range(batch // dp, 0, -1) if (batch // dp) % b == 0):
+                    ga = batch // dp // b
+                    if ga < pp:
+                        continue
+                    raw = {**typed, "dp": dp, "tp": tp, "pp": pp, "cp": cp, "act_policy": policy, "stage": stage,
+                           "reshard_after_forward": raf, "micro_batch": b, "grad_accum": ga,
+                           "capacity_bytes": DEVICE_BY_ID[device].capacity_bytes}  # fmt: skip
+                    try:
+                        s = parse_scenario(raw)
+                    except ScenarioError:
+                        continue
+                    e = estimate(s, with_kill_lists=False)
+                    peaks = [e.ledger.stages[stage].peak.total]
+                    if e.pipeline is not None:
+                        if len(e.pipeline.ends) < 2:
                             continue
-                        raw = {**typed, "dp": dp, "tp": tp, "pp": pp, "act_policy": policy, "stage": stage,
-                               "reshard_after_forward": raf, "micro_batch": b, "grad_accum": ga,
-                               "capacity_bytes": DEVICE_BY_ID[device].capacity_bytes}  # fmt: skip
-                        try:
-                            s = parse_scenario(raw)
-                        except ScenarioError:
-                            continue
-                        e = estimate(s, with_kill_lists=False)
-                        peaks = [e.ledger.stages[stage].peak.total]
-                        if e.pipeline is not None:
-                            if len(e.pipeline.ends) < 2:
-                                continue
-                            peaks = [end.peak for end in e.pipeline.ends]
-                        if max(peaks) > s.allocatable_bytes:
-                            continue
-                        t = step_traffic(s, links)
-                        if pp > 1:  # the step waits for the end whose traffic is larger
-                            t = max(t, step_traffic(other_end(s), links), key=lambda x: (x.bytes, x.lower_bound_ns))
-                        key = (t.bytes, t.lower_bound_ns, POLICY_COST[policy], -raf, max(peaks))
-                        shape = (dp, tp, pp, t.bytes, t.lower_bound_ns)
-                        best[shape] = min(best.get(shape, key), key)
-                        break  # the largest micro batch that fits: the candidate's row
+                        peaks = [end.peak for end in e.pipeline.ends]
+                    if max(peaks) > s.allocatable_bytes:
+                        continue
+                    t = step_traffic(s, links)
+                    if pp > 1:  # the step waits for the end whose traffic is larger
+                        t = max(t, step_traffic(other_end(s), links), key=lambda x: (x.bytes, x.lower_bound_ns))
+                    key = (t.bytes, t.lower_bound_ns, POLICY_COST[policy], -raf, max(peaks))
+                    shape = (dp, tp, pp, cp, t.bytes, t.lower_bound_ns)
+                    best[shape] = min(best.get(shape, key), key)
+                    break  # the largest micro batch that fits: the candidate's row
     return sorted(best.values())
 
 
@@ -219,9 +221,31 @@ def test_the_scenario_s_shard_group_is_kept() -> None:
 
 def test_the_counts_add_up() -> None:
     """GPT-2 (12 heads, 12 layers) on 8 GPUs: tp 8 divides no head count and is refused whatever its partner; op,
-    torchtitan's per-op policy for Llama-style blocks, is refused on every accepted layout."""
+    torchtitan's per-op policy for Llama-style blocks, is refused on every accepted layout; cp > 1 is refused too
+    (GPT-2's attention needs a mask, torch's ring attention is_causal)."""
     r = search_layouts(parse_scenario({"model": "gpt2"}), read_search({"gpus": 8}))
-    assert r.layouts + r.refused == 10  # (tp, pp) with tp × pp dividing 8
+    # (tp, pp) with tp × pp dividing 8: 10; and with pp = 1, cp > 1 dividing 8 ÷ tp: tp 1 (cp 2, 4, 8), tp 2 (2, 4),
+    # tp 4 (2): 6 more
+    assert r.layouts + r.refused == 10 + 6
+    assert all(row.scenario.cp == 1 for row in r.rows)
     assert all(row.scenario.tp != 8 for row in r.rows)
     assert r.policies_refused == r.layouts  # op on each
     assert r.candidates == r.layouts * 3 * 5  # none, selective, full × 4 stages and reshard 0
+
+
+def test_context_parallelism_is_searched_where_the_sequence_allows_it() -> None:
+    """Llama-3.1-8B at s = 65,536 on 8 GPUs, a global batch of 8: layouts with cp > 1 are among those that fit, each
+    with 2 × cp dividing the sequence, pp = 1, and D × tp × cp = 8. Llama-3.2-1B on 12 GPUs, a batch of 12: at
+    s = 2,400 = 2⁵ × 75 layouts with cp 3 and 6 fit; at s = 2,000 = 2⁴ × 125 (2 × 3 ∤ 2,000) none with cp 3, 6 or 12."""
+    base = parse_scenario({"model": "llama-3.1-8b", "seq_len": "65536"})
+    r = search_layouts(base, read_search({"gpus": 8, "global_batch": 8, "rows": 50}))
+    with_cp = [row.scenario for row in r.rows if row.scenario.cp > 1]
+    assert with_cp
+    assert all(s.pp == 1 and s.seq_len % (2 * s.cp) == 0 and s.dp * s.tp * s.cp == 8 for s in with_cp)
+    q = read_search({"gpus": 12, "global_batch": 12, "rows": 50})
+    cps: dict[int, set[int]] = {}
+    for s in (2400, 2000):
+        found = search_layouts(parse_scenario({"model": "llama-3.2-1b", "seq_len": str(s)}), q)
+        cps[s] = {row.scenario.cp for row in found.rows}
+    assert {3, 6} <= cps[2400]
+    assert 2 in cps[2000] and not cps[2000] & {3, 6, 12}

@@ -181,6 +181,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "pp",
         "pp_stage",
         "ep",
+        "cp",
     }
 
 

@@ -59,6 +59,9 @@ def test_mutations_endpoint_reports_survivors_with_reasons(client: TestClient) -
         ("bogus=1", ["bogus"]),
         ("params=100&unit_params=101", ["unit_params"]),
         ("name=" + "x" * 81, ["name"]),
+        ("cp=3", ["cp"]),  # 2 × cp = 6 does not divide seq_len 4,096 (torch's head-tail load balancer)
+        ("cp=2000", ["cp"]),
+        ("cp=2&pp=2&model=llama-3.1-8b", ["cp"]),
     ],
 )
 def test_bad_query_is_422_naming_each_field(client: TestClient, query: str, fields: list[str]) -> None:

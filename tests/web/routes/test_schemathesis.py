@@ -127,6 +127,18 @@ def _ep_refused(data: dict[str, Any]) -> bool:
     return experts == 0 or experts % ep != 0
 
 
+def _cp_refused(data: dict[str, Any]) -> bool:
+    """cp > 1 needs 2 × cp dividing seq_len, no pp, ep or hpZ, and the named model's causal attention (its field's
+    description and docs/parallelism.md); with the chunked loss, loss_chunks dividing s ÷ cp."""
+    cp = _int_of(data, "cp", 1)
+    if cp == 1:
+        return False
+    seq_len = _int_of(data, "seq_len", DEFAULT_SCENARIO.seq_len)
+    if seq_len % (2 * cp) or any(_int_of(data, k, 1) > 1 for k in ("pp", "ep", "hpz")):
+        return True
+    return bool(data.get("model")) or _chunked(data)
+
+
 def _reserve_above_capacity(data: dict[str, Any]) -> bool:
     try:
         capacity = int(data.get("capacity_bytes") or DEFAULT_SCENARIO.capacity_bytes)  # null: the default
@@ -222,6 +234,7 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "shard_group": _group_not_dividing,
     "hpz": _hpz_refused,
     "ep": _ep_refused,
+    "cp": _cp_refused,
     "reserve_bytes": _reserve_above_capacity,
     "act_policy": _op_without_a_dense_swiglu_model,
     "ac_every": _every_refused,

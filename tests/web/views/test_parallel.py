@@ -1,4 +1,4 @@
-"""The model-parallel layout on the page, in the JSON receipt and in the CSV: tp, pp, ep, HSDP and hpZ."""
+"""The model-parallel layout on the page, in the JSON receipt and in the CSV: tp, pp, ep, cp, HSDP and hpZ."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_the_page_shows_the_world_size_the_share_and_both_ends(client: TestClien
     text = section(client, LLAMA_70B)
     assert text is not None
     assert "Parallelism: 128 GPUs" in text
-    assert "4 &times; 8 &times; 4 = <strong>128 GPUs</strong>" in text
+    assert "4 &times; 8 &times; 4 &times; 1 = <strong>128 GPUs</strong>" in text
     assert "<strong>2,172,190,720</strong>" in text  # parameters per rank before ZeRO shards them
     assert "20 layers × 106,971,136 + embed 32,768,000 = 2,172,190,720 parameters per rank" in text
     rows = ends(text)
@@ -125,3 +125,27 @@ def test_openapi_documents_the_parallelism_section(client: TestClient) -> None:
         section_schema
     )
     assert schemas["PipelineEndOut"]["properties"]["peak"]["type"] == "integer"
+
+
+LLAMA_8B_CP = "model=llama-3.1-8b&seq_len=8192&cp=4&dp=2"
+
+
+def test_context_parallelism_is_shown_on_the_page_and_in_the_receipts(client: TestClient) -> None:
+    """D × tp × pp × cp = 2 × 1 × 1 × 4 = 8 GPUs; state over D × cp = 8 ranks; the ring's K and V of s ÷ cp = 2,048
+    tokens: (4 + 1) × 2 × 2,048 × 8 × 128 × 2 B = 41,943,040 B."""
+    text = section(client, LLAMA_8B_CP)
+    assert text is not None
+    assert "2 &times; 1 &times; 1 &times; 4 = <strong>8 GPUs</strong>" in text
+    assert "Context parallelism cp = 4" in text and "(41,943,040 B)" in text
+    par = client.get(f"/receipt.json?{LLAMA_8B_CP}").json()["parallelism"]
+    assert (par["world"], par["cp"], par["activations"]["ring_kv_bytes"]) == (8, 4, 41_943_040)
+    rows = csv.DictReader(io.StringIO(client.get(f"/receipt.csv?{LLAMA_8B_CP}").content.decode("utf-8-sig")))
+    world = next(r for r in rows if (r["ledger"], r["category"]) == ("parallelism", "world"))
+    assert (world["value"], world["formula"]) == ("8", "2 × 1 × 1 × 4 = 8")
+
+
+def test_a_cp_the_sequence_cannot_take_is_an_inline_alert_naming_cp(client: TestClient) -> None:
+    answer = client.get("/?cp=3")
+    assert answer.status_code == 422
+    said = re.search(r'<span role="alert">(cp: 3: 2 × cp = 6 does not divide seq_len \(4,096\).*?)</span>', answer.text)
+    assert said is not None

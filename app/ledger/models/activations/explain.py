@@ -166,6 +166,8 @@ def _closed_form(arch: Architecture, policy: str, s: int, b: int, w: int, t: int
 
 def _total_line(led: ActivationLedger, pp: int) -> Formula:
     all_to_all = f" + all-to-all {n(led.all_to_all_bytes)} B" if led.all_to_all_bytes else ""
+    if led.ring_kv_bytes:  # context parallelism: the ring's K/V buffers (the rest is already the local sequence's)
+        all_to_all += f" + ring K/V (cp = {led.cp}) {n(led.ring_kv_bytes)} B"
     if led.alt_every or led.alt_first:  # two kinds of layer, each at its own size
         alt = sum(led.is_alt(k) for k in range(led.layers))
         kept = n(led.kept_before(led.layers))
@@ -257,5 +259,16 @@ def formula(
             f" = {n(led.logits_bytes)} B"
         )
     )
+    if led.ring_kv_bytes:  # context parallelism: s above is the local sequence, s ÷ cp
+        kv = ceil_div(arch.kv_heads, t)
+        said = f"cp = {led.cp}: s is each rank's s ÷ cp tokens; ring attention all-gathers the whole sequence's K and V"
+        lines.append(
+            Formula.of(
+                "ring K/V",
+                Remark(said + " of the layer in flight", subject="ring K/V"),
+                f" = (cp + 1)·2·s·b·⌈kv ÷ t⌉·d·{w} B = {led.cp + 1}·2·{n(s)}·{n(b)}·{kv}·{arch.head_dim}·{w}"
+                f" = {n(led.ring_kv_bytes)} B",
+            )
+        )
     lines.append(_total_line(led, pp))
     return Formula.lines(*lines)

@@ -21,7 +21,8 @@ class ActivationLedger:
     """Activation bytes per rank for one micro batch, and what recomputation costs.
 
     ``total_bytes`` = ``in_flight`` × (``layers`` × ``per_layer_bytes`` + ``embedding_bytes``) +
-    ``working_set_bytes`` + ``head_bytes`` + ``logits_bytes`` + ``all_to_all_bytes``, where ``layers`` are
+    ``working_set_bytes`` + ``head_bytes`` + ``logits_bytes`` + ``all_to_all_bytes`` + ``ring_kv_bytes``, where
+    ``layers`` are
     the decoder layers on the pipeline stage and a stage without the embedding or the head has 0 for it
     (pp = 1: one stage with both, one micro batch in flight). Under ``full``, ``per_layer_bytes`` is the checkpointed
     layer input and ``working_set_bytes`` one layer's complete saved set during its recompute;
@@ -47,6 +48,10 @@ class ActivationLedger:
     stage: str = "only"
     in_flight: int = 1
     all_to_all_bytes: int = 0  # expert parallelism: one MoE layer's dispatch send and receive buffers
+    # context parallelism: ring attention's all-gathered K and V of the layer in flight (and its send buffer); the
+    # other figures are already the local sequence's (s ÷ cp tokens)
+    ring_kv_bytes: int = 0
+    cp: int = 1
     # full with every > 1: only layers 0, every, 2·every, … are checkpointed (per_layer_bytes each); the others keep
     # their whole saved set (full_layer_bytes each)
     every: int = 1

@@ -29,6 +29,7 @@ from app.ledger.models.activations.entries import Saved
 from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
 from app.ledger.models.activations.recompute import recompute_fraction
+from app.ledger.models.activations.ring import local_seq_len, ring_kv_bytes
 from app.ledger.models.activations.saved import (
     kept_saved,
     layer_saved,
@@ -160,6 +161,7 @@ def activation_ledger(
     every: int = 1,
     gqa: str = "native",
     imbalance_pct: int = 100,
+    cp: int = 1,
 ) -> ActivationLedger:
     """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
 
@@ -183,6 +185,8 @@ def activation_ledger(
     grow with it (at ep = 1 every rank runs all experts on its own tokens, and the routing moves nothing).
     ``every`` > 1 (``full`` only): layers 0, every, 2·every, … are checkpointed and the others keep their whole
     saved set (transformers' ``activation_checkpointing_enable(every_n_layers=every)``).
+    ``cp`` > 1 (context parallelism, :mod:`app.ledger.models.activations.ring`): every figure is the local
+    sequence's, s ÷ cp tokens, and the layer in flight also holds ring attention's all-gathered K and V.
     Raises :class:`ActivationInputError`.
     """
     s = _check("seq_len", seq_len, *SEQ_LEN_BOUNDS)
@@ -196,6 +200,7 @@ def activation_ledger(
 
     kernel = norms if arch.norm == "rmsnorm" else "fused"  # LayerNorm models: one kind
     _check_gqa(arch, gqa)
+    s = local_seq_len(arch, s, cp, gqa)  # context parallelism: from here on, the rank's own tokens
     pct = _check("routing_imbalance_pct", imbalance_pct, *IMBALANCE_BOUNDS) if ep > 1 and arch.experts else 100
     # gemma3_text: its global layers attend without a mask, natively; the sliding-window ones as ``gqa`` says
     alt_every = arch.global_every if arch.global_every > 1 and gqa == "expand" else 0
@@ -216,6 +221,7 @@ def activation_ledger(
     elif stage == "last":
         embedding = 0
     all_to_all = per_rank(all_to_all_saved(arch, s, b, w, pct), t, sp) if ep > 1 and arch.experts else 0
+    ring_kv = ring_kv_bytes(arch, s, b, w, cp, t)
     stage_layers = arch.layers // pp
     _check_every(policy, every, stage_layers)
     first_layer = arch.layers - stage_layers if stage == "last" else 0
@@ -235,6 +241,8 @@ def activation_ledger(
         stage=stage,
         in_flight=in_flight,
         all_to_all_bytes=all_to_all,
+        ring_kv_bytes=ring_kv,
+        cp=cp,
         every=every,
         full_layer_bytes=full_layer,
         alt_every=alt_every,
@@ -247,7 +255,7 @@ def activation_ledger(
     layers_bytes = figures.kept_before(stage_layers)
     working = max(working_set, alt[3])  # one layer recomputes at a time: the larger kind's set
     figures = replace(
-        figures, total_bytes=in_flight * (layers_bytes + embedding) + working + head + logits + all_to_all
+        figures, total_bytes=in_flight * (layers_bytes + embedding) + working + head + logits + all_to_all + ring_kv
     )
     text = formula(figures, arch, kept, s=s, b=b, w=w, t=t, sp=sp, logits_width=logits_bytes, pp=pp)
     return replace(figures, formula=text)
