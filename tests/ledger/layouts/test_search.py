@@ -46,7 +46,7 @@ def test_seventy_b_on_512_gpus_lists_rows(big: LayoutSearch) -> None:
 def test_every_row_is_a_valid_layout_of_the_gpus_and_the_batch(big: LayoutSearch) -> None:
     for row in big.rows:
         s = row.scenario
-        assert s.dp * s.tp * s.pp == 512
+        assert s.dp * s.tp * s.pp * s.cp == 512 == s.world
         assert s.micro_batch * s.grad_accum * s.dp == 1_024
         assert s.grad_accum >= s.pp  # 1F1B's fill
         assert s.capacity_bytes == DEVICE_BY_ID["h100-80gb"].capacity_bytes
