@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from app.ledger.models.architecture import Architecture, ModelConfigError
 from app.ledger.models.reference import resolve
+from app.ledger.models.trains import targets_of
 from app.ledger.scenario import Scenario
 from app.trace import HF_STACK_HINT, TITAN_HINT, hf_stack_installed, titan_installed
 
@@ -74,6 +75,16 @@ class TraceSetup:
     grad_accum: int = 1  # micro batches per optimizer step
     grad_sync: str = "every"  # every: reduce-scatter each micro batch; last: set_requires_gradient_sync(False) before
     reshard_after_backward: bool = True  # False: set_reshard_after_backward(False) on every micro batch but the last
+    lora_rank: int = 0  # PEFT LoRA adapters of this rank (0: none)
+    lora_targets: tuple[str, ...] = ()  # their target modules (``("all-linear",)``, or module names)
+    frozen_layers: int = 0  # the first N decoder layers frozen (requires_grad_(False))
+    freeze_embed: bool = False  # the token embedding frozen
+    frozen_bytes: int = 4  # the frozen parameters' width (hf-fsdp2: the checkpoint's BF16, as Accelerate leaves them)
+
+    @property
+    def trains_part(self) -> bool:
+        """Whether only part of the model trains (LoRA, or frozen modules)."""
+        return bool(self.lora_rank or self.frozen_layers or self.freeze_embed)
 
     @property
     def foreach(self) -> bool:
@@ -195,6 +206,19 @@ def _stack_problems(s: Scenario, family: str) -> list[str]:
     return problems
 
 
+def _trains_problems(s: Scenario) -> list[str]:
+    """Why what trains cannot be traced: PEFT's adapters and frozen modules run on transformers' classes only, and a
+    typed trainable count says nothing of which modules train."""
+    part = bool(s.lora_rank or s.frozen_layers or s.freeze_embed)
+    if part and s.stack != "hf-fsdp2":
+        return [f"--stack {s.stack}: LoRA and frozen modules are traced on transformers' classes with PEFT 0.21.0 "
+                "(--stack hf-fsdp2)"]  # fmt: skip
+    if not part and s.trainable_params != s.params:
+        return ["--trainable-params typed: the trace needs to know which modules train (--lora-rank, "
+                "--frozen-layers, --freeze-embed)"]  # fmt: skip
+    return []
+
+
 def _titan_problems(s: Scenario, family: str) -> list[str]:
     """Why torchtitan's own Llama 3 model, checkpointing and wrapping cannot trace the scenario."""
     problems = []
@@ -231,6 +255,7 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
     """
     arch, title, problems = _model(s)
     problems += _state_problems(s) + _run_problems(s) + _stack_problems(s, arch.family if arch else "")
+    problems += _trains_problems(s)
     if problems or arch is None:
         raise TraceSetupError(problems)
     return TraceSetup(
@@ -257,4 +282,19 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         grad_accum=s.grad_accum,
         grad_sync=s.grad_sync,
         reshard_after_backward=bool(s.reshard_after_backward),
+        lora_rank=s.lora_rank,
+        lora_targets=_targets(s),
+        frozen_layers=s.frozen_layers,
+        freeze_embed=bool(s.freeze_embed),
+        frozen_bytes=s.frozen_bytes,
     )
+
+
+def _targets(s: Scenario) -> tuple[str, ...]:
+    """LoRA's target modules as PEFT takes them: ``all-linear``, the names given, or the family's default."""
+    if not s.lora_rank:
+        return ()
+    md = s.model_defaults()
+    assert md is not None and md.lora is not None  # a parsed scenario with a rank has its adapters
+    given = targets_of(s.lora_targets)
+    return given or tuple(dict.fromkeys(name.rsplit(".", 1)[-1] for name, _, _ in md.lora.modules))

@@ -94,8 +94,10 @@ def build(setup: TraceSetup, report: Progress) -> Any:
     """The stack's model in training mode (under ``FakeTensorMode``): transformers' own class for
     ``hf-fsdp2``, else the lab's plain-torch decoder of the family."""
     if setup.stack == "hf-fsdp2":
+        from app.trace.trains import apply_trains
+
         report("building the model (transformers)", 0, 1)
-        return build_hf_model(config_of(setup.scenario.model))
+        return apply_trains(build_hf_model(config_of(setup.scenario.model)), setup)
     if setup.stack == "torchtitan":
         from app.trace.models.titan import build_titan_model
 

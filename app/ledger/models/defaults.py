@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple, get_type_hints
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
+from app.ledger.models.activations.frozen import Trains
 from app.ledger.models.parallel import RankShare, rank_share
 from app.ledger.models.reference import ModelRef, resolve
 from app.ledger.models.trains import Lora, LoraError, frozen_params, lora
@@ -104,6 +105,12 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
             raise LoraError(field, "frozen modules with tensor, pipeline or expert parallelism are not modelled",
                             "0 with tp, pp or ep above 1")  # fmt: skip
         frozen = frozen_params(ref.architecture, ref.inventory, q.frozen_layers, bool(q.freeze_embed))
+    trains = None
+    if adapters is not None:
+        names = frozenset(name.rsplit(".", 1)[-1] for name, _, _ in adapters.modules)
+        trains = Trains(adapters.rank, names, len(adapters.modules))
+    elif q.frozen_layers or q.freeze_embed:
+        trains = Trains(frozen_layers=q.frozen_layers, freeze_embed=bool(q.freeze_embed))
     ledger = activation_ledger(
         ref.architecture,
         seq_len=q.seq_len,
@@ -121,6 +128,7 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         gqa=q.gqa,
         imbalance_pct=q.routing_imbalance_pct,
         cp=q.cp,
+        trains=trains,
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     if adapters is None:

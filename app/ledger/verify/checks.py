@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.ledger.arithmetic import n
-from app.ledger.ledger import Ledger, StageLedger, compute_ledger
+from app.ledger.ledger import Ledger, compute_ledger
 from app.ledger.models.reference import resolve
 from app.ledger.peak.declared import activation_bytes
 from app.ledger.peak.schedule.walk import saved_activations
@@ -31,12 +31,13 @@ from app.ledger.verify.frozen import (
     FROZEN_PERSISTENT,
     FROZEN_SCENARIO,
 )
-from app.ledger.verify.oracle import LATENT_KEYS, host_table, rank_params, stage_table
+from app.ledger.verify.oracle import LATENT_KEYS, LORA_FAMILIES, host_table, lora_params, rank_params, stage_table
 from app.ledger.verify.results import (
     CheckResult,
     fail,
     ok,
 )
+from app.ledger.verify.schedule_checks import gradient_filling, reduce_scatter_presence
 
 Evaluate = Callable[[Scenario], Ledger]
 
@@ -47,12 +48,19 @@ def oracle_rank_params(s: Scenario) -> tuple[int, int] | None:
     if not s.model or s.source_of("params") != "from config":
         return None
     a = resolve(s.model).architecture
-    return rank_params(
+    adapters = 0
+    if s.lora_rank:  # the adapters beside the model's own parameters, counted here from the plain dimensions
+        if a.family not in LORA_FAMILIES:
+            return None
+        adapters = lora_params(a.layers, a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate, s.lora_rank,
+                               s.lora_targets)  # fmt: skip
+    dense, experts = rank_params(
         a.family, a.hidden, a.layers, a.heads, a.kv_heads, a.head_dim, a.intermediate, a.vocab, a.experts,
         a.tied_embeddings, a.qkv_bias, a.o_bias, a.mlp_bias, a.norm == "layernorm",
         a.max_positions, s.tp, s.pp, s.pp_stage, s.ep, a.qk_norm,
         **{key: getattr(a, key) for key in LATENT_KEYS},
     )  # fmt: skip
+    return dense + adapters, experts
 
 
 def oracle_agreement(ledger: Ledger) -> CheckResult:
@@ -246,89 +254,6 @@ def frozen_scenario(evaluate: Evaluate) -> CheckResult:
         "the seed's example reproduces 112 / 38.5 / 26.25 / 14 GB, a 0.7 GB gather, offloaded its host RAM, and in "
         "shard groups of 4 112 / 49 / 38.5 / 28 GB",
     )
-
-
-def _scheduled(ledger: Ledger, check: str) -> tuple[list[StageLedger], CheckResult | None]:
-    stages = [st for st in ledger.stages if st.peak.schedule is not None]
-    if not stages:
-        why = ledger.stages[3].peak.why_declared or "no model"
-        return stages, ok(check, f"not applicable: the declared peak has no schedule ({why})")
-    return stages, None
-
-
-def reduce_scatter_presence(ledger: Ledger) -> CheckResult:
-    """Stages 2–3 with a schedule: after the last unit's backward (the root: embedding, final norm, head; with
-    Accelerate's units the embedding) its gradients are reduce-scattered from one buffer holding the whole unit
-    in the reduce width."""
-    stages, skip = _scheduled(ledger, "reduce-scatter-presence")
-    if skip is not None:
-        return skip
-    s = ledger.scenario
-    if s.accumulates_unsharded(3):
-        return ok("reduce-scatter-presence", "not applicable: under grad_sync last only the last micro batch "
-                  "reduce-scatters, and an instant may be another micro batch's")  # fmt: skip
-    inv = resolve(s.model).inventory
-    held_by: dict[str, int] = {}  # "root" or "embedding" → the bytes its post-backward must hold
-    for st in stages:
-        if st.stage < 2:
-            continue
-        assert st.peak.schedule is not None
-        by_key = {i.key: i for i in st.peak.schedule.instants}
-        # the last unit reduced: the root (embedding, final norm, head), or with Accelerate's units the embedding
-        post = by_key.get("root-post-backward") or by_key["embedding-post-backward"]
-        last, unit = ("root", inv.embed.params + inv.final.params) if post.key.startswith("root") else (
-            "embedding", inv.embed.params)  # fmt: skip
-        need = unit * s.reduce_bytes
-        held_by[last] = need
-        held = post.bytes_of("reduce_scatter")
-        if held < need:
-            return fail(
-                "reduce-scatter-presence",
-                f"stage {st.stage} {post.name}: {n(held)} B of reduce-scatter input, fewer than the {last}'s "
-                f"{n(unit)} elements × {s.reduce_bytes} B = {n(need)} B",
-            )
-    said = "; ".join(f"{last} post-backward ≥ {n(need)} B" for last, need in held_by.items())
-    if list(held_by) == ["root"]:
-        said = f"root post-backward hold ≥ {n(held_by['root'])} B"
-    return ok("reduce-scatter-presence", f"stages 2–3 {said} of reduce-scatter input")
-
-
-_FILL_WHY = "zero_grad(set_to_none=True): gradients appear during backward"
-
-
-def gradient_filling(ledger: Ledger) -> CheckResult:
-    """With a schedule: ``zero_grad(set_to_none=True)`` leaves no gradient at the loss backward (where every
-    activation is saved; under the chunked loss the end of forward, since its slices run the head's backward
-    before the loss ends); the optimizer step holds at least the stage's persistent gradients. Accumulating over
-    micro batches, the one walked holds there every gradient shard (synced each micro batch, or at stages 0–1),
-    or at stages 2–3 without sync no shard but every unit's unsharded gradient in the reduce width."""
-    stages, skip = _scheduled(ledger, "gradient-filling")
-    if skip is not None:
-        return skip
-    s = ledger.scenario
-    for st in stages:
-        assert st.peak.schedule is not None
-        by_key = {i.key: i for i in st.peak.schedule.instants}
-        loss, step = by_key["end-of-forward" if s.loss == "chunked" else "loss-backward"], by_key["optimizer-step"]
-        early, line = loss.bytes_of("gradients"), st.bytes_of("gradients")
-        unsynced = s.accumulates_unsharded(st.stage)
-        expected = line if s.grad_accum > 1 and not unsynced else 0
-        if early < expected or (early and not expected):
-            why = "accumulated since the first micro batch" if expected else _FILL_WHY + (
-                ", shards only in the last micro batch" if unsynced else "")  # fmt: skip
-            return fail("gradient-filling", f"stage {st.stage} {loss.name} gradients: {n(early)} B resident, expected "
-                        f"{n(expected)} B ({why})")  # fmt: skip
-        held = loss.bytes_of("unsharded_grads")
-        if unsynced and held < s.params * s.reduce_bytes:
-            return fail("gradient-filling", f"stage {st.stage} {loss.name}: {n(held)} B of unsharded gradients, fewer "
-                        f"than every unit's accumulated {n(s.params)} elements × {s.reduce_bytes} B")  # fmt: skip
-        late = step.bytes_of("gradients")
-        if late < line:
-            return fail(
-                "gradient-filling",
-                f"stage {st.stage} {step.name} gradients: {n(late)} B, fewer than the persistent {n(line)} B",
-            )
-    return ok("gradient-filling", "no gradient at the loss backward, every one at the optimizer step")
 
 
 def frozen_model_scenario(evaluate: Evaluate) -> CheckResult:

@@ -305,3 +305,23 @@ def _with_ends(layers: int, embed: int, final: int, pp: int, stage: str, tied_co
 # The keyword arguments of :func:`rank_params` a deepseek_v3 model adds (its Architecture's fields of these names).
 LATENT_KEYS = ("q_lora_rank", "kv_lora_rank", "rope_dim", "v_head_dim", "dense_layers", "dense_intermediate",
                "shared_experts")  # fmt: skip
+
+
+# PEFT 0.21.0's LoRA on a Llama-shaped layer, from the plain dimensions: each linear module's (in, out) features,
+# by the name PEFT matches; its default targets for these families are q_proj and v_proj.
+LORA_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def lora_params(
+    layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int, intermediate: int, rank: int, targets: str
+) -> int:
+    """Adapter parameters ``LoraConfig(r=rank, target_modules=targets)`` adds: r × (in + out) per targeted module
+    per layer (``lora_A`` r × in, ``lora_B`` out × r)."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    features = {
+        "q_proj": (hidden, q), "k_proj": (hidden, kv), "v_proj": (hidden, kv), "o_proj": (q, hidden),
+        "gate_proj": (hidden, intermediate), "up_proj": (hidden, intermediate), "down_proj": (intermediate, hidden),
+    }  # fmt: skip
+    named = [t.strip() for t in targets.split(",") if t.strip()] or ["q_proj", "v_proj"]
+    chosen = list(features) if named == ["all-linear"] else named
+    return layers * sum(rank * sum(features[name]) for name in chosen)

@@ -6,6 +6,9 @@ from typing import Any, Literal, cast
 
 from app.ledger.bounds import ActPolicy as Policy
 from app.ledger.estimate import Estimate
+from app.ledger.peak.schedule.layout import layout
+from app.ledger.peak.schedule.trained import trained_layout
+from app.ledger.state.persistent import LedgerLine
 from app.receipts.sections.stages import ByClass
 from app.receipts.strict import Bytes, Count, Strict
 
@@ -130,6 +133,30 @@ def activations_out(e: Estimate) -> ModelledActivations | DeclaredActivations:
     )  # fmt: skip
 
 
+def _trained_padded(e: Estimate) -> tuple[int, int] | None:
+    """Part of the model trains: (the trained parameters' padded elements per rank, the frozen ones'); else None."""
+    s, md, f = e.scenario, e.model, e.fsdp2
+    if s.trainable_params == s.params or md is None or f is None or s.source_of("params") != "from config":
+        return None
+    if s.source_of("trainable_params") != "from config":  # a count alone: which units train is not known
+        return None
+    g = trained_layout(layout(s.model, s.dp), s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), s.dp, True)
+    # LoRA's adapters come beside the model's parameters, every one of which is frozen; else the trained are of them
+    return g.padded_total, f.padded_elements - (0 if md.lora is not None else g.padded_total)
+
+
+def _line_padded(line: LedgerLine, trained: tuple[int, int], params: int) -> int:
+    """A stage-3 line's padded bytes: its trained elements in its width, and the frozen ones where it holds them."""
+    elements, frozen = trained
+    if line.frozen:
+        padded = elements * line.width * line.copies + frozen * line.frozen_width
+    elif line.params == params:  # every parameter, at one width
+        padded = (elements + frozen) * line.width * line.copies
+    else:
+        padded = elements * line.width * line.copies
+    return max(padded, line.bytes)  # ⌈x ÷ D⌉ of each part is the least a rank can hold
+
+
 def fsdp2_out(e: Estimate) -> Fsdp2Section | None:
     """FSDP2's stage-3 shard with each tensor padded on dim 0, beside the ⌈N ÷ D⌉ bound.
 
@@ -141,10 +168,15 @@ def fsdp2_out(e: Estimate) -> Fsdp2Section | None:
     f = e.fsdp2
     stage3 = e.ledger.stages[3]
     per_class = {line.tensor_class: f.padded_elements * line.width * line.copies for line in stage3.lines}
+    trained = _trained_padded(e)
+    if trained is not None:
+        per_class = {line.tensor_class: _line_padded(line, trained, e.scenario.params) for line in stage3.lines}
     padded_total = sum(per_class.values())
     state_width = sum(line.width * line.copies for line in stage3.lines)
     extra = f.padded_elements - f.lower_bound_elements
     lower_total = f.lower_bound_elements * state_width
+    if trained is not None:  # the lines hold what trains in their widths, the frozen rest in its own
+        lower_total = sum(line.bytes for line in stage3.lines)
     padding = padded_total - lower_total
     return Fsdp2Section(
         padded_elements=f.padded_elements,

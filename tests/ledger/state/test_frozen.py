@@ -66,10 +66,23 @@ def test_the_host_offloads_and_saves_the_optimizer_of_what_trains() -> None:
     assert stage3.save_peak == N * 2 == 16_144_408_576
 
 
-def test_frozen_parameters_take_the_declared_peak_and_say_why() -> None:
+def test_a_typed_trainable_count_takes_the_declared_peak_and_says_why() -> None:
+    """A count alone does not say which units hold gradients: the declared peak, and the answer says so."""
     e = estimate(parse_scenario({"model": "llama-3.1-8b", "trainable_params": T}), with_kill_lists=False)
     peak = e.ledger.stages[3].peak
-    assert peak.schedule is None and "frozen parameters" in peak.why_declared
+    assert peak.schedule is None and "which units hold gradients" in peak.why_declared
+
+
+@pytest.mark.parametrize("trains", [{"lora_rank": 16}, {"frozen_layers": 8, "freeze_embed": 1}])
+def test_lora_and_frozen_layers_are_walked(trains: dict[str, int]) -> None:
+    e = estimate(parse_scenario({"model": "llama-3.1-8b", **trains}), with_kill_lists=False)
+    assert e.ledger.stages[3].peak.schedule is not None
+
+
+def test_lora_on_a_family_without_its_rules_takes_the_declared_peak() -> None:
+    e = estimate(parse_scenario({"model": "gemma-2-2b", "lora_rank": 8}), with_kill_lists=False)
+    peak = e.ledger.stages[3].peak
+    assert peak.schedule is None and "Llama-shaped" in peak.why_declared
 
 
 @pytest.mark.parametrize("raw", [{"params": 1_000, "trainable_params": 1_001}, {"trainable_params": "8B"}])

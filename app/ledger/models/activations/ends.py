@@ -31,7 +31,7 @@ def embedding_saved(arch: Architecture, s: int, b: int, w: int, mask_kept: bool 
 def head_saved(arch: Architecture, s: int, b: int, w: int, norms: str) -> tuple[Saved, ...]:
     """The final norm's output (the LM head input), and what an RMSNorm keeps besides."""
     h = arch.hidden
-    out = [Saved("final norm output (LM head input)", "s·b·h", s * b * h, w, False)]
+    out = [Saved("final norm output (LM head input)", "s·b·h", s * b * h, w, False, needs="head_w")]
     if arch.family not in GPT_FAMILIES:
         out.append(Saved("final RMSNorm 1/rms (FP32)", "s·b", s * b, FP32, False))
         # the FP32 upcast; the normalised input stands where the fused model has its input (the residual), in FP32

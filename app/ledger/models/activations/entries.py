@@ -22,6 +22,10 @@ class Saved:
     ``layer_input``: an input of the layer besides the hidden state, which a checkpoint keeps too (full policy).
     ``slots``: one per routed token slot an expert computes on, which the busiest rank under expert parallelism
     holds more of when the routing is imbalanced (:func:`routed`).
+    ``needs``: kept only for a weight's own gradient, so not kept when that weight is frozen
+    (:mod:`~app.ledger.models.activations.frozen`): ``norm_w`` the norms' weights, ``in_w`` the projections reading
+    the norms' outputs (half for q/k/v, half for the MLP's gate and up), ``down_w`` the MLP's down projection,
+    ``head_w`` the LM head; empty: kept whenever a gradient flows through the layer.
     """
 
     what: str
@@ -32,6 +36,7 @@ class Saved:
     core: bool = False
     layer_input: bool = False
     slots: bool = False
+    needs: str = ""
 
     @property
     def bytes(self) -> int:
@@ -58,9 +63,9 @@ def norm_inputs(sbh: int, w: int, norms: str, post: bool = False, count: int = 2
     upcast = Saved("RMSNorm FP32 upcasts of the inputs (kept by pow and mul)", shape, elements, FP32, False)
     if norms == "composite":
         return [upcast, Saved("RMSNorm normalised inputs in FP32 (composite: kept by the weight's mul)", shape,
-                              elements, FP32, False)]  # fmt: skip
+                              elements, FP32, False, needs="norm_w")]  # fmt: skip
     return [upcast, Saved("RMSNorm normalised inputs before the weight (unfused: kept by the weight's mul)",
-                          shape, elements, w, False)]  # fmt: skip
+                          shape, elements, w, False, needs="norm_w")]  # fmt: skip
 
 
 def dense_swiglu(sb: int, i: int, w: int, act: str = "SiLU", shape: str = "i", whose: str = "") -> list[Saved]:
@@ -69,5 +74,5 @@ def dense_swiglu(sb: int, i: int, w: int, act: str = "SiLU", shape: str = "i", w
     return [
         Saved(f"{whose}gate_proj and up_proj outputs", f"2·s·b·{shape}", 2 * sb * i, w, True),
         Saved(f"{whose}{act} output", f"s·b·{shape}", sb * i, w, True),
-        Saved(f"{whose}down_proj input ({act}(gate) × up)", f"s·b·{shape}", sb * i, w, True),
+        Saved(f"{whose}down_proj input ({act}(gate) × up)", f"s·b·{shape}", sb * i, w, True, needs="down_w"),
     ]

@@ -171,7 +171,7 @@ def _total_line(led: ActivationLedger, pp: int) -> Formula:
     if led.alt_every or led.alt_first:  # two kinds of layer, each at its own size
         alt = sum(led.is_alt(k) for k in range(led.layers))
         kept = n(led.kept_before(led.layers))
-        kinds = ("MoE", "dense") if led.alt_first else ("sliding-window", "global")
+        kinds = led.first_kinds if led.alt_first else ("sliding-window", "global")
         layers = f"{led.layers - alt} {kinds[0]} and {alt} {kinds[1]} layers {kept} B"
     elif led.every > 1:  # full, every N-th layer: the checkpointed layers and the others, each at their own size
         c = led.checkpointed(led.layers)
@@ -243,8 +243,8 @@ def formula(
                 f" = {layer_formula(rebuilt, t, sp, True)}{freed} = {n(led.working_set_bytes)} B",
             )
         )
-    if led.alt_first:  # deepseek_v3's dense first layers
-        lines.append(Formula.of(f"dense layer = {n(led.alt_per_layer_bytes)} B"))
+    if led.alt_first:  # deepseek_v3's dense first layers, or the frozen first layers
+        lines.append(Formula.of(f"{led.first_kinds[1]} layer = {n(led.alt_per_layer_bytes)} B"))
     elif led.alt_every:
         lines.append(
             Formula.of(

@@ -63,6 +63,7 @@ class ActivationLedger:
     first_layer: int = 0
     # or (deepseek_v3) the model's first ``alt_first`` layers, its dense ones, keep the ``alt_`` figures
     alt_first: int = 0
+    first_kinds: tuple[str, str] = ("MoE", "dense")  # with alt_first: the names of (the others, the first layers)
     alt_per_layer_bytes: int = 0
     alt_full_layer_bytes: int = 0
     alt_working_set_bytes: int = 0

@@ -10,6 +10,7 @@ layer saves is :mod:`~app.ledger.models.activations.saved`; the cost of recomput
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from app.ledger.arithmetic import ceil_div
@@ -28,6 +29,7 @@ from app.ledger.models.activations.ends import all_to_all_saved, embedding_saved
 from app.ledger.models.activations.entries import Saved
 from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
+from app.ledger.models.activations.frozen import WALKED_FAMILIES, Trains, frozen_layer, head_kept, lora_layer
 from app.ledger.models.activations.recompute import recompute_fraction
 from app.ledger.models.activations.ring import local_seq_len, ring_kv_bytes
 from app.ledger.models.activations.saved import (
@@ -130,10 +132,16 @@ def _layer_kind(
     gqa: str,
     pct: int,
     dense: bool = False,
+    trained: Callable[[tuple[Saved, ...]], tuple[Saved, ...]] | None = None,
 ) -> _Kind:
     """One kind of layer: (its whole saved set, what it keeps under ``policy``, those bytes per rank, the working set
-    its recompute rebuilds, its whole set's bytes per rank); ``dense``: deepseek_v3's dense first layers."""
+    its recompute rebuilds, its whole set's bytes per rank); ``dense``: deepseek_v3's dense first layers; ``trained``:
+    what of the whole set the layer keeps when only part of the model trains (:mod:`.frozen`)."""
     full_set = routed(layer_saved(arch, s, b, w, kernel, gqa, dense), pct)
+    if trained is not None:
+        full_set = trained(full_set)
+        if not full_set:  # no gradient flows through it: no graph, no checkpoint
+            return full_set, (), 0, 0, 0
     if policy == "op":
         kept, working = op_saved(arch, s, b, w), op_recomputed(full_set, arch, s, b, w)
     else:
@@ -142,6 +150,21 @@ def _layer_kind(
     if policy == "op":  # what the recompute rebuilds, less the cache entries it frees
         working_set -= per_rank(op_released(arch, s, b, w), t, sp)
     return full_set, kept, per_rank(kept, t, sp), working_set, per_rank(full_set, t, sp)
+
+
+def _trained_kinds(
+    arch: Architecture, s: int, b: int, w: int, t: int, sp: bool, policy: str, kernel: str, gqa: str, trains: Trains
+) -> tuple[_Kind, _Kind, int]:
+    """(the trained layers' kind, the frozen first layers' kind, how many of those) when part of the model trains."""
+    if trains.lora_rank:
+        lora = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100,
+                           trained=lambda full: lora_layer(full, trains, s, b, w))  # fmt: skip
+        return lora, lora, 0
+    trained = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100)
+    flows = not trains.freeze_embed
+    frozen = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100,
+                         trained=lambda full: frozen_layer(full, flows))  # fmt: skip
+    return trained, frozen, trains.frozen_layers
 
 
 def activation_ledger(
@@ -162,6 +185,7 @@ def activation_ledger(
     gqa: str = "native",
     imbalance_pct: int = 100,
     cp: int = 1,
+    trains: Trains | None = None,
 ) -> ActivationLedger:
     """Per-rank activation bytes of one micro batch of ``arch`` under a recomputation policy.
 
@@ -187,6 +211,8 @@ def activation_ledger(
     saved set (transformers' ``activation_checkpointing_enable(every_n_layers=every)``).
     ``cp`` > 1 (context parallelism, :mod:`app.ledger.models.activations.ring`): every figure is the local
     sequence's, s ÷ cp tokens, and the layer in flight also holds ring attention's all-gathered K and V.
+    ``trains`` (LoRA, frozen layers; Llama-shaped layers only, :mod:`.frozen`): what a layer keeps when only part of
+    the model trains; the frozen first layers are then the second kind (``alt_first``).
     Raises :class:`ActivationInputError`.
     """
     s = _check("seq_len", seq_len, *SEQ_LEN_BOUNDS)
@@ -206,14 +232,18 @@ def activation_ledger(
     alt_every = arch.global_every if arch.global_every > 1 and gqa == "expand" else 0
     kinds = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native" if arch.global_every == 1 else gqa, pct)
     full_set, kept, per_layer, working_set, full_layer = kinds
+    alt_first = arch.dense_layers if arch.two_kinds else 0
     if arch.two_kinds:  # deepseek_v3: its first layers dense, the others MoE
         alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, pct, dense=True)
     else:
         alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native", pct) if alt_every else kinds
+    if trains is not None and llama_block(arch) and arch.family in WALKED_FAMILIES and not alt_every:
+        kinds, alt, alt_first = _trained_kinds(arch, s, b, w, t, sp, policy, kernel, gqa, trains)
+        full_set, kept, per_layer, working_set, full_layer = kinds
 
     mask_kept = (gqa == "expand" or arch.eager_attention) and policy in ("full", "op")
     embedding = per_rank(embedding_saved(arch, s, b, w, mask_kept), t, sp)
-    head = per_rank(head_saved(arch, s, b, w, kernel), t, sp)
+    head = per_rank(head_kept(head_saved(arch, s, b, w, kernel), trains, arch.tied_embeddings), t, sp)
     logits = s * b * ceil_div(arch.vocab, t) * logits_bytes
     stage, in_flight = _stage(arch, pp, pp_stage)
     if stage == "first":
@@ -247,7 +277,8 @@ def activation_ledger(
         full_layer_bytes=full_layer,
         alt_every=alt_every,
         first_layer=first_layer,
-        alt_first=arch.dense_layers if arch.two_kinds else 0,
+        alt_first=alt_first,
+        first_kinds=("trained", "frozen") if trains is not None and alt_first else ("MoE", "dense"),
         alt_per_layer_bytes=alt[2],
         alt_full_layer_bytes=alt[4],
         alt_working_set_bytes=alt[3],

@@ -149,7 +149,7 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
         *kept_by_norms,
         *tables,
         Saved("RMSNorm 1/rms (FP32, per token per norm)", f"{count}·s·b", count * sb, FP32, False),
-        Saved(read, "2·s·b·h", 2 * sb * h, w, False),
+        Saved(read, "2·s·b·h", 2 * sb * h, w, False, needs="in_w"),
         *(_qk_norms(arch, sb, w, norms) if arch.qk_norm else ()),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
         kv_saved,

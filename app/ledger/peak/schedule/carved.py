@@ -70,7 +70,7 @@ class CarvedStep(Step):
         among the unsharded ones, the instant having set :attr:`tail_done`)."""
         if self.shards_all or not self.reducing:
             return
-        u, w = self.u, self.grads_width * self.grad_line.copies
+        u, w = self.g, self.grads_width * self.grad_line.copies
         elements = u.head_unsharded // self.s.dp if head_only else u.tail_shard
         what = "the head's gradient shard" if head_only else "the tail's gradient shard (head and final norm)"
         out.add("gradients", what, elements * w, lambda: f"{n(elements)} elements × {w} B = {n(elements * w)} B")
@@ -156,12 +156,12 @@ class CarvedStep(Step):
 
     def head_gradients(self, out: Sink) -> None:
         """The tail's first backward (the head's) gives only the head a gradient."""
-        self.whole_gradients(out, "the head's gradient (whole)", self.u.head_unsharded)
+        self.whole_gradients(out, "the head's gradient (whole)", self.g.head_unsharded)
 
     def _after_head(self, out: Sink, reducing_now: bool = False) -> None:
         """What the tail's backward holds after the head's: the head's gradient shard and its reduce-scatter
         input (in flight until the next), the activations but the head input, the head input's gradient."""
-        u, a = self.u, self.a
+        u, a = self.g, self.a  # what trains (its layers are the model's)
         # the tail's first post-backward, the head's: its accumulated gradient is freed once reduce-scattered
         self.tail_done = 0 if reducing_now and self.sync_last and self.is_last else u.head_params
         self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
@@ -184,7 +184,7 @@ class CarvedStep(Step):
         self._after_head(out, reducing_now=True)
         if self.sync_last:
             self.whole_gradients(out, "the head's fresh gradient (whole), beside the accumulated one",
-                                 self.u.head_unsharded)  # fmt: skip
+                                 self.g.head_unsharded)  # fmt: skip
         else:
             self.tail(out)
 
@@ -194,7 +194,7 @@ class CarvedStep(Step):
 
     # ------------------------------------------------------------------ layers
     def backward_at(self, k: int, moment: str, out: Sink) -> None:
-        self.tail_done = self.u.head_params + self.u.norm_params  # the tail's post-backwards have run
+        self.tail_done = self.g.head_params + self.g.norm_params  # the tail's post-backwards have run
         super().backward_at(k, moment, out)
 
     def root_in_backward(self, out: Sink) -> None:
@@ -207,7 +207,7 @@ class CarvedStep(Step):
         self.tail_gradients(out, head_only=False)
         if k == self.u.layers - 1:
             self.reduce_scatter_input(out, "the final norm's reduce-scatter input (in flight until the next)",
-                                      self.u.norm_params, self.u.norm_params)  # fmt: skip
+                                      self.g.norm_params, self.g.norm_params)  # fmt: skip
 
     def backward_prefetched(self, out: Sink, k: int, moment: str) -> None:
         """The root recipe's, and the embedding when the prefetch reaches below layer 0."""
@@ -220,7 +220,7 @@ class CarvedStep(Step):
     # ------------------------------------------------------------------ the embedding's backward
     def _embedding_backward(self, out: Sink) -> None:
         u = self.u
-        self.tail_done = u.head_params + u.norm_params
+        self.tail_done = self.g.head_params + self.g.norm_params
         self.gradients_so_far(out, u.layers, False, "gradients of every layer")
         self.kept_since_backward(out, 0)
         self.tail_gradients(out, head_only=False)
@@ -233,7 +233,7 @@ class CarvedStep(Step):
             self.unsharded(out, "the embedding's all-gather output (during its copy-out)", 1, u.embed_unsharded,
                            "all_gather")  # fmt: skip
         self.reduce_scatter_input(out, "reduce-scatter input of layer 0 (in flight until the next)",
-                                  u.params_of(0), u.unsharded_of(0))  # fmt: skip
+                                  self.g.params_of(0), self.g.unsharded_of(0))  # fmt: skip
         out.add("temporaries", "the gradient entering the embedding", self.a.activation_grad,
                 self.activation_grad_formula)  # fmt: skip
 
@@ -241,14 +241,14 @@ class CarvedStep(Step):
         u = self.u
         self._embedding_backward(out)
         self.unsharded(out, "embedding unit unsharded", 1, u.embed_unsharded)
-        self.whole_gradients(out, "the embedding's gradient (whole)", u.embed_unsharded)
+        self.whole_gradients(out, "the embedding's gradient (whole)", self.g.embed_unsharded)
         self.reduce_scatter_input(out, "reduce-scatter input of layer 0 (in flight until the next)",
-                                  u.params_of(0), u.unsharded_of(0))  # fmt: skip
+                                  self.g.params_of(0), self.g.unsharded_of(0))  # fmt: skip
 
     def embedding_post_backward(self, out: Sink) -> None:
         """The embedding's reduce-scatter: its whole gradient, the input in the reduce width and the output,
         its gradient shard, all at once."""
-        u, w = self.u, self.grads_width * self.grad_line.copies
+        u, w = self.g, self.grads_width * self.grad_line.copies
         self._embedding_backward(out)
         self.unit_post_backward(
             out,

@@ -88,7 +88,7 @@ class ChunkedStep(CarvedStep):
         micro batches it is one of the gradients accumulated since the first, counted there)."""
         if self.chunks < 2 or (self.sync_last and self.after_first):
             return
-        u, r = self.u, self.reduce
+        u, r = self.g, self.reduce
         value = u.head_params * r
         out.add("unsharded_grads", "the head's gradient accumulated across slices (unsharded, reduce width)", value,
                 lambda: f"{n(u.head_params)} elements × {r} B = {n(value)} B")  # fmt: skip
@@ -108,7 +108,7 @@ class ChunkedStep(CarvedStep):
     def chunk_reduce(self, out: Sink) -> None:
         """The last slice's post-backward: the head's reduce-scatter input and output beside the accumulated
         gradient and the slice's own, whole."""
-        s, u, a = self.s, self.u, self.a
+        s, u, a = self.s, self.g, self.a
         self._loop(out)
         self._accumulated(out)
         slice_logits(self, out)
@@ -122,7 +122,7 @@ class ChunkedStep(CarvedStep):
     def _reduced_head(self, out: Sink) -> None:
         """The head's gradient shard (the reduce-scatter's output), and its copy in the reduce width before the
         cast where that differs."""
-        u, w, r = self.u, self.grads_width * self.grad_line.copies, self.reduce
+        u, w, r = self.g, self.grads_width * self.grad_line.copies, self.reduce
         elements = u.head_unsharded // self.s.dp
         out.add("gradients", "the head's gradient shard (the reduce-scatter's output)", elements * w,
                 lambda: f"{n(elements)} elements × {w} B = {n(elements * w)} B")  # fmt: skip
@@ -146,7 +146,7 @@ class ChunkedStep(CarvedStep):
         and the final norm saved (its output is gone: the train step dropped it and nothing saved it), and the
         buffer cast to the activation width as the hidden state's gradient."""
         a = self.a
-        self.tail_done = self.u.head_params  # the head's reduce-scatter has run
+        self.tail_done = self.g.head_params  # the head's reduce-scatter has run
         self.gradients_so_far(out, 0, False, "gradients (none reduced yet)")
         self.root_and_kept_layers(out, self.kept_after_forward())
         self.tail_gradients(out, head_only=True)
@@ -211,7 +211,7 @@ class ChunkedRootStep(Step):
         gradient so far (whole), the slice's logits and its loss temporaries."""
         self.forward_done(out)
         slices(self, out)
-        self.whole_gradients(out, "the head's gradient, accumulated across slices (whole)", self.u.head_params)
+        self.whole_gradients(out, "the head's gradient, accumulated across slices (whole)", self.g.head_params)
         slice_logits(self, out)
         slice_loss_temporaries(self, out)
 

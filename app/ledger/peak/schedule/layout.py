@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from app.ledger.models.activations.frozen import WALKED_FAMILIES
+from app.ledger.models.activations.ledger import llama_block
 from app.ledger.models.fsdp2 import padded_rows_elements
 from app.ledger.models.inventory import Tensor
 from app.ledger.models.reference import resolve
@@ -30,9 +32,22 @@ def not_schedulable(s: Scenario) -> str | None:
     if s.shard_group != s.dp or s.hpz != 1:
         return "a shard group or hpZ: the schedule walks one flat mesh of D ranks"
     if s.trainable_params != s.params:
-        return ("frozen parameters: the schedule walks a model whose every parameter trains (which units hold "
-                "gradients, and what a frozen module saves, are not walked yet; the modelled activations count what "
-                "every module saves when all train, an upper bound)")  # fmt: skip
+        return _trains_not_walked(s)
+    return None
+
+
+def _trains_not_walked(s: Scenario) -> str | None:
+    """Why a model of which only part trains has no schedule to walk, or None: the walk knows LoRA and frozen
+    modules (:mod:`.trained`) on Llama-shaped layers, whose saved tensors it knows by what needs them."""
+    if not (s.lora_rank or s.frozen_layers or s.freeze_embed):
+        return "trainable_params typed: which units hold gradients is not known (LoRA or frozen modules say it)"
+    md = s.model_defaults()
+    arch = md.model.architecture if md is not None else None
+    if arch is None or not llama_block(arch) or arch.family not in WALKED_FAMILIES or arch.global_every > 1:
+        return ("part of the model trains: the schedule walks it on Llama-shaped dense layers (llama, mistral, "
+                "qwen2); the modelled activations count what every module saves when all train")  # fmt: skip
+    if s.act_policy == "op":
+        return "part of the model trains under act_policy op: torchtitan's per-op policy is walked with all training"
     return None
 
 

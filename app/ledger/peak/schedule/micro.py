@@ -50,6 +50,7 @@ class MicroBatches:
 
     s: Scenario
     u: Layout
+    g: Layout  # what trains of each unit (:mod:`.trained`)
     fsdp2: bool
     reduce: int
 
@@ -58,7 +59,7 @@ class MicroBatches:
         self.roles = roles(s.grad_accum)
         self.sync_last = s.accumulates_unsharded(stage)
         self.rab_keeps = self.fsdp2 and s.keeps_units_gathered
-        u = self.u  # read only without sync: the fit finder walks hundreds of steps that never do
+        u = self.g  # what trains; read only without sync: the fit finder walks hundreds of steps that never do
         self.model_params = u.root_params + sum(u.params_of(k) for k in range(u.layers)) if self.sync_last else 0
         self.tail_done = 0  # Accelerate's tail unit: parameters whose post-backward has run at the instant walked
         self.set_role(self.roles[-1])
@@ -91,8 +92,8 @@ class MicroBatches:
 
     def done_params(self, layers_done: int, head_done: bool, head_params: int) -> int:
         """Parameters of the units this micro batch's backward has done: the top ``layers_done`` layers and, when
-        ``head_done``, the head's unit."""
-        u = self.u
+        ``head_done``, the head's unit (what trains of them)."""
+        u = self.g
         dense = u.last_dense(layers_done)
         layers = (layers_done - dense) * u.layer_params + dense * u.dense_params
         return layers + (head_params if head_done else 0) + self.tail_done

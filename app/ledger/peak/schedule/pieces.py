@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.ledger.arithmetic import ceil_div, n
-from app.ledger.peak.schedule.layout import layout
+from app.ledger.peak.schedule.layout import Layout, layout
 from app.ledger.peak.schedule.micro import MicroBatches
 from app.ledger.peak.schedule.sinks import Sink
 from app.ledger.peak.schedule.terms import activation_terms
+from app.ledger.peak.schedule.trained import trained_layout
 from app.ledger.scenario import Scenario
 from app.ledger.state.persistent import LedgerLine, shard
 from app.ledger.state.rules import Rules
@@ -38,6 +39,7 @@ class Pieces(MicroBatches):
         self.s, self.stage, self.rules, self.lines = s, stage, rules, lines
         self.fsdp2 = stage == 3
         self.u = layout(s.model, s.dp, padded)
+        self.g = self._trained(padded)  # what trains of each unit: the gradient terms read it (.trained)
         self.a = activation_terms(s)
         # Everything below is the same at every instant: worked out once here, not once per instant.
         grad = next(line for line in lines if line.tensor_class == "gradients")
@@ -48,14 +50,25 @@ class Pieces(MicroBatches):
         # bytes per element of the sharded non-gradient classes: what stage 3's dim-0 padding costs
         self.state_width = sum(ln.width * ln.copies for ln in lines if ln.tensor_class != "gradients" and ln.sharded)
         self.padding = max(0, self.u.padded_total - shard(s.params, s.dp)) if self.fsdp2 else 0
-        self.layer_grad = self._grad_elements(self.u.layer_params, self.u.layer_shard)
-        self.dense_grad = self._grad_elements(self.u.dense_params, self.u.dense_shard)  # deepseek_v3's dense layers
-        self.head_grad = self._grad_elements(self.u.head_grad_params, None)
+        # the trained parameters' padding, which their gradients carry (the same as the model's when all train)
+        self.grad_padding = max(0, self.g.padded_total - shard(s.trainable_params, s.dp)) if self.fsdp2 else 0
+        self.layer_grad = self._grad_elements(self.g.layer_params, self.g.layer_shard)
+        # deepseek_v3's dense layers, or the frozen first layers
+        self.dense_grad = self._grad_elements(self.g.dense_params, self.g.dense_shard)
+        self.head_grad = self._grad_elements(self.g.head_grad_params, None)
         self.buffers = self._buffers()
         self.init_micro_batches(stage)  # gradient accumulation: see .micro
         self.scale: tuple[int, int] | None = None
         if s.source_of("activation_bytes") == "measured":
             self.scale = (s.activation_bytes, self.a.modelled_total)
+
+    def _trained(self, padded: bool) -> Layout:
+        s = self.s
+        if s.trainable_params == s.params:
+            return self.u
+        md = s.model_defaults()
+        assert md is not None  # the schedule is walked with a model only
+        return trained_layout(self.u, s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), s.dp, padded)
 
     def _buffers(self) -> tuple[int, str]:
         """Registered buffers every rank holds whole (FSDP2 shards parameters only): torchtitan's RoPE caches,
@@ -88,7 +101,9 @@ class Pieces(MicroBatches):
         if buffers:
             out.add("state", "RoPE caches (a complex64 buffer per layer; buffers are not sharded)", buffers,
                     lambda: buffers_formula)  # fmt: skip
-        if self.fsdp2:
+        if self.fsdp2 and self.g is not self.u:
+            self._trained_state_padding(out)
+        elif self.fsdp2:
             u, s, width, pad = self.u, self.s, self.state_width, self.padding
             out.add(
                 "state",
@@ -99,6 +114,19 @@ class Pieces(MicroBatches):
                 ),
             )
 
+    def _trained_state_padding(self, out: Sink) -> None:
+        """Part of the model trains: the trained parameters' padding in the widths of the lines that hold them (the
+        parameters', master copy, optimizer states), the frozen ones' in the frozen width."""
+        trained, frozen = self.grad_padding, max(0, self.padding - self.grad_padding)
+        lines = [ln for ln in self.lines if ln.tensor_class != "gradients" and ln.sharded]
+        width = sum(ln.width * ln.copies for ln in lines if ln.params != self.s.params or ln.frozen)
+        whole = sum(ln.width * ln.copies for ln in lines if ln.params == self.s.params and not ln.frozen)
+        frozen_width = whole + sum(ln.frozen_width for ln in lines if ln.frozen)
+        value = trained * (width + whole) + frozen * frozen_width
+        out.add("state", "FSDP2 dim-0 padding of those shards (trained, frozen)", value,
+                lambda: f"{n(trained)} elements × {width + whole} B + {n(frozen)} elements × {frozen_width} B "
+                f"= {n(value)} B")  # fmt: skip
+
     def declared(self, out: Sink) -> None:
         s = self.s
         out.add("buckets", "communication buckets (declared)", s.bucket_bytes, lambda: f"{n(s.bucket_bytes)} B")
@@ -107,7 +135,7 @@ class Pieces(MicroBatches):
     def all_gradients(self) -> tuple[int, Callable[[], str]]:
         """Every gradient, as after backward: the gradient line (+ its FSDP2 padding when sharded)."""
         line = self.grad_line
-        pad = self.padding * line.width * line.copies if line.sharded else 0
+        pad = self.grad_padding * line.width * line.copies if line.sharded else 0
         total = line.bytes + pad
         if pad:
             return total, lambda: f"{line.formula.text} + FSDP2 padding {n(pad)} B = {n(total)} B"
@@ -115,7 +143,7 @@ class Pieces(MicroBatches):
 
     def gradients_so_far(self, out: Sink, layers_done: int, head_done: bool, what: str) -> None:
         if self.sync_last:
-            self.accumulated_gradients(out, self.done_params(layers_done, head_done, self.u.head_grad_params))
+            self.accumulated_gradients(out, self.done_params(layers_done, head_done, self.g.head_grad_params))
         if self.shards_all or not self.rules.gradients_fill_during_backward:
             total, formula = self.all_gradients()
             why = (f"every gradient (accumulated since the first of {self.s.grad_accum} micro batches)"
@@ -124,7 +152,7 @@ class Pieces(MicroBatches):
             return
         if not self.reducing:  # no micro batch before the last reduce-scatters: no gradient shard yet
             return
-        per_layer, dense = self.layer_grad, self.u.last_dense(layers_done)  # the top layers_done layers
+        per_layer, dense = self.layer_grad, self.g.last_dense(layers_done)  # the top layers_done layers
         head = self.head_grad if head_done else 0
         # Offloaded (copies 0): each unit's gradients go to the host once reduced; none stay resident here.
         w = self.grads_width * self.grad_line.copies

@@ -211,13 +211,13 @@ class Step(Pieces):
 
     def head_gradients(self, out: Sink) -> None:
         """The head's backward: the head's and the final norm's gradients, whole."""
-        self.whole_gradients(out, "the head's and final norm's gradients (whole)", self.u.head_grad_params)
+        self.whole_gradients(out, "the head's and final norm's gradients (whole)", self.g.head_grad_params)
 
     def head_gradients_held(self, out: Sink, k: int) -> None:
         """During layer k's backward (stage 3): the head's and final norm's gradients, held whole in the root
         until its post-backward."""
         self.whole_gradients(out, "the head's and final norm's unsharded gradients (until the root's post-backward)",
-                             self.u.head_grad_params)  # fmt: skip
+                             self.g.head_grad_params)  # fmt: skip
 
     def root_in_backward(self, out: Sink) -> None:
         self.unsharded(out, "root unit unsharded (until its post-backward)", 1, self.u.root_unsharded)
@@ -249,11 +249,11 @@ class Step(Pieces):
             self.reduce_scatter_input(
                 out,
                 f"reduce-scatter input of layer {k + 1} (in flight until the next post-backward)",
-                self.u.params_of(k + 1),
-                self.u.unsharded_of(k + 1),
+                self.g.params_of(k + 1),
+                self.g.unsharded_of(k + 1),
             )
         early = moment == "early"
-        params = 0 if moment == "unshard" else self.u.mlp_out_of(k) if early else self.u.params_of(k)
+        params = 0 if moment == "unshard" else self.g.mlp_out_of(k) if early else self.g.params_of(k)
         whose = "its MLP output projection's" if early else "all of its parameters'"
         self.whole_gradients(out, f"layer {k}'s gradients so far (whole): {whose}", params)
         self._backward_activations(out, k, moment)
@@ -335,23 +335,23 @@ class Step(Pieces):
         self.kept_since_backward(out, 0)
         self._root_unsharded_gradients(out)
         self.reduce_scatter_input(
-            out, "reduce-scatter input of layer 0 (in flight until the root's post-backward)", u.params_of(0),
-            u.unsharded_of(0),
+            out, "reduce-scatter input of layer 0 (in flight until the root's post-backward)", self.g.params_of(0),
+            self.g.unsharded_of(0),
         )  # fmt: skip
-        if u.tied:
+        if self.g.tied_params:
             self._tied_embedding_sum(out)
 
     def _tied_embedding_sum(self, out: Sink) -> None:
         """Tied embeddings: the embedding's backward makes a dense V × h gradient, and autograd's AccumulateGrad adds
         it to the head's gradient already on the shared weight out of place (torch 2.13: aten.add, traced), so
         both and their sum are held at once, in the gather width."""
-        elements, g = self.u.tied_params, self.gather if self.fsdp2 else self.grads_width
+        elements, g = self.g.tied_params, self.gather if self.fsdp2 else self.grads_width
         value = 2 * elements * g
         out.add("temporaries", "the tied embedding's gradient and its sum with the head's (added out of place)",
                 value, lambda: f"2 × {n(elements)} elements × {g} B = {n(value)} B")  # fmt: skip
 
     def root_post_backward(self, out: Sink) -> None:
-        u = self.u
+        u = self.g  # what trains of the root
         self.gradients_so_far(out, u.layers, False, "gradients of every layer")
         self.kept_since_backward(out, 0)
         self.unit_post_backward(out, u.root_params, self._root_unsharded_gradients)
@@ -359,7 +359,7 @@ class Step(Pieces):
 
     def _root_unsharded_gradients(self, out: Sink) -> None:
         # Waiting for the root's reduce-scatter at stages 2–3 (the only ones that walk these instants).
-        u = self.u
+        u = self.g
         width = self.gather if self.fsdp2 else self.grads_width
         grads = u.root_params * width
         out.add(
@@ -372,7 +372,7 @@ class Step(Pieces):
     def optimizer_step(self, out: Sink) -> None:
         """Every gradient, and AdamW's temporaries: for its largest tensor (for-loop: one tensor at a time), for
         every tensor at once (foreach), none (fused: one kernel, in place)."""
-        s, u = self.s, self.u
+        s, u = self.s, self.g  # the largest tensor that trains
         total, formula = self.all_gradients()
         out.add("gradients", "every gradient", total, formula)
         opt = next(ln for ln in self.lines if ln.tensor_class == "optimizer_states")

@@ -42,6 +42,7 @@ class ActivationTerms:
     kept_before: tuple[int, ...] = ()
     alt_recomputed: int = 0
     alt_first: int = 0  # or (deepseek_v3) layers 0 … alt_first − 1, its dense ones, are the second kind
+    first_kinds: tuple[str, str] = ("MoE", "dense")  # (the others, the first alt_first): or trained and frozen
 
     def checkpointed(self, k: int) -> int:
         """How many of layers 0 … k − 1 are checkpointed: all (every = 1, or a policy that treats every layer
@@ -62,7 +63,8 @@ class ActivationTerms:
             return f"the sum over {k - alt} sliding-window and {alt} global layers ({n(self.kept_before[k])} B)"
         if self.alt_first:
             alt = min(k, self.alt_first)
-            return f"the sum over {alt} dense and {k - alt} MoE layers ({n(self.kept_before[k])} B)"
+            first, others = self.first_kinds[1], self.first_kinds[0]
+            return f"the sum over {alt} {first} and {k - alt} {others} layers ({n(self.kept_before[k])} B)"
         if self.every == 1:
             return f"{k} × {n(self.per_layer)} B"
         c = self.checkpointed(k)
@@ -78,17 +80,37 @@ class ActivationTerms:
 
 
 def activation_terms(s: Scenario) -> ActivationTerms:
+    trains = (s.lora_rank, s.lora_targets, s.frozen_layers, s.freeze_embed)
     return _activation_terms(
-        s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms, s.ac_every, s.gqa
-    )
+        s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms, s.ac_every, s.gqa,
+        trains,
+    )  # fmt: skip
 
 
 @lru_cache(maxsize=1024)
 def _activation_terms(
-    model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str, every: int, gqa: str
-) -> ActivationTerms:
-    # tp = pp = ep = 1: not_schedulable(s) is None
-    md = model_defaults(ModelQuery(model, seq, b, w, policy, logits_bytes=lw, norms=norms, ac_every=every, gqa=gqa))
+    model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str, every: int, gqa: str,
+    trains: tuple[int, str, int, int],
+) -> ActivationTerms:  # fmt: skip
+    # tp = pp = ep = 1: not_schedulable(s) is None; trains: (lora_rank, lora_targets, frozen_layers, freeze_embed)
+    rank, targets, frozen, embed = trains
+    md = model_defaults(
+        ModelQuery(
+            model,
+            seq,
+            b,
+            w,
+            policy,
+            logits_bytes=lw,
+            norms=norms,
+            ac_every=every,
+            gqa=gqa,
+            lora_rank=rank,
+            lora_targets=targets,
+            frozen_layers=frozen,
+            freeze_embed=embed,
+        )
+    )
     a = md.activations
     arch = md.model.architecture
     full = sum(x.bytes for x in a.saved)  # tp = 1: one layer's complete saved set
@@ -121,6 +143,7 @@ def _activation_terms(
         kept_before=kept_before,
         alt_recomputed=alt_recomputed,
         alt_first=a.alt_first,
+        first_kinds=a.first_kinds,
     )
 
 

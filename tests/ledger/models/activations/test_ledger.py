@@ -211,6 +211,7 @@ def test_there_is_no_dp_input() -> None:
         "gqa",
         "imbalance_pct",
         "cp",  # the sequence's split over context-parallel ranks, not the data-parallel degree
+        "trains",  # what trains (LoRA, frozen layers): which tensors a layer keeps
     }
     assert not any("dp" in name or "data" in name or "world" in name for name in names)
 

@@ -1,0 +1,91 @@
+"""What a decoder layer keeps for backward when only part of the model trains (LoRA, frozen layers).
+
+Autograd saves a tensor for a weight's gradient only when that weight requires one (torch 2.13's derivative
+formulas: ``mm`` keeps its input for the weight's gradient only if the weight requires grad, ``mul`` each operand
+only if the other requires grad). So a frozen weight keeps nothing of its own: the RMSNorm's normalised input (for
+the norm's weight), the q/k/v and gate/up projections' input (the norm's output), the down projection's input, the
+head's input. What the *input's* gradient needs is still kept wherever a gradient flows through the layer: the
+norms' FP32 upcast and 1/rms, attention's Q, K, V, output and log-sum-exp, the MLP's gate and up outputs and SiLU.
+
+- **LoRA** (PEFT 0.21.0 ``lora.Linear.forward``: ``result + lora_B(lora_A(dropout(x))) * scaling``, dropout 0 an
+  identity): a targeted module's input is kept again, by ``lora_A``, and ``lora_B`` keeps ``lora_A``'s output, r
+  values per token per targeted module, in the activation width (FSDP2 casts the adapters to the compute dtype).
+- **Frozen layers** (``requires_grad_(False)`` on the first N): with the embedding trained, the gradient still flows
+  through them to it, and they keep what their inputs' gradients need; with the embedding frozen too, nothing below
+  the first trained layer needs a gradient, autograd records no graph, and they keep nothing at all (no checkpoint
+  either: a non-reentrant checkpoint keeps its inputs only through a graph).
+
+Modelled for Llama-shaped dense layers (:func:`~app.ledger.models.activations.ledger.llama_block`), whose saved
+entries carry ``needs`` (:class:`~app.ledger.models.activations.entries.Saved`); held to traces of transformers'
+classes with PEFT under FSDP2 (``tests/trace/test_trains_traced.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.ledger.models.activations.entries import Saved
+
+# the families whose layer entries carry ``needs`` and whose layers are traced with LoRA and frozen layers
+WALKED_FAMILIES = ("llama", "mistral", "qwen2")
+ATTENTION_INPUTS = frozenset({"q_proj", "k_proj", "v_proj"})
+MLP_INPUTS = frozenset({"gate_proj", "up_proj"})
+
+
+@dataclass(frozen=True, slots=True)
+class Trains:
+    """What trains, as the activation ledger needs it: LoRA's rank, the leaf names of the layer modules it wraps
+    (every one of them for all-linear) and how many it wraps per layer, or the frozen prefix of layers and the
+    embedding."""
+
+    lora_rank: int = 0
+    targets: frozenset[str] = frozenset()
+    modules: int = 0
+    frozen_layers: int = 0
+    freeze_embed: bool = False
+
+    @property
+    def head_frozen(self) -> bool:
+        """Whether the LM head's weight is frozen: LoRA never wraps the output layer (all-linear leaves it out)."""
+        return self.lora_rank > 0
+
+
+def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: bool) -> Saved | None:
+    """``x`` as a layer keeps it: all of it, half (the norm outputs, read by the attention and the MLP), or none."""
+    if not flows:
+        return None
+    if x.needs == "norm_w":
+        return x if norms else None
+    if x.needs == "down_w":
+        return x if "down_proj" in trained else None
+    if x.needs == "in_w":
+        attention, mlp = bool(trained & ATTENTION_INPUTS), bool(trained & MLP_INPUTS)
+        if attention and mlp:
+            return x
+        if not (attention or mlp):
+            return None
+        which = "q/k/v" if attention else "the MLP's gate and up"
+        return Saved(f"RMSNorm output read by {which} (a trained weight's input)", "s·b·h", x.elements // 2, x.width,
+                     x.split)  # fmt: skip
+    return x
+
+
+def lora_layer(full_set: tuple[Saved, ...], trains: Trains, s: int, b: int, w: int) -> tuple[Saved, ...]:
+    """A layer whose base is frozen and ``trains.modules`` of whose linear modules carry adapters."""
+    kept = [k for x in full_set if (k := _kept(x, True, trains.targets, False)) is not None]
+    r, modules = trains.lora_rank, trains.modules
+    kept.append(Saved("LoRA lora_B inputs (lora_A outputs), one per targeted module", f"{modules}·s·b·r",
+                      modules * s * b * r, w, True))  # fmt: skip
+    return tuple(kept)
+
+
+def frozen_layer(full_set: tuple[Saved, ...], flows: bool) -> tuple[Saved, ...]:
+    """A frozen layer: what its input's gradient needs where one flows (``flows``), else nothing."""
+    return tuple(k for x in full_set if (k := _kept(x, flows, frozenset(), False)) is not None)
+
+
+def head_kept(saved: tuple[Saved, ...], trains: Trains | None, tied: bool) -> tuple[Saved, ...]:
+    """The model's end without the head's input where the head's weight is frozen (LoRA; a tied head with a frozen
+    embedding)."""
+    frozen = trains is not None and (trains.head_frozen or (trains.freeze_embed and tied))
+    return tuple(x for x in saved if not (frozen and x.needs == "head_w"))

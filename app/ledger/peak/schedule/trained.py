@@ -1,0 +1,87 @@
+"""The units' gradients when only part of the model trains: a :class:`Layout` of what trains in each unit.
+
+FSDP2 all-gathers a unit whole, frozen parameters with the rest, but gives a gradient only to the parameters that
+require one, and reduce-scatters only those (torch 2.13 ``FSDPParamGroup.post_backward``: ``fsdp_params_with_grad``).
+So every gradient term of the walk — a unit's whole gradients, its reduce-scatter input (the trained parameters'
+padded shards × D), the gradient shards, the optimizer's temporaries — reads this layout, while what is gathered
+reads the model's. With LoRA every layer's trained parameters are its adapters (``lora_A`` r × in, ``lora_B`` out ×
+r, in the layer's unit) and the root trains nothing; with frozen layers, the first N layers are a second kind of
+layer with no trained parameter (the layout's ``dense_`` run, as deepseek_v3's dense first layers are the other
+kind there), and a frozen embedding leaves the root its final norm and an untied head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+from app.ledger.models.fsdp2 import padded_rows_elements
+from app.ledger.models.inventory import Tensor
+from app.ledger.models.reference import resolve
+from app.ledger.models.trains import Lora
+from app.ledger.peak.schedule.layout import Layout
+from app.ledger.state.persistent import shard
+
+
+def _shard_of(tensors: tuple[Tensor, ...], dp: int, padded: bool) -> int:
+    if padded:
+        return sum(padded_rows_elements(t, dp) for t in tensors)
+    return shard(sum(t.numel for t in tensors), dp)
+
+
+def _largest(u: Layout, tensors: tuple[Tensor, ...], dp: int, padded: bool) -> Layout:
+    if not tensors:
+        return replace(u, largest_tensor=0, largest_tensor_shard=0, largest_tensor_name="(none trains)")
+    big = max(tensors, key=lambda t: t.numel)
+    rows = padded_rows_elements(big, dp) if padded else shard(big.numel, dp)
+    return replace(u, largest_tensor=big.numel, largest_tensor_shard=rows, largest_tensor_name=big.name)
+
+
+def _lora(u: Layout, adapters: Lora, dp: int, padded: bool) -> Layout:
+    r = adapters.rank
+    tensors = tuple(
+        t for name, a, b in adapters.modules
+        for t in (Tensor(f"{name}.lora_A", (r, b), r * b), Tensor(f"{name}.lora_B", (a, r), a * r))
+    )  # fmt: skip
+    per_rank = _shard_of(tensors, dp, padded)
+    whole = dp * per_rank if padded else adapters.per_layer
+    down = sum(r * (a + b) for name, a, b in adapters.modules if name.endswith("down_proj"))
+    out = replace(
+        u, layer_params=adapters.per_layer, layer_shard=per_rank, layer_unsharded=whole, root_params=0,
+        head_grad_params=0, root_shard=0, root_unsharded=0, padded_total=u.layers * per_rank, mlp_out_params=down,
+        embed_params=0, embed_shard=0, embed_unsharded=0, tail_shard=0, tail_unsharded=0, head_params=0,
+        head_unsharded=0, norm_params=0, tied_params=0,
+    )  # fmt: skip
+    return _largest(out, tensors, dp, padded)
+
+
+def _frozen(u: Layout, model: str, layers: int, embed: bool, dp: int, padded: bool) -> Layout:
+    inv = resolve(model).inventory
+    tied = u.tied
+    root = (() if embed else inv.embed.tensors) + inv.final.tensors
+    root_shard = _shard_of(root, dp, padded)
+    out = replace(
+        u, dense_layers=layers, dense_params=0, dense_shard=0, dense_unsharded=0, dense_mlp_out_params=0,
+        padded_total=root_shard + (u.layers - layers) * u.layer_shard,
+    )  # fmt: skip
+    if embed:
+        out = replace(
+            out, root_params=sum(t.numel for t in root), root_shard=root_shard,
+            root_unsharded=dp * root_shard if padded else sum(t.numel for t in root),
+            head_grad_params=u.norm_params if tied else u.head_grad_params, embed_params=0, embed_shard=0,
+            embed_unsharded=0, tied_params=0,
+        )  # fmt: skip
+    trained = root + (inv.units[1].tensors if layers < u.layers else ())
+    return _largest(out, trained, dp, padded)
+
+
+@lru_cache(maxsize=1024)
+def trained_layout(
+    u: Layout, model: str, adapters: Lora | None, frozen_layers: int, freeze_embed: bool, dp: int, padded: bool
+) -> Layout:
+    """What trains of ``u`` (the model's units at D): ``u`` itself when everything trains."""
+    if adapters is not None:
+        return _lora(u, adapters, dp, padded)
+    if frozen_layers or freeze_embed:
+        return _frozen(u, model, frozen_layers, freeze_embed, dp, padded)
+    return u

@@ -1,0 +1,56 @@
+"""What trains, applied to transformers' model before it is sharded, as a fine-tuning script applies it: PEFT
+0.21.0's ``get_peft_model`` with a ``LoraConfig``, or ``requires_grad_(False)`` on the first decoder layers and the
+embedding. Imports torch and (with LoRA) peft: call it from a trace only.
+
+PEFT cannot inject adapters under ``FakeTensorMode`` (``_move_adapter_to_device_of_base_layer`` fails to swap the
+new weights in): the injection runs with the fake mode set aside, so the adapters are made as real tensors (their
+own size, r × (a + b) per module), and each is then handed to the trace's fake mode as a fake tensor of the same
+shape, dtype and ``requires_grad``. The base model stays fake throughout. Where only part of the model trains, the
+stack loads the checkpoint in its own 16 bits (``from_pretrained(dtype="auto")``); Accelerate then upcasts only what
+trains (:mod:`app.trace.accelerate`): the frozen parameters are cast to the frozen width here and what trains stays
+in FP32, where Accelerate's upcast would put it (its log line needs an ``Accelerator`` the fake world has not).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+from app.trace.models import decoder_layers
+from app.trace.setup import TraceSetup
+
+_WIDTHS = {2: torch.bfloat16, 4: torch.float32}
+
+
+def apply_trains(model: Any, setup: TraceSetup) -> Any:
+    """``model`` with only what ``setup`` trains left trainable (a PEFT model with LoRA); unchanged when all train."""
+    if not setup.trains_part:
+        return model
+    if setup.lora_rank:
+        model = _with_adapters(model, setup)
+    else:
+        if setup.freeze_embed:
+            model.get_input_embeddings().requires_grad_(False)  # a tied head shares its weight: frozen with it
+        for layer in decoder_layers(model)[: setup.frozen_layers]:
+            layer.requires_grad_(False)
+    for p in model.parameters():
+        if not p.requires_grad:
+            p.data = p.data.to(_WIDTHS[setup.frozen_bytes])
+    return model
+
+
+def _with_adapters(model: Any, setup: TraceSetup) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    mode = next(model.parameters()).fake_mode
+    targets: str | list[str] = "all-linear" if setup.lora_targets == ("all-linear",) else list(setup.lora_targets)
+    with unset_fake_temporarily():
+        peft_model = get_peft_model(model, LoraConfig(r=setup.lora_rank, target_modules=targets))
+        for module in peft_model.modules():
+            for name, p in list(module._parameters.items()):
+                if p is not None and not isinstance(p, FakeTensor):
+                    fake = mode.from_tensor(p.detach())  # FP32: PEFT's autocast_adapter_dtype
+                    module._parameters[name] = torch.nn.Parameter(fake, requires_grad=p.requires_grad)
+    return peft_model
