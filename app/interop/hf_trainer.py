@@ -86,6 +86,23 @@ def _lora_lines(s: Scenario) -> list[str]:
         "",
         f"peft_config = LoraConfig(r={s.lora_rank}, target_modules={targets})",
         "# model = get_peft_model(model, peft_config) before the Trainer (or Trainer(..., peft_config=...) with TRL)",
+        *_quant_lines(s),
+    ]
+
+
+def _quant_lines(s: Scenario) -> list[str]:
+    """QLoRA's 4-bit base as from_pretrained takes it: NF4 stored in BF16 so that FSDP2 shards it."""
+    if s.base_quant == "none":
+        return []
+    return [
+        "",
+        "import torch",
+        "from transformers import BitsAndBytesConfig",
+        "",
+        'quantization_config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", '
+        f"bnb_4bit_use_double_quant={s.base_quant == 'nf4-dq'}, bnb_4bit_quant_storage=torch.bfloat16, "
+        "bnb_4bit_compute_dtype=torch.bfloat16)",
+        "# model = AutoModelForCausalLM.from_pretrained(..., quantization_config=quantization_config)",
     ]
 
 

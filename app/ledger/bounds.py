@@ -54,6 +54,7 @@ SavePath = Literal["sharded", "full-rank0"]
 LoadPath = Literal["partitioned", "rank0", "every-rank"]
 # Registered buffers every rank holds whole (FSDP2 shards parameters, not buffers).
 BuffersKind = Literal["none", "rope-per-layer"]
+BaseQuantKind = Literal["none", "nf4", "nf4-dq"]  # QLoRA's 4-bit base (bitsandbytes NF4, double quantisation)
 ActWidth = Literal[1, 2, 4]
 LogitsWidth = Literal[2, 4]
 ACT_POLICIES: tuple[str, ...] = get_args(ActPolicy)

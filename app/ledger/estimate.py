@@ -91,8 +91,9 @@ def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
         model=md,
         # FSDP2's padded shard is of the whole model over one flat mesh: not a model-parallel rank's
         # (nor with cp: the page states it at D, and the mesh would be D × cp; the ledger's shard is ⌈N ÷ (D × cp)⌉)
+        # (nor with a 4-bit base, whose packed codes are not the inventory's tensors: the walk's layout counts them)
         fsdp2=None
-        if md is None or (s.tp, s.pp, s.ep, s.cp) != (1, 1, 1, 1)
+        if md is None or (s.tp, s.pp, s.ep, s.cp) != (1, 1, 1, 1) or s.base_quant != "none"
         else fsdp2_shard(md.model.inventory, s.dp, 1),
         pipeline=pipeline_ends(s, ledger),
     )

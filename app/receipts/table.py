@@ -188,7 +188,10 @@ _SYNCED = {"every": "after each", "last": "after the last only (no_sync before)"
 def _header_lines(e: Estimate) -> Iterator[str]:
     s = e.scenario
     title = s.name or "scenario"
-    trains = f" ({integer(s.trainable_params)} train, {integer(s.frozen_params)} frozen)" if s.frozen_params else ""
+    quant = f", {s.base_quant} base" if s.base_quant != "none" else ""
+    trains = ""
+    if s.frozen_params:
+        trains = f" ({integer(s.trainable_params)} train, {integer(s.frozen_params)} frozen{quant})"
     yield f"zero3-lab — {title}: {integer(s.params)} params{trains}, D = {s.dp}, U = {integer(s.unit_params)}"
     yield (
         f"widths (B): param {s.param_bytes}, grad {s.grad_bytes}, master {s.master_bytes}, "

@@ -210,6 +210,9 @@ def _trains_problems(s: Scenario) -> list[str]:
     """Why what trains cannot be traced: PEFT's adapters and frozen modules run on transformers' classes only, and a
     typed trainable count says nothing of which modules train."""
     part = bool(s.lora_rank or s.frozen_layers or s.freeze_embed)
+    if s.base_quant != "none":
+        return [f"--base-quant {s.base_quant}: bitsandbytes makes its 4-bit weights from real ones, not fake tensors "
+                "(tests/trace/test_qlora_traced.py runs a small QLoRA model on real tensors)"]  # fmt: skip
     if part and s.stack != "hf-fsdp2":
         return [f"--stack {s.stack}: LoRA and frozen modules are traced on transformers' classes with PEFT 0.21.0 "
                 "(--stack hf-fsdp2)"]  # fmt: skip

@@ -87,6 +87,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "frozen_bytes": 2,
         "lora_rank": 0,
         "lora_targets": "",
+        "base_quant": "none",
         "frozen_layers": 0,
         "freeze_embed": 0,
         "cp": 1,

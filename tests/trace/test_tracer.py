@@ -118,6 +118,10 @@ def test_the_seeds_layout_is_refused_with_the_fsdp2_flags() -> None:
         ({"model": "llama-2-7b", **FSDP2, "cp": 2}, "ring attention does not run on CPU"),
         ({"model": "llama-2-7b", **FSDP2, "lora_rank": 8}, "LoRA and frozen modules are traced on transformers'"),
         ({"model": "llama-2-7b", **FSDP2, "trainable_params": 1_000}, "--trainable-params typed"),
+        (
+            {"model": "llama-3.1-8b", **FSDP2, "stack": "hf-fsdp2", "lora_rank": 8, "base_quant": "nf4"},
+            "not fake tensors",
+        ),
     ],
 )
 def test_untraceable_scenarios_name_their_reason(raw: dict[str, object], needle: str) -> None:

@@ -15,8 +15,9 @@ from functools import lru_cache
 from typing import Any, NamedTuple, get_type_hints
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
-from app.ledger.models.activations.frozen import Trains
+from app.ledger.models.activations.frozen import WALKED_FAMILIES, Trains
 from app.ledger.models.parallel import RankShare, rank_share
+from app.ledger.models.quant import QUANT_KINDS, Quant, quantized
 from app.ledger.models.reference import ModelRef, resolve
 from app.ledger.models.trains import Lora, LoraError, frozen_params, lora
 
@@ -31,6 +32,7 @@ class ModelDefaults:
     share: RankShare
     lora: Lora | None = None  # LoRA adapters (counted in params and, where they grow it, in the largest unit)
     frozen: int = 0  # without LoRA, the parameters of the modules frozen (frozen_layers, freeze_embed)
+    quant: Quant | None = None  # QLoRA: the frozen layers' linear weights in 4 bits
 
     @property
     def trainable(self) -> int:
@@ -69,6 +71,7 @@ class ModelQuery(NamedTuple):
     frozen_layers: int = 0
     freeze_embed: int = 0
     cp: int = 1
+    base_quant: str = "none"
 
     @classmethod
     def of(cls, values: Mapping[str, int | str]) -> ModelQuery:
@@ -105,6 +108,7 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
             raise LoraError(field, "frozen modules with tensor, pipeline or expert parallelism are not modelled",
                             "0 with tp, pp or ep above 1")  # fmt: skip
         frozen = frozen_params(ref.architecture, ref.inventory, q.frozen_layers, bool(q.freeze_embed))
+    quant = _quant(ref, q, adapters is not None)
     trains = None
     if adapters is not None:
         names = frozenset(name.rsplit(".", 1)[-1] for name, _, _ in adapters.modules)
@@ -137,4 +141,19 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
     layer = ref.inventory.units[1]
     grown = layer.params + adapters.per_layer
     largest, name = (grown, layer.name) if grown > share.largest.params else (share.largest.params, share.largest.name)
-    return ModelDefaults(ref, share.params + adapters.params, largest, name, ledger, share, adapters)
+    return ModelDefaults(ref, share.params + adapters.params, largest, name, ledger, share, adapters, 0, quant)
+
+
+def _quant(ref: ModelRef, q: ModelQuery, adapters: bool) -> Quant | None:
+    """QLoRA's 4-bit base, or None. Raises :class:`LoraError` naming ``base_quant``."""
+    if q.base_quant == "none":
+        return None
+    if q.base_quant not in QUANT_KINDS:
+        raise LoraError("base_quant", f"{q.base_quant!r} is not a 4-bit base", ", ".join(QUANT_KINDS))
+    if not adapters:
+        raise LoraError("base_quant", "QLoRA quantizes the frozen base of a LoRA run", "none without lora_rank")
+    arch = ref.architecture
+    if arch.family not in WALKED_FAMILIES:
+        raise LoraError("base_quant", f"a 4-bit base is modelled for {', '.join(WALKED_FAMILIES)}, not {arch.family}",
+                        "none for this model")  # fmt: skip
+    return quantized(ref.inventory, arch.layers, q.base_quant)

@@ -171,9 +171,12 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
                                     f"{inp.unit_params:,} is larger than params ({params:,})",
                                     f"0 … params ({params:,})"))  # fmt: skip
     given = [f for f in ("lora_rank", "lora_targets", "frozen_layers", "freeze_embed") if getattr(inp, f)]
+    given += ["base_quant"] if inp.base_quant not in (None, "none") else []
     if given and not inp.model and "model" not in unchecked:
-        problems.append(Problem(given[0], "trains_needs_model", "needs a model (its modules)",
-                                "0 (or empty) without a model"))  # fmt: skip
+        allowed = "none without a model" if given[0] == "base_quant" else "0 (or empty) without a model"
+        problems.append(Problem(given[0], "trains_needs_model", "needs a model (its modules)", allowed))
+    elif "model" not in unchecked:
+        problems.extend(_quant_problems(inp, unchecked))
     if inp.trainable_params is not None and "params" not in unchecked:
         params = inp.params if inp.params is not None else fill.params if fill else None
         if params is None and not model_failed:
@@ -217,6 +220,22 @@ def _loss_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelFi
         why = ("grad_sync last with the chunked loss is not walked: torchtitan, whose loss it is, reduce-scatters "
                "every micro batch (its slices toggle the head's sync themselves)")  # fmt: skip
     return [Problem("loss", "chunked_loss", why, "outside or inside")] if why else []
+
+
+def _quant_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Problem]:
+    """A 4-bit base is stored in BF16 elements (bnb_4bit_quant_storage) that FSDP2 shards and gathers as they are:
+    the frozen width and the all-gather width must be 2, and ZeRO++'s secondary partition is not modelled for it."""
+    if inp.base_quant in (None, "none") or unchecked & {"frozen_bytes", "gather_bytes", "hpz"}:
+        return []
+    for name in ("frozen_bytes", "gather_bytes"):
+        if _value(inp, name) != 2:
+            return [Problem("base_quant", "quant_storage_bf16", f"needs {name} 2: the 4-bit codes are stored in BF16 "
+                            "elements (bnb_4bit_quant_storage), which FSDP2 shards and gathers as they are",
+                            f"none with {name} {_value(inp, name)}")]  # fmt: skip
+    if _int(inp, "hpz") > 1:
+        return [Problem("base_quant", "quant_with_hpz", "ZeRO++'s secondary partition of a 4-bit base is not modelled",
+                        "none with hpz above 1")]  # fmt: skip
+    return []
 
 
 def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Problem]:

@@ -67,6 +67,7 @@ from app.ledger.scenario.readers import (
     W124,
     W1248,
     ActW,
+    BaseQuant,
     Buffers,
     Bytes,
     Count,
@@ -90,6 +91,7 @@ from app.ledger.scenario.readers import (
     Wrap,
 )
 from app.ledger.scenario.trains import (
+    BASE_QUANT_FIELD,
     FREEZE_EMBED_FIELD,
     FROZEN_BYTES_FIELD,
     FROZEN_LAYERS_FIELD,
@@ -136,6 +138,7 @@ class ScenarioFields(BaseModel):
     )
     lora_rank: Plain = LORA_RANK_FIELD
     lora_targets: Text = LORA_TARGETS_FIELD
+    base_quant: BaseQuant = BASE_QUANT_FIELD
     frozen_layers: Plain = FROZEN_LAYERS_FIELD
     freeze_embed: Flag = FREEZE_EMBED_FIELD
     trainable_params: Count = TRAINABLE_FIELD

@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 from app.ledger.bounds import (
     ActPolicy,
     ActWidth,
+    BaseQuantKind,
     BuffersKind,
     GqaKind,
     GradSync,
@@ -131,6 +132,7 @@ Loss = Annotated[LossPlace | None, BeforeValidator(_read_choice), _kind("choice"
 Wrap = Annotated[Wrapping | None, BeforeValidator(_read_choice), _kind("choice")]
 Norms = Annotated[NormsImpl | None, BeforeValidator(_read_choice), _kind("choice")]
 Buffers = Annotated[BuffersKind | None, BeforeValidator(_read_choice), _kind("choice")]
+BaseQuant = Annotated[BaseQuantKind | None, BeforeValidator(_read_choice), _kind("choice")]
 Source = Annotated[ReserveSource | None, BeforeValidator(_read_choice), _kind("choice")]
 Gqa = Annotated[GqaKind | None, BeforeValidator(_read_choice), _kind("choice")]
 Sync = Annotated[GradSync | None, BeforeValidator(_read_choice), _kind("choice")]

@@ -78,6 +78,16 @@ class Scenario(ScenarioValues):
         """Of ``params``, those that do not train: no gradient, master copy or optimizer state."""
         return self.params - self.trainable_params
 
+    @property
+    def frozen_elements(self) -> int:
+        """The elements the frozen parameters are stored in: one each, but with QLoRA's 4-bit base the layers'
+        linear weights in their packed BF16 elements (:mod:`app.ledger.models.quant`)."""
+        if self.base_quant == "none":
+            return self.frozen_params
+        md = self.model_defaults()
+        assert md is not None and md.quant is not None  # a parsed scenario with a 4-bit base has its model's
+        return self.frozen_params - md.quant.values + md.quant.storage
+
     def shards(self, degree: int | None = None, count: int | None = None) -> tuple[tuple[int, int], ...]:
         """(parameters, owners) of each part a ZeRO-sharded class splits into on this rank: the dense part
         over the shard group (D, or HSDP's group), the experts over D ÷ ep; ``degree`` evaluates the same

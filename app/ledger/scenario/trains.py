@@ -45,6 +45,13 @@ LORA_TARGETS_FIELD: Any = optional(
     examples=["all-linear"],
     json_schema_extra=form("model", "modules", ""),
 )
+BASE_QUANT_FIELD: Any = optional(
+    title="4-bit base (QLoRA)",
+    description="bitsandbytes' NF4 for the frozen layers' linear weights, stored in BF16 so FSDP2 shards them: nf4, "
+    "or nf4-dq (double quantisation). Needs LoRA.",
+    examples=["none", "nf4"],  # none first: the examples together carry hpz 8, which a 4-bit base is refused with
+    json_schema_extra=form("model", "quantisation", "none"),
+)
 FROZEN_LAYERS_FIELD: Any = optional(
     ge=FROZEN_LAYERS[0],
     le=FROZEN_LAYERS[1],

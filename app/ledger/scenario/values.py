@@ -70,6 +70,7 @@ class ScenarioValues:
     frozen_bytes: int = 2  # Frozen parameter width
     lora_rank: int = 0  # LoRA rank
     lora_targets: str = ""  # LoRA target modules
+    base_quant: str = "none"  # 4-bit base (QLoRA)
     frozen_layers: int = 0  # Frozen layers
     freeze_embed: int = 0  # Freeze the embedding
     cp: int = 1  # Context parallel (cp)

@@ -129,8 +129,9 @@ def ledger_line(s: Scenario, stage: int, tensor_class: str, rules: Rules, degree
     sharded = rules.sharded(tensor_class, stage)
     hierarchical = rules.hierarchical_groups
     dp = s.dp if degree is None else degree
-    frozen = s.frozen_params if tensor_class == "parameters" else 0
-    split = bool(frozen) and s.frozen_bytes != s.param_bytes  # the frozen ones at a width of their own
+    # the frozen ones' stored elements (a 4-bit base: its packed BF16 elements), at a width of their own
+    frozen = s.frozen_elements if tensor_class == "parameters" else 0
+    split = bool(frozen) and (s.frozen_bytes != s.param_bytes or s.base_quant != "none")
     count = s.trainable_params if tensor_class != "parameters" or split else s.params
     parts = (s.shards(dp, count) if hierarchical else ((count, dp),)) if sharded else ((count, 1),)
     owners = parts[0][1]

@@ -31,7 +31,15 @@ from app.ledger.verify.frozen import (
     FROZEN_PERSISTENT,
     FROZEN_SCENARIO,
 )
-from app.ledger.verify.oracle import LATENT_KEYS, LORA_FAMILIES, host_table, lora_params, rank_params, stage_table
+from app.ledger.verify.oracle import (
+    LATENT_KEYS,
+    LORA_FAMILIES,
+    host_table,
+    lora_params,
+    qlora_stored,
+    rank_params,
+    stage_table,
+)
 from app.ledger.verify.results import (
     CheckResult,
     fail,
@@ -61,6 +69,14 @@ def oracle_rank_params(s: Scenario) -> tuple[int, int] | None:
         **{key: getattr(a, key) for key in LATENT_KEYS},
     )  # fmt: skip
     return dense + adapters, experts
+
+
+def _frozen_stored(s: Scenario) -> int:
+    """With a 4-bit base, the oracle's own count of the elements the frozen parameters are stored in; else 0."""
+    if s.base_quant == "none":
+        return 0
+    a = resolve(s.model).architecture
+    return qlora_stored(a.layers, a.hidden, a.heads, a.kv_heads, a.head_dim, a.intermediate, s.frozen_params)
 
 
 def oracle_agreement(ledger: Ledger) -> CheckResult:
@@ -95,6 +111,7 @@ def oracle_agreement(ledger: Ledger) -> CheckResult:
             params_offloaded=scenario.offload_param != "none", expert_params=experts, ep=scenario.ep,
             shard_group=min(scenario.shard_group, scenario.dp), hpz=scenario.hpz,
             trainable=scenario.trainable_params, frozen_bytes=scenario.frozen_bytes, cp=scenario.cp,
+            frozen_stored=_frozen_stored(scenario),
         )  # fmt: skip
         for stage in evaluated.stages:
             row = table[stage.stage]

@@ -25,6 +25,7 @@ def stage_table(
     trainable: int = 0,
     frozen_bytes: int = 0,
     cp: int = 1,
+    frozen_stored: int = 0,
 ) -> dict[int, dict[str, int]]:
     """Persistent bytes per busiest rank on the device for stages 0–3, by class, straight from the ZeRO
     paper; with offload, ZeRO-Offload's (Ren et al., ATC'21, §4) and ZeRO-Infinity's moves zero a cell.
@@ -35,7 +36,8 @@ def stage_table(
     params train: only they have gradients, master weights and optimizer states; the frozen rest keep
     ``frozen_bytes`` (0 = param_bytes) per parameter. ``cp`` context-parallel ranks hold the same parameters as their
     data-parallel rank and FSDP shards over them too (torchtitan 0.3.0 parallel_dims.py: fsdp = dp_shard × cp): the
-    shard group is cp times larger."""
+    shard group is cp times larger. ``frozen_stored`` (0 = one per frozen parameter): the elements the frozen
+    parameters are stored in (QLoRA's packed 4-bit codes: :func:`qlora_stored`)."""
     group = (shard_group if shard_group else dp) * cp
     if expert_params:
         # dense over the shard group, experts over their expert-data-parallel ranks, each rounded up
@@ -44,11 +46,11 @@ def stage_table(
     else:
         shard = (params + group - 1) // group  # the busiest rank's share, rounded up
     trains = trainable if trainable else params
-    frozen = params - trains
+    frozen = frozen_stored if frozen_stored else params - trains
     trains_shard = shard if trains == params else (trains + group - 1) // group
     frozen_shard = (frozen + group - 1) // group
     frozen_width = frozen_bytes if frozen_bytes else param_bytes
-    if frozen and frozen_width != param_bytes:  # each part at its own width
+    if frozen and (frozen_width != param_bytes or frozen_stored):  # each part at its own width
         whole_params = trains * param_bytes + frozen * frozen_width
         sharded_params = trains_shard * param_bytes + frozen_shard * frozen_width
     else:
@@ -325,3 +327,14 @@ def lora_params(
     named = [t.strip() for t in targets.split(",") if t.strip()] or ["q_proj", "v_proj"]
     chosen = list(features) if named == ["all-linear"] else named
     return layers * sum(rank * sum(features[name]) for name in chosen)
+
+
+def qlora_stored(
+    layers: int, hidden: int, heads: int, kv_heads: int, head_dim: int, intermediate: int, frozen: int
+) -> int:
+    """The elements ``frozen`` parameters of a Llama-shaped model are stored in when its layers' seven linear weights
+    are 4-bit codes, two per byte, in 2-byte elements (bitsandbytes' quant_storage bfloat16): ⌈n ÷ 4⌉ each."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    weights = [hidden * q, hidden * kv, hidden * kv, q * hidden, hidden * intermediate, hidden * intermediate,
+               intermediate * hidden]  # fmt: skip
+    return frozen - layers * sum(weights) + layers * sum((w + 3) // 4 for w in weights)

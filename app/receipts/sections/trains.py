@@ -31,6 +31,16 @@ class LoraOut(Strict):
     formula: str
 
 
+class QuantOut(Strict):
+    """QLoRA's 4-bit base (bitsandbytes NF4, stored in BF16 elements that FSDP2 shards)."""
+
+    kind: str = Field(description="nf4, or nf4-dq (double quantisation)", examples=["nf4"])
+    values: int = Field(description="values of the quantized weights (the decoder layers' linear modules)")
+    stored_elements: int = Field(description="their packed codes in BF16 elements, ⌈n ÷ 4⌉ per weight: sharded")
+    quant_state_bytes: int = Field(description="absmaxes and code tables, on every rank whole")
+    formula: str
+
+
 class TrainsSection(Strict):
     """Every parameter, those that train (gradients, master copy and optimizer states) and those frozen."""
 
@@ -40,6 +50,7 @@ class TrainsSection(Strict):
     source: TrainsSource = Field(description="all: everything trains; lora, frozen modules: from the model; "
                                  "declared: trainable_params typed")  # fmt: skip
     lora: LoraOut | None
+    quant: QuantOut | None = None
 
 
 def trains_out(s: Scenario) -> TrainsSection:
@@ -53,5 +64,10 @@ def trains_out(s: Scenario) -> TrainsSection:
     if adapters is not None:
         lora = LoraOut(rank=adapters.rank, modules=[LoraModuleOut(name=m, a=a, b=b) for m, a, b in adapters.modules],
                        per_layer=adapters.per_layer, params=adapters.params, formula=adapters.formula)  # fmt: skip
+    quant = md.quant if md is not None else None
+    base = None
+    if quant is not None:
+        base = QuantOut(kind=quant.kind, values=quant.values, stored_elements=quant.storage,
+                        quant_state_bytes=quant.state_bytes, formula=quant.formula)  # fmt: skip
     return TrainsSection(params=s.params, trainable=s.trainable_params, frozen=s.frozen_params, source=source,
-                         lora=lora)  # fmt: skip
+                         lora=lora, quant=base)  # fmt: skip

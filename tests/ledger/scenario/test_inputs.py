@@ -85,7 +85,8 @@ FROZEN_CONTEXT = {"model": "llama-2-7b"}  # frozen modules are the model's
 
 def test_every_example_is_a_valid_input() -> None:
     for name, schema in SCHEMA["properties"].items():
-        context = LORA_CONTEXT if name.startswith("lora_") else FROZEN_CONTEXT if name.startswith("fr") else {}
+        lora = name.startswith("lora_") or name == "base_quant"  # QLoRA's base is a LoRA run's
+        context = LORA_CONTEXT if lora else FROZEN_CONTEXT if name.startswith("fr") else {}
         for example in schema["examples"]:
             assert getattr(parse_scenario({**context, name: example}), name) == example, name
 

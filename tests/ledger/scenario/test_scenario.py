@@ -139,6 +139,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "frozen_bytes",
         "lora_rank",
         "lora_targets",
+        "base_quant",
         "frozen_layers",
         "freeze_embed",
         "params",

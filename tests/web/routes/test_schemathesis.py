@@ -60,6 +60,11 @@ def _lora_given(data: dict[str, Any]) -> bool:
     return bool(data.get("lora_rank")) or bool(str(data.get("lora_targets") or "").strip())
 
 
+def _quant_given(data: dict[str, Any]) -> bool:
+    """A 4-bit base needs LoRA on a Llama-shaped model, BF16 frozen and gathered widths, no hpZ."""
+    return str(data.get("base_quant") or "none").strip() not in ("", "none")
+
+
 def _frozen_given(data: dict[str, Any]) -> bool:
     """Frozen modules are a model's (a model needed, at most its layers, not with LoRA or model parallelism)."""
     return _int_of(data, "frozen_layers", 0) > 0 or _int_of(data, "freeze_embed", 0) > 0
@@ -223,6 +228,7 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "trainable_params": _trainable_refused,
     "lora_rank": _lora_given,
     "lora_targets": _lora_given,
+    "base_quant": _quant_given,
     "frozen_layers": _frozen_given,
     "freeze_embed": _frozen_given,
     "name": _breaks_name_pattern,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from app.ledger.models.activations.frozen import WALKED_FAMILIES
 from app.ledger.models.activations.ledger import llama_block
 from app.ledger.models.fsdp2 import padded_rows_elements
-from app.ledger.models.inventory import Tensor
+from app.ledger.models.inventory import Tensor, Unit
+from app.ledger.models.quant import packed_elements
 from app.ledger.models.reference import resolve
 from app.ledger.scenario import Scenario
 from app.ledger.state.persistent import shard
@@ -117,16 +118,31 @@ def _padded_shard(tensors: tuple[Tensor, ...], dp: int) -> int:
     return sum(padded_rows_elements(t, dp) for t in tensors)
 
 
+def _packed(unit: Unit) -> Unit:
+    """A decoder layer with its linear weights in 4 bits: each stored as ⌈n ÷ 4⌉ BF16 elements, one column
+    (bitsandbytes' ``quant_storage`` layout, which FSDP2 shards on its rows), the rest as it is."""
+    tensors = tuple(
+        Tensor(t.name, (packed_elements(t.numel), 1), packed_elements(t.numel)) if len(t.shape) == 2 else t
+        for t in unit.tensors
+    )
+    return replace(unit, tensors=tensors, params=sum(t.numel for t in tensors))
+
+
 @lru_cache(maxsize=4096)
-def layout(model: str, dp: int, padded: bool = True) -> Layout:
+def layout(model: str, dp: int, padded: bool = True, quant: str = "none") -> Layout:
     """The units of ``model`` sharded over ``dp`` ranks (cached: the fit finder asks at many D).
 
     ``padded=False`` gives the same units without FSDP2's dim-0 padding (shards ⌈x ÷ D⌉, units
-    whole): a lower bound of every term that never grows with D, for the fit finder."""
+    whole): a lower bound of every term that never grows with D, for the fit finder. ``quant`` (QLoRA's
+    ``nf4``, ``nf4-dq``): the layers' linear weights are gathered and sharded as their packed BF16 elements, so every
+    unit figure counts stored elements (``layer_params`` too)."""
     inv = resolve(model).inventory
     arch = inv.architecture
     kinds = inv.layer_kinds
     dense, layer = (kinds[0][2], kinds[-1][2]) if len(kinds) == 2 else (None, kinds[0][2])
+    if quant != "none":  # a model of one kind of layer: the 4-bit base is refused for two
+        layer = _packed(layer)
+        kinds = ((0, arch.layers, layer),)
     root_tensors = inv.embed.tensors + inv.final.tensors
     layer_tensors = tuple(t for _, _, unit in kinds for t in unit.tensors)
     largest = max(
@@ -151,7 +167,8 @@ def layout(model: str, dp: int, padded: bool = True) -> Layout:
         layer_whole, root_whole = layer.params, root_params
         dense_whole = dense.params if dense is not None else 0
         dense_shard = shard(dense_whole, dp)
-        total, largest_shard = shard(inv.params, dp), shard(largest.numel, dp)
+        stored = root_params + (arch.layers - dense_count) * layer.params + dense_count * dense_whole
+        total, largest_shard = shard(stored, dp), shard(largest.numel, dp)
     return Layout(
         layers=arch.layers,
         layer_params=layer.params,

@@ -38,7 +38,7 @@ class Pieces(MicroBatches):
     def __init__(self, s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> None:
         self.s, self.stage, self.rules, self.lines = s, stage, rules, lines
         self.fsdp2 = stage == 3
-        self.u = layout(s.model, s.dp, padded)
+        self.u = layout(s.model, s.dp, padded, s.base_quant)
         self.g = self._trained(padded)  # what trains of each unit: the gradient terms read it (.trained)
         self.a = activation_terms(s)
         # Everything below is the same at every instant: worked out once here, not once per instant.
@@ -49,7 +49,8 @@ class Pieces(MicroBatches):
         self.state_total = sum(ln.bytes for ln in self.state_lines)
         # bytes per element of the sharded non-gradient classes: what stage 3's dim-0 padding costs
         self.state_width = sum(ln.width * ln.copies for ln in lines if ln.tensor_class != "gradients" and ln.sharded)
-        self.padding = max(0, self.u.padded_total - shard(s.params, s.dp)) if self.fsdp2 else 0
+        stored = s.trainable_params + s.frozen_elements  # the parameters' elements (a 4-bit base's packed)
+        self.padding = max(0, self.u.padded_total - shard(stored, s.dp)) if self.fsdp2 else 0
         # the trained parameters' padding, which their gradients carry (the same as the model's when all train)
         self.grad_padding = max(0, self.g.padded_total - shard(s.trainable_params, s.dp)) if self.fsdp2 else 0
         self.layer_grad = self._grad_elements(self.g.layer_params, self.g.layer_shard)
@@ -57,6 +58,8 @@ class Pieces(MicroBatches):
         self.dense_grad = self._grad_elements(self.g.dense_params, self.g.dense_shard)
         self.head_grad = self._grad_elements(self.g.head_grad_params, None)
         self.buffers = self._buffers()
+        md = s.model_defaults() if s.base_quant != "none" else None
+        self.quant = md.quant if md is not None else None
         self.init_micro_batches(stage)  # gradient accumulation: see .micro
         self.scale: tuple[int, int] | None = None
         if s.source_of("activation_bytes") == "measured":
@@ -97,6 +100,10 @@ class Pieces(MicroBatches):
             total,
             lambda: " + ".join(f"{n(ln.bytes)} B {ln.tensor_class}" for ln in lines) + f" = {n(total)} B",
         )
+        quant = self.quant
+        if quant is not None:
+            out.add("state", "the 4-bit base's quant states (absmaxes and code tables: module attributes, not sharded)",
+                    quant.state_bytes, lambda: quant.formula)  # fmt: skip
         buffers, buffers_formula = self.buffers
         if buffers:
             out.add("state", "RoPE caches (a complex64 buffer per layer; buffers are not sharded)", buffers,
@@ -214,6 +221,15 @@ class Pieces(MicroBatches):
             value,
             lambda: (f"{units} × " if units > 1 else "") + f"{n(whole)} elements × {g} B = {n(value)} B",
         )
+
+    def dequantized(self, out: Sink) -> None:
+        """A 4-bit base: the weight a layer's backward is multiplying by, dequantized whole to the compute width
+        (bitsandbytes' MatMul4Bit; one at a time, the largest counted)."""
+        if self.quant is None:
+            return
+        values, w = self.quant.largest, self.s.act_bytes
+        out.add("temporaries", "the largest 4-bit weight dequantized for its matmul", values * w,
+                lambda: f"{n(values)} values × {w} B = {n(values * w)} B")  # fmt: skip
 
     def activations(self, out: Sink, what: str, value: int, formula: Callable[[], str]) -> None:
         # A typed measurement scales the modelled figure first; the mutant then divides what the rank holds

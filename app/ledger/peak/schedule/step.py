@@ -315,6 +315,7 @@ class Step(Pieces):
                 temps,
                 lambda: f"{grad_in()} + {a.op_pair_formula} = {n(temps)} B",
             )
+            self.dequantized(out)
         else:
             saved = a.saved_before(k)
             self.activations(
