@@ -14,15 +14,10 @@ import pytest
 from app.ledger.ledger import Ledger, compute_ledger
 from app.ledger.scenario import DEFAULT_SCENARIO, Scenario, parse_scenario
 from app.ledger.state.rules import Rules
-from app.ledger.verify.checks import (
-    activation_invariance,
-    frozen_model_scenario,
-    gather_presence,
-    gradient_filling,
-    reduce_scatter_presence,
-)
+from app.ledger.verify.checks import activation_invariance, frozen_model_scenario, gather_presence
 from app.ledger.verify.frozen import FROZEN_MODEL_SCENARIO, FROZEN_MODEL_TITLE
 from app.ledger.verify.results import CheckResult
+from app.ledger.verify.schedule_checks import gradient_filling, reduce_scatter_presence
 from tests.ledger.verify.perturb import with_instant, with_peak, without_instant
 
 # Llama-2-7B by hand: a decoder layer is q, k, v, o (4 × 4,096²) + gate, up, down (3 × 4,096 × 11,008) + two
