@@ -11,8 +11,9 @@ from app.ledger.models.activations import ActivationInputError, activation_ledge
 from app.ledger.models.defaults import model_defaults
 from app.ledger.models.reference import resolve
 from app.ledger.peak.fit import find_fit
+from app.ledger.peak.schedule.instants import Instant
 from app.ledger.peak.schedule.layout import not_schedulable
-from app.ledger.scenario import ScenarioError, parse_scenario
+from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.ledger.state.communication import communication
 from app.ledger.state.parallel_traffic import context_parallel, model_parallel_traffic
 from app.ledger.verify.oracle import stage_table
@@ -75,13 +76,36 @@ def test_activations_are_the_local_sequence_s_plus_the_ring_s_k_and_v() -> None:
 
 def test_the_scenario_models_the_local_activations() -> None:
     """A named model's modelled activation peak follows cp: the scenario's own choices (stack, norms, …) at s ÷ cp
-    tokens plus the ring's 41,943,040 B (and the schedule, which walks whole sequences, says why it is not walked:
-    the declared peak is used)."""
+    tokens plus the ring's 41,943,040 B; and the schedule is walked."""
     s = parse_scenario({"model": "llama-3.1-8b", "seq_len": 8192, "cp": 4})
     local = model_defaults(s.model_query()._replace(seq_len=2048, cp=1)).activations.total_bytes
     assert s.activation_bytes == local + 41_943_040
-    why = not_schedulable(s)
-    assert why is not None and why.startswith("context parallelism")
+    assert not_schedulable(s) is None
+    with_chunks = s.with_(stack="torchtitan", loss="chunked")
+    why = not_schedulable(with_chunks)
+    assert why is not None and why.startswith("context parallelism with the chunked loss")
+
+
+def _instants(s: Scenario) -> dict[str, Instant]:
+    schedule = estimate(s, with_kill_lists=False).ledger.stages[3].peak.schedule
+    assert schedule is not None
+    return {i.key: i for i in schedule.instants}
+
+
+def test_the_walk_at_cp_holds_the_local_sequence_and_shards_over_d_times_cp() -> None:
+    """torchtitan's Llama 3.1 8B, s 32,768, full recomputation: D 4 × cp 2 against D 8 × cp 1 (the same 8 GPUs, the
+    same FSDP mesh of 8). The model state and every unit's gather are the same; at the loss backward the logits'
+    terms are those of s ÷ 2 tokens, half; a layer's backward holds ring attention's K/V, (2 + 1) × 2 · 16,384 · 8 ·
+    128 × 2 B = 201,326,592 B, which cp 1 has not."""
+    run = {"model": "llama-3.1-8b", "stack": "torchtitan", "seq_len": 32_768, "act_policy": "full", "loss": "outside"}
+    ring, flat = _instants(parse_scenario({**run, "dp": 4, "cp": 2})), _instants(parse_scenario({**run, "dp": 8}))
+    for category in ("unsharded_params",):
+        assert ring["backward-layer-31"].bytes_of(category) == flat["backward-layer-31"].bytes_of(category)
+    loss_ring, loss_flat = ring["loss-backward"], flat["loss-backward"]
+    assert loss_ring.bytes_of("temporaries") * 2 == loss_flat.bytes_of("temporaries")
+    kv = {e.what: e.bytes for e in ring["backward-layer-31"].entries if "ring attention" in e.what}
+    assert list(kv.values()) == [201_326_592]
+    assert not any("ring attention" in e.what for e in flat["backward-layer-31"].entries)
 
 
 def test_communication_runs_over_d_times_cp() -> None:

@@ -55,7 +55,7 @@ class CarvedStep(Step):
 
     # ------------------------------------------------------------------ what the carved units hold
     def _gathered(self) -> bool:
-        return self.s.dp > 1
+        return self.mesh > 1
 
     def tail(self, out: Sink, gathering: bool = False) -> None:
         """The tail unit unsharded (final norm and head), and its all-gather output while ``gathering``."""
@@ -71,7 +71,7 @@ class CarvedStep(Step):
         if self.shards_all or not self.reducing:
             return
         u, w = self.g, self.grads_width * self.grad_line.copies
-        elements = u.head_unsharded // self.s.dp if head_only else u.tail_shard
+        elements = u.head_unsharded // self.mesh if head_only else u.tail_shard
         what = "the head's gradient shard" if head_only else "the tail's gradient shard (head and final norm)"
         out.add("gradients", what, elements * w, lambda: f"{n(elements)} elements × {w} B = {n(elements * w)} B")
 

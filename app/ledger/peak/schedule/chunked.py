@@ -123,7 +123,7 @@ class ChunkedStep(CarvedStep):
         """The head's gradient shard (the reduce-scatter's output), and its copy in the reduce width before the
         cast where that differs."""
         u, w, r = self.g, self.grads_width * self.grad_line.copies, self.reduce
-        elements = u.head_unsharded // self.s.dp
+        elements = u.head_unsharded // self.mesh
         out.add("gradients", "the head's gradient shard (the reduce-scatter's output)", elements * w,
                 lambda: f"{n(elements)} elements × {w} B = {n(elements * w)} B")  # fmt: skip
         if r != self.grads_width:

@@ -27,9 +27,9 @@ def not_schedulable(s: Scenario) -> str | None:
         return "pipeline parallelism: the schedule walks one whole model per rank (pp = 1)"
     if s.ep != 1:
         return "expert parallelism: the schedule walks every expert on every rank (ep = 1)"
-    if s.cp != 1:
-        return ("context parallelism: the schedule walks whole sequences on one flat mesh (cp = 1); the modelled "
-                "activations are the local sequence's, with ring attention's K/V buffers")  # fmt: skip
+    if s.cp != 1 and s.loss == "chunked":
+        return ("context parallelism with the chunked loss: the schedule walks the loss's slices of whole sequences; "
+                "the modelled activations are the local sequence's, with ring attention's K/V buffers")  # fmt: skip
     if s.shard_group != s.dp or s.hpz != 1:
         return "a shard group or hpZ: the schedule walks one flat mesh of D ranks"
     if s.trainable_params != s.params:

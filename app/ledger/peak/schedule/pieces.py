@@ -37,8 +37,11 @@ def _divided(formula: Callable[[], str], dp: int, value: int) -> Callable[[], st
 class Pieces(MicroBatches):
     def __init__(self, s: Scenario, stage: int, lines: tuple[LedgerLine, ...], rules: Rules, padded: bool) -> None:
         self.s, self.stage, self.rules, self.lines = s, stage, rules, lines
+        # FSDP shards over D × cp (torchtitan 0.3.0: dp_shard × cp), and each rank holds s ÷ cp of the sequence
+        self.mesh = s.dp * s.cp
+        self.seq = n(s.seq_len) if s.cp == 1 else f"({n(s.seq_len)} ÷ {s.cp})"
         self.fsdp2 = stage == 3
-        self.u = layout(s.model, s.dp, padded, s.base_quant)
+        self.u = layout(s.model, self.mesh, padded, s.base_quant)
         self.g = self._trained(padded)  # what trains of each unit: the gradient terms read it (.trained)
         self.a = activation_terms(s)
         # Everything below is the same at every instant: worked out once here, not once per instant.
@@ -50,9 +53,9 @@ class Pieces(MicroBatches):
         # bytes per element of the sharded non-gradient classes: what stage 3's dim-0 padding costs
         self.state_width = sum(ln.width * ln.copies for ln in lines if ln.tensor_class != "gradients" and ln.sharded)
         stored = s.trainable_params + s.frozen_elements  # the parameters' elements (a 4-bit base's packed)
-        self.padding = max(0, self.u.padded_total - shard(stored, s.dp)) if self.fsdp2 else 0
+        self.padding = max(0, self.u.padded_total - shard(stored, self.mesh)) if self.fsdp2 else 0
         # the trained parameters' padding, which their gradients carry (the same as the model's when all train)
-        self.grad_padding = max(0, self.g.padded_total - shard(s.trainable_params, s.dp)) if self.fsdp2 else 0
+        self.grad_padding = max(0, self.g.padded_total - shard(s.trainable_params, self.mesh)) if self.fsdp2 else 0
         self.layer_grad = self._grad_elements(self.g.layer_params, self.g.layer_shard)
         # deepseek_v3's dense layers, or the frozen first layers
         self.dense_grad = self._grad_elements(self.g.dense_params, self.g.dense_shard)
@@ -71,7 +74,7 @@ class Pieces(MicroBatches):
             return self.u
         md = s.model_defaults()
         assert md is not None  # the schedule is walked with a model only
-        return trained_layout(self.u, s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), s.dp, padded)
+        return trained_layout(self.u, s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), self.mesh, padded)
 
     def _buffers(self) -> tuple[int, str]:
         """Registered buffers every rank holds whole (FSDP2 shards parameters only): torchtitan's RoPE caches,
@@ -90,7 +93,7 @@ class Pieces(MicroBatches):
             return params
         if self.fsdp2 and fsdp2_shard is not None:
             return fsdp2_shard
-        return shard(params, self.s.dp)
+        return shard(params, self.mesh)
 
     def state(self, out: Sink) -> None:
         lines, total = self.state_lines, self.state_total
@@ -117,7 +120,7 @@ class Pieces(MicroBatches):
                 "FSDP2 dim-0 padding of those shards",
                 pad * width,
                 lambda: (
-                    f"({n(u.padded_total)} − ⌈{n(s.params)} ÷ {n(s.dp)}⌉) elements × {width} B = {n(pad * width)} B"
+                    f"({n(u.padded_total)} − ⌈{n(s.params)} ÷ {n(self.mesh)}⌉) elements × {width} B = {n(pad * width)} B"
                 ),
             )
 
@@ -222,9 +225,15 @@ class Pieces(MicroBatches):
             lambda: (f"{units} × " if units > 1 else "") + f"{n(whole)} elements × {g} B = {n(value)} B",
         )
 
-    def dequantized(self, out: Sink) -> None:
-        """A 4-bit base: the weight a layer's backward is multiplying by, dequantized whole to the compute width
-        (bitsandbytes' MatMul4Bit; one at a time, the largest counted)."""
+    def in_flight(self, out: Sink) -> None:
+        """What the layer whose backward runs holds besides its activations: with context parallelism ring
+        attention's all-gathered K and V (its backward builds the rotater again), with a 4-bit base the weight it
+        multiplies by, dequantized whole to the compute width (bitsandbytes' MatMul4Bit; the largest counted)."""
+        a, s = self.a, self.s
+        if a.ring_kv:
+            out.add("temporaries", f"ring attention's K and V, all-gathered over the {s.cp} cp ranks, and its send "
+                    "buffer", a.ring_kv, lambda: f"({s.cp} + 1) × 2·(s ÷ cp)·b·kv·d × {s.act_bytes} B = "
+                    f"{n(a.ring_kv)} B")  # fmt: skip
         if self.quant is None:
             return
         values, w = self.quant.largest, self.s.act_bytes

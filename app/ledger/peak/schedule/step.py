@@ -102,7 +102,7 @@ class Step(Pieces):
         its own all-gather output beside its unsharded parameters, nothing computed yet), early (every
         activation of the layer still saved, the MLP's first gradients and its output projection's weight
         gradient computed) and late (the layer's activations freed, all its weight gradients computed)."""
-        unshard = self.fsdp2 and self.s.reshard_after_forward and self.s.dp > 1
+        unshard = self.fsdp2 and self.s.reshard_after_forward and self.mesh > 1
         moments = ("unshard", "early", "late") if unshard else ("early", "late")
         last = self.u.layers - 1
         return [
@@ -120,7 +120,7 @@ class Step(Pieces):
         self.root_and_kept_layers(out, k if not s.reshard_after_forward else 0)
         self.unsharded(out, f"layer {k} unsharded", 1, u.unsharded_of(k))
         self.kept_since_backward(out, k + 1, forward=True)
-        if s.dp > 1 and not self.keeps_forward:  # kept since the last micro batch: no all-gather
+        if self.mesh > 1 and not self.keeps_forward:  # kept since the last micro batch: no all-gather
             self.unsharded(out, f"layer {k}'s all-gather output (during its copy-out)", 1, u.unsharded_of(k),
                            "all_gather")  # fmt: skip
             held, whole = self.first_unit() if k == 0 else (f"layer {k - 1}'s", u.unsharded_of(k - 1))
@@ -152,7 +152,7 @@ class Step(Pieces):
             "logits (the head's output, in the activation width)",
             a.logits_out,
             lambda: (
-                f"s·b·V × {s.act_bytes} B = {n(s.seq_len)}·{s.micro_batch}·{n(a.vocab)} × "
+                f"s·b·V × {s.act_bytes} B = {self.seq}·{s.micro_batch}·{n(a.vocab)} × "
                 f"{s.act_bytes} B = {n(a.logits_out)} B"
             ),
         )
@@ -171,7 +171,7 @@ class Step(Pieces):
             "the loss's saved log-probabilities (s·b·V in the loss width)",
             a.logits_saved,
             lambda: (
-                f"s·b·V × {s.logits_bytes} B = {n(s.seq_len)}·{s.micro_batch}·{n(a.vocab)} × "
+                f"s·b·V × {s.logits_bytes} B = {self.seq}·{s.micro_batch}·{n(a.vocab)} × "
                 f"{s.logits_bytes} B = {n(a.logits_saved)} B"
             ),
         )
@@ -179,7 +179,7 @@ class Step(Pieces):
             "temporaries",
             "loss backward: the gradients of the log-probabilities and of the logits",
             a.loss_temporaries,
-            lambda: f"2 × {n(s.seq_len)}·{s.micro_batch}·{n(a.vocab)} × {s.logits_bytes} B = {n(a.loss_temporaries)} B",
+            lambda: f"2 × {self.seq}·{s.micro_batch}·{n(a.vocab)} × {s.logits_bytes} B = {n(a.loss_temporaries)} B",
         )
 
     # ------------------------------------------------------------------ backward
@@ -226,7 +226,7 @@ class Step(Pieces):
         """The root's pre-backward prefetch (stage 3 resharding after forward, D > 1): the all-gather output of
         the last max(1, P) layers."""
         u, s = self.u, self.s
-        if self.fsdp2 and s.reshard_after_forward and s.dp > 1:
+        if self.fsdp2 and s.reshard_after_forward and self.mesh > 1:
             ahead = min(max(1, s.prefetch), u.layers)
             what = "the last layer" if ahead == 1 else f"the last {ahead} layers"
             self.unsharded_layers(out, f"all-gather output of {what}, prefetched by the root's pre-backward{why}",
@@ -271,7 +271,7 @@ class Step(Pieces):
             k + 1,
         )
         self.kept_since_backward(out, k + 1)
-        if not (self.fsdp2 and s.reshard_after_forward and s.dp > 1):
+        if not (self.fsdp2 and s.reshard_after_forward and self.mesh > 1):
             return
         self.backward_prefetched(out, k, moment)
 
@@ -315,7 +315,7 @@ class Step(Pieces):
                 temps,
                 lambda: f"{grad_in()} + {a.op_pair_formula} = {n(temps)} B",
             )
-            self.dequantized(out)
+            self.in_flight(out)
         else:
             saved = a.saved_before(k)
             self.activations(
@@ -387,7 +387,7 @@ class Step(Pieces):
                     "(foreach)", every, lambda: f"{n(opt.bytes)} B ÷ {opt.copies} states = {n(every)} B")  # fmt: skip
             return
         if opt.sharded:
-            elements = u.largest_tensor_shard if self.fsdp2 else shard(u.largest_tensor, s.dp)
+            elements = u.largest_tensor_shard if self.fsdp2 else shard(u.largest_tensor, self.mesh)
         else:
             elements = u.largest_tensor
         value = 2 * elements * s.opt_bytes

@@ -43,6 +43,7 @@ class ActivationTerms:
     alt_recomputed: int = 0
     alt_first: int = 0  # or (deepseek_v3) layers 0 … alt_first − 1, its dense ones, are the second kind
     first_kinds: tuple[str, str] = ("MoE", "dense")  # (the others, the first alt_first): or trained and frozen
+    ring_kv: int = 0  # context parallelism: ring attention's all-gathered K and V of the layer in flight
 
     def checkpointed(self, k: int) -> int:
         """How many of layers 0 … k − 1 are checkpointed: all (every = 1, or a policy that treats every layer
@@ -83,14 +84,14 @@ def activation_terms(s: Scenario) -> ActivationTerms:
     trains = (s.lora_rank, s.lora_targets, s.frozen_layers, s.freeze_embed)
     return _activation_terms(
         s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms, s.ac_every, s.gqa,
-        trains,
+        trains, s.cp,
     )  # fmt: skip
 
 
 @lru_cache(maxsize=1024)
 def _activation_terms(
     model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str, every: int, gqa: str,
-    trains: tuple[int, str, int, int],
+    trains: tuple[int, str, int, int], cp: int,
 ) -> ActivationTerms:  # fmt: skip
     # tp = pp = ep = 1: not_schedulable(s) is None; trains: (lora_rank, lora_targets, frozen_layers, freeze_embed)
     rank, targets, frozen, embed = trains
@@ -109,8 +110,10 @@ def _activation_terms(
             lora_targets=targets,
             frozen_layers=frozen,
             freeze_embed=embed,
+            cp=cp,
         )
     )
+    seq //= cp  # context parallelism: each rank's tokens (the ledger above is the local sequence's already)
     a = md.activations
     arch = md.model.architecture
     full = sum(x.bytes for x in a.saved)  # tp = 1: one layer's complete saved set
@@ -144,6 +147,7 @@ def _activation_terms(
         alt_recomputed=alt_recomputed,
         alt_first=a.alt_first,
         first_kinds=a.first_kinds,
+        ring_kv=a.ring_kv_bytes,
     )
 
 
