@@ -238,6 +238,11 @@ def _quant_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Prob
     return []
 
 
+def _freezes(inp: ScenarioFields) -> bool:
+    """Whether part of the model is frozen: trainable_params typed, LoRA, or frozen modules."""
+    return inp.trainable_params is not None or bool(inp.lora_rank or inp.frozen_layers or inp.freeze_embed)
+
+
 def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Problem]:
     """The shard group, the secondary partition and expert parallelism against D and each other."""
     if "dp" in unchecked:
@@ -253,7 +258,7 @@ def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[P
                                 divisor))  # fmt: skip
     if hpz > 1 and dp % hpz:
         problems.append(Problem("hpz", "hpz_divides", f"{hpz:,} does not divide dp ({dp:,})", f"1 or {divisor}"))
-    elif hpz > 1 and inp.trainable_params is not None and _value(inp, "frozen_bytes") != _value(inp, "param_bytes"):
+    elif hpz > 1 and _freezes(inp) and _value(inp, "frozen_bytes") != _value(inp, "param_bytes"):
         problems.append(Problem("hpz", "hpz_with_frozen", "ZeRO++'s secondary partition of frozen parameters at a "
                                 "width of their own is not modelled", "1 with frozen_bytes ≠ param_bytes"))  # fmt: skip
     elif hpz > 1 and group is not None and group < dp:

@@ -98,3 +98,12 @@ def test_a_new_params_keeps_everything_training_unless_trainable_was_set() -> No
     assert s.with_(params=1_000).trainable_params == 1_000
     frozen = parse_scenario({"trainable_params": 1_000})
     assert frozen.with_(params=2_000).trainable_params == 1_000
+
+
+@pytest.mark.parametrize("trains", [{"lora_rank": 16}, {"frozen_layers": 4}])
+def test_hpz_with_frozen_parameters_at_their_own_width_is_refused_naming_hpz(trains: dict[str, int]) -> None:
+    """Accelerate keeps the frozen base in BF16 beside FP32 trained shards; ZeRO++'s secondary partition of such a
+    split is not modelled (it made the stage-3 total exceed stage 2's): refused, as with a typed trainable count."""
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario({"model": "llama-3.1-8b", "stack": "hf-fsdp2", "dp": 8, "hpz": 2, **trains})
+    assert [e.field for e in refused.value.errors] == ["hpz"]

@@ -109,7 +109,8 @@ def _hpz_refused(data: dict[str, Any]) -> bool:
     """hpz > 1 must divide dp and cannot be combined with a shard group smaller than dp, nor with frozen parameters
     at a width of their own."""
     dp, hpz = _int_of(data, "dp", DEFAULT_SCENARIO.dp), _int_of(data, "hpz", 1)
-    return hpz > 1 and (dp % hpz != 0 or _int_of(data, "shard_group", dp) < dp or "trainable_params" in data)
+    frozen = "trainable_params" in data or _lora_given(data) or _frozen_given(data)
+    return hpz > 1 and (dp % hpz != 0 or _int_of(data, "shard_group", dp) < dp or frozen)
 
 
 def _ep_refused(data: dict[str, Any]) -> bool:
