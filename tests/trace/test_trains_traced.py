@@ -2,7 +2,7 @@
 PEFT 0.21.0's ``get_peft_model`` (the adapters injected beside fake tensors: :mod:`app.trace.trains`) or
 ``requires_grad_(False)`` on the first layers and the embedding, Accelerate's own FSDP2 units, FSDPMemTracker.
 
-What is held: the walked peak within 5 % of the traced one, with and without recomputation,
+What is held: the walked peak within 5 % of the traced one (Llama, Qwen3, OLMo 2), with and without recomputation,
 two LoRA ranks and target sets (PEFT's default q_proj and v_proj, all-linear, the MLP alone), frozen layers with the
 embedding trained (gradients still flow through them) and frozen (they keep nothing), accumulation without sync;
 and that what trains changes the peak as the trace says (a frozen prefix saves less than a trained one).
@@ -25,6 +25,9 @@ pytestmark = [*MARKS, pytest.mark.filterwarnings("ignore:`is_gradient_checkpoint
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 4096}  # fmt: skip
 TIED = {**LLAMA, "tie_word_embeddings": True}
+# Qwen3's q/k norms over each head; OLMo 2's norms after each sublayer, over the whole projections
+QWEN3 = {**LLAMA, "model_type": "qwen3", "head_dim": 64}
+OLMO2 = {**LLAMA, "model_type": "olmo2", "num_key_value_heads": 4}
 RUN: dict[str, object] = {"model": compact(LLAMA), "stack": "hf-fsdp2", "dp": 4, "seq_len": 512}
 CASES: dict[str, dict[str, object]] = {
     "lora-8-default": {"lora_rank": 8},
@@ -38,6 +41,10 @@ CASES: dict[str, dict[str, object]] = {
     "frozen-3-embed-full": {"frozen_layers": 3, "freeze_embed": 1, "act_policy": "full"},
     "frozen-1-tied-embed": {"model": compact(TIED), "frozen_layers": 1, "freeze_embed": 1},
     "frozen-2-accum": {"frozen_layers": 2, "grad_accum": 2, "dp": 8},
+    "qwen3-lora-8-default": {"model": compact(QWEN3), "lora_rank": 8},
+    "qwen3-frozen-2-embed": {"model": compact(QWEN3), "frozen_layers": 2, "freeze_embed": 1},
+    "olmo2-lora-16-all-linear-full": {"model": compact(OLMO2), "lora_rank": 16, "lora_targets": "all-linear",
+                                      "act_policy": "full"},
 }  # fmt: skip
 
 

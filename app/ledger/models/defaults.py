@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple, get_type_hints
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
-from app.ledger.models.activations.frozen import WALKED_FAMILIES, Trains
+from app.ledger.models.activations.frozen import WALKED_FAMILIES, Trains, trains_walked
 from app.ledger.models.parallel import RankShare, rank_share
 from app.ledger.models.quant import QUANT_KINDS, Quant, quantized
 from app.ledger.models.reference import ModelRef, resolve
@@ -153,7 +153,7 @@ def _quant(ref: ModelRef, q: ModelQuery, adapters: bool) -> Quant | None:
     if not adapters:
         raise LoraError("base_quant", "QLoRA quantizes the frozen base of a LoRA run", "none without lora_rank")
     arch = ref.architecture
-    if arch.family not in WALKED_FAMILIES:
+    if not trains_walked(arch):
         raise LoraError("base_quant", f"a 4-bit base is modelled for {', '.join(WALKED_FAMILIES)}, not {arch.family}",
                         "none for this model")  # fmt: skip
     return quantized(ref.inventory, arch.layers, q.base_quant)

@@ -15,8 +15,8 @@ norms' FP32 upcast and 1/rms, attention's Q, K, V, output and log-sum-exp, the M
   the first trained layer needs a gradient, autograd records no graph, and they keep nothing at all (no checkpoint
   either: a non-reentrant checkpoint keeps its inputs only through a graph).
 
-Modelled for Llama-shaped dense layers (:func:`~app.ledger.models.activations.ledger.llama_block`), whose saved
-entries carry ``needs`` (:class:`~app.ledger.models.activations.entries.Saved`); held to traces of transformers'
+Modelled for the dense families of :data:`WALKED_FAMILIES` (:func:`trains_walked`), whose saved entries carry
+``needs`` (:class:`~app.ledger.models.activations.entries.Saved`); held to traces of transformers'
 classes with PEFT under FSDP2 (``tests/trace/test_trains_traced.py``).
 """
 
@@ -25,11 +25,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.ledger.models.activations.entries import Saved
+from app.ledger.models.architecture import Architecture
 
 # the families whose layer entries carry ``needs`` and whose layers are traced with LoRA and frozen layers
-WALKED_FAMILIES = ("llama", "mistral", "qwen2")
+WALKED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "olmo2")
 ATTENTION_INPUTS = frozenset({"q_proj", "k_proj", "v_proj"})
 MLP_INPUTS = frozenset({"gate_proj", "up_proj"})
+
+
+def trains_walked(arch: Architecture) -> bool:
+    """Whether what a layer of ``arch`` keeps is known entry by entry when only part of it trains: the dense
+    families of :data:`WALKED_FAMILIES` (no experts, fused projections or latent attention)."""
+    return arch.family in WALKED_FAMILIES and not (arch.experts or arch.fused or arch.mla or arch.two_kinds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from app.ledger.models.activations.ends import all_to_all_saved, embedding_saved
 from app.ledger.models.activations.entries import Saved
 from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
-from app.ledger.models.activations.frozen import WALKED_FAMILIES, Trains, frozen_layer, head_kept, lora_layer
+from app.ledger.models.activations.frozen import Trains, frozen_layer, head_kept, lora_layer, trains_walked
 from app.ledger.models.activations.recompute import recompute_fraction
 from app.ledger.models.activations.ring import local_seq_len, ring_kv_bytes
 from app.ledger.models.activations.saved import (
@@ -237,7 +237,7 @@ def activation_ledger(
         alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, pct, dense=True)
     else:
         alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native", pct) if alt_every else kinds
-    if trains is not None and llama_block(arch) and arch.family in WALKED_FAMILIES and not alt_every:
+    if trains is not None and trains_walked(arch) and not alt_every:
         kinds, alt, alt_first = _trained_kinds(arch, s, b, w, t, sp, policy, kernel, gqa, trains)
         full_set, kept, per_layer, working_set, full_layer = kinds
 

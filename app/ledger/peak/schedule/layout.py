@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from app.ledger.models.activations.frozen import WALKED_FAMILIES
-from app.ledger.models.activations.ledger import llama_block
+from app.ledger.models.activations.frozen import WALKED_FAMILIES, trains_walked
 from app.ledger.models.fsdp2 import padded_rows_elements
 from app.ledger.models.inventory import Tensor, Unit
 from app.ledger.models.quant import packed_elements
@@ -39,14 +38,14 @@ def not_schedulable(s: Scenario) -> str | None:
 
 def _trains_not_walked(s: Scenario) -> str | None:
     """Why a model of which only part trains has no schedule to walk, or None: the walk knows LoRA and frozen
-    modules (:mod:`.trained`) on Llama-shaped layers, whose saved tensors it knows by what needs them."""
+    modules (:mod:`.trained`) on the dense families whose saved tensors it knows by what needs them."""
     if not (s.lora_rank or s.frozen_layers or s.freeze_embed):
         return "trainable_params typed: which units hold gradients is not known (LoRA or frozen modules say it)"
     md = s.model_defaults()
     arch = md.model.architecture if md is not None else None
-    if arch is None or not llama_block(arch) or arch.family not in WALKED_FAMILIES or arch.global_every > 1:
-        return ("part of the model trains: the schedule walks it on Llama-shaped dense layers (llama, mistral, "
-                "qwen2); the modelled activations count what every module saves when all train")  # fmt: skip
+    if arch is None or not trains_walked(arch) or arch.global_every > 1:
+        return (f"part of the model trains: the schedule walks it on the dense layers of {', '.join(WALKED_FAMILIES)}; "
+                "the modelled activations count what every module saves when all train")  # fmt: skip
     if s.act_policy == "op":
         return "part of the model trains under act_policy op: torchtitan's per-op policy is walked with all training"
     return None

@@ -114,13 +114,13 @@ class Pieces(MicroBatches):
         if self.fsdp2 and self.g is not self.u:
             self._trained_state_padding(out)
         elif self.fsdp2:
-            u, s, width, pad = self.u, self.s, self.state_width, self.padding
+            u, s, width, pad, mesh = self.u, self.s, self.state_width, self.padding, self.mesh
             out.add(
                 "state",
                 "FSDP2 dim-0 padding of those shards",
                 pad * width,
                 lambda: (
-                    f"({n(u.padded_total)} − ⌈{n(s.params)} ÷ {n(self.mesh)}⌉) elements × {width} B = {n(pad * width)} B"
+                    f"({n(u.padded_total)} − ⌈{n(s.params)} ÷ {n(mesh)}⌉) elements × {width} B = {n(pad * width)} B"
                 ),
             )
 
