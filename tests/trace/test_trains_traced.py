@@ -1,11 +1,12 @@
-"""LoRA and frozen layers walked step by step, against a trace of the code users run: transformers' own Llama class,
+"""LoRA and frozen layers walked step by step, against a trace of the code users run: transformers' own model classes,
 PEFT 0.21.0's ``get_peft_model`` (the adapters injected beside fake tensors: :mod:`app.trace.trains`) or
 ``requires_grad_(False)`` on the first layers and the embedding, Accelerate's own FSDP2 units, FSDPMemTracker.
 
-What is held: the walked peak within 5 % of the traced one (Llama, Qwen3, OLMo 2), with and without recomputation,
-two LoRA ranks and target sets (PEFT's default q_proj and v_proj, all-linear, the MLP alone), frozen layers with the
-embedding trained (gradients still flow through them) and frozen (they keep nothing), accumulation without sync;
-and that what trains changes the peak as the trace says (a frozen prefix saves less than a trained one).
+What is held: the walked peak within 5 % of the traced one (Llama, Qwen3, OLMo 2, Gemma 2 and 3, Phi-3), with and
+without recomputation, two LoRA ranks and target sets (PEFT's default q_proj and v_proj, all-linear, the MLP alone),
+frozen layers with the embedding trained (gradients still flow through them) and frozen (they keep nothing),
+accumulation without sync; and that what trains changes the peak as the trace says (a frozen prefix saves less
+than a trained one).
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ TIED = {**LLAMA, "tie_word_embeddings": True}
 # Qwen3's q/k norms over each head; OLMo 2's norms after each sublayer, over the whole projections
 QWEN3 = {**LLAMA, "model_type": "qwen3", "head_dim": 64}
 OLMO2 = {**LLAMA, "model_type": "olmo2", "num_key_value_heads": 4}
+# Gemma 2's eager attention (o_proj reads a copy) and four norms; Gemma 3's global layer at 6; Phi-3's fused q/k/v
+GEMMA2 = {**LLAMA, "model_type": "gemma2", "head_dim": 64}
+GEMMA3 = {**LLAMA, "model_type": "gemma3_text", "head_dim": 64, "num_hidden_layers": 8}
+PHI3 = {**LLAMA, "model_type": "phi3"}
+# wide layers over few tokens: each layer's gradient shard outgrows the checkpoint its backward frees
+WIDE = {**LLAMA, "hidden_size": 512, "intermediate_size": 1376, "vocab_size": 1024, "num_hidden_layers": 12}
 RUN: dict[str, object] = {"model": compact(LLAMA), "stack": "hf-fsdp2", "dp": 4, "seq_len": 512}
 CASES: dict[str, dict[str, object]] = {
     "lora-8-default": {"lora_rank": 8},
@@ -45,6 +52,12 @@ CASES: dict[str, dict[str, object]] = {
     "qwen3-frozen-2-embed": {"model": compact(QWEN3), "frozen_layers": 2, "freeze_embed": 1},
     "olmo2-lora-16-all-linear-full": {"model": compact(OLMO2), "lora_rank": 16, "lora_targets": "all-linear",
                                       "act_policy": "full"},
+    "gemma2-lora-8-default": {"model": compact(GEMMA2), "lora_rank": 8},
+    "gemma2-frozen-2-embed": {"model": compact(GEMMA2), "frozen_layers": 2, "freeze_embed": 1},
+    "gemma3-lora-8-expand": {"model": compact(GEMMA3), "lora_rank": 8, "gqa": "expand"},
+    "phi3-lora-8-qkv-o": {"model": compact(PHI3), "lora_rank": 8, "lora_targets": "qkv_proj,o_proj"},
+    "phi3-frozen-2-full": {"model": compact(PHI3), "frozen_layers": 2, "act_policy": "full"},
+    "wide-frozen-6-full": {"model": compact(WIDE), "frozen_layers": 6, "act_policy": "full", "dp": 2, "seq_len": 256},
 }  # fmt: skip
 
 
@@ -105,3 +118,16 @@ def test_a_frozen_prefix_with_a_frozen_embedding_keeps_nothing(traced: dict[str,
 
     trained_embed, frozen_embed = activations("frozen-2"), activations("frozen-2-embed")
     assert frozen_embed[0] < trained_embed[0] and frozen_embed[1] < trained_embed[1]
+
+
+def test_the_peak_is_where_the_frozen_layers_begin(traced: dict[str, Any]) -> None:
+    """Where each layer's gradient shard outgrows the checkpoint its backward frees, the backward climbs layer by
+    layer until the frozen ones, which add no gradient: the trace peaks in the first frozen layer's backward (after
+    the last trained layer's reduce-scatter), and the walk finds its peak at that layer, not at either end."""
+    from app.ledger.estimate import estimate
+
+    case = "wide-frozen-6-full"
+    peak = estimate(_scenario(case)).ledger.stages[3].peak.schedule
+    assert peak is not None
+    assert traced[case].peak_at.unit == "layers.5"
+    assert peak.peak.key == "backward-layer-5"

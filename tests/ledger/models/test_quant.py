@@ -18,7 +18,7 @@ QLORA = {"model": "llama-3.1-8b", "lora_rank": 16, "stack": "hf-fsdp2", "dp": 8,
     [
         ({"model": "llama-3.1-8b", "base_quant": "nf4"}, "quantizes the frozen base of a LoRA run"),
         ({"base_quant": "nf4"}, "needs a model"),
-        ({"model": "gemma-2-2b", "lora_rank": 8, "base_quant": "nf4"}, "modelled for llama"),
+        ({"model": "gpt2", "lora_rank": 8, "base_quant": "nf4"}, "modelled for llama"),
         ({**QLORA, "base_quant": "nf4", "frozen_bytes": 4}, "needs frozen_bytes 2"),
         ({**QLORA, "base_quant": "nf4", "gather_bytes": 4}, "needs gather_bytes 2"),
         ({**QLORA, "base_quant": "nf8"}, "base_quant"),

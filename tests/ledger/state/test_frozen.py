@@ -73,16 +73,29 @@ def test_a_typed_trainable_count_takes_the_declared_peak_and_says_why() -> None:
     assert peak.schedule is None and "which units hold gradients" in peak.why_declared
 
 
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-2-2b"])
 @pytest.mark.parametrize("trains", [{"lora_rank": 16}, {"frozen_layers": 8, "freeze_embed": 1}])
-def test_lora_and_frozen_layers_are_walked(trains: dict[str, int]) -> None:
-    e = estimate(parse_scenario({"model": "llama-3.1-8b", **trains}), with_kill_lists=False)
+def test_lora_and_frozen_layers_are_walked(model: str, trains: dict[str, int]) -> None:
+    e = estimate(parse_scenario({"model": model, **trains}), with_kill_lists=False)
     assert e.ledger.stages[3].peak.schedule is not None
 
 
 def test_lora_on_a_family_without_its_rules_takes_the_declared_peak() -> None:
-    e = estimate(parse_scenario({"model": "gemma-2-2b", "lora_rank": 8}), with_kill_lists=False)
+    e = estimate(parse_scenario({"model": "gpt2", "lora_rank": 8}), with_kill_lists=False)
     peak = e.ledger.stages[3].peak
     assert peak.schedule is None and "walks it on the dense layers of" in peak.why_declared
+
+
+def test_a_frozen_prefix_of_gemma3s_two_kinds_of_layer_is_walked_kind_by_kind() -> None:
+    """Expanded K/V makes gemma3_text's global layers (5, 11, 17, 23 of 26) a second kind: frozen, each kind keeps
+    less than the same kind trained, and the two frozen kinds differ."""
+    run = {"model": "gemma-3-1b", "gqa": "expand", "seq_len": 2048, "frozen_layers": 12}
+    e = estimate(parse_scenario(run), with_kill_lists=False)
+    assert e.ledger.stages[3].peak.schedule is not None and e.model is not None
+    a = e.model.activations
+    kept = [a.kept(k) for k in range(a.layers)]
+    assert kept[5] < kept[17] and kept[4] < kept[16] and kept[5] != kept[4]
+    assert kept[0] == kept[10] and kept[5] == kept[11] and kept[12] == kept[16]
 
 
 @pytest.mark.parametrize("raw", [{"params": 1_000, "trainable_params": 1_001}, {"trainable_params": "8B"}])

@@ -171,8 +171,10 @@ def _total_line(led: ActivationLedger, pp: int) -> Formula:
     if led.alt_every or led.alt_first:  # two kinds of layer, each at its own size
         alt = sum(led.is_alt(k) for k in range(led.layers))
         kept = n(led.kept_before(led.layers))
-        kinds = led.first_kinds if led.alt_first else ("sliding-window", "global")
-        layers = f"{led.layers - alt} {kinds[0]} and {alt} {kinds[1]} layers {kept} B"
+        kinds = ("sliding-window", "global") if led.alt_every else led.first_kinds
+        frozen = sum(led.is_frozen(k) for k in range(led.layers))
+        layers = f"{led.layers - alt} {kinds[0]} and {alt} {kinds[1]} layers"
+        layers += (f" ({frozen} frozen)" if frozen else "") + f" {kept} B"
     elif led.every > 1:  # full, every N-th layer: the checkpointed layers and the others, each at their own size
         c = led.checkpointed(led.layers)
         others = led.layers - c
@@ -180,7 +182,7 @@ def _total_line(led: ActivationLedger, pp: int) -> Formula:
                   f" + {others} other{'' if others == 1 else 's'} × {n(led.full_layer_bytes)} B")  # fmt: skip
     else:
         layers = f"{led.layers} layer{'' if led.layers == 1 else 's'} × {n(led.per_layer_bytes)} B"
-    working = max(led.working_set_bytes, led.alt_working_set_bytes)
+    working = max(led.working(k) for k in range(led.layers))
     if led.stage == "only":
         return Formula.of(
             f"total = {layers} + working set {n(working)} B"
@@ -243,9 +245,7 @@ def formula(
                 f" = {layer_formula(rebuilt, t, sp, True)}{freed} = {n(led.working_set_bytes)} B",
             )
         )
-    if led.alt_first:  # deepseek_v3's dense first layers, or the frozen first layers
-        lines.append(Formula.of(f"{led.first_kinds[1]} layer = {n(led.alt_per_layer_bytes)} B"))
-    elif led.alt_every:
+    if led.alt_every:
         lines.append(
             Formula.of(
                 f"a global layer (every {led.alt_every}th: no mask, K and V not expanded) keeps "
@@ -253,6 +253,12 @@ def formula(
                 + (f", rebuilds {n(led.alt_working_set_bytes)} B" if led.alt_working_set_bytes else "")
             )
         )
+    elif led.alt_first:  # deepseek_v3's dense first layers, or the frozen first layers
+        lines.append(Formula.of(f"{led.first_kinds[1]} layer = {n(led.alt_per_layer_bytes)} B"))
+    if led.frozen_kinds is not None:  # gemma3_text's frozen first layers, of either kind
+        sliding, global_ = led.frozen_kinds
+        lines.append(Formula.of(f"a frozen sliding-window layer keeps {n(sliding[0])} B, a frozen global one "
+                                f"{n(global_[0])} B"))  # fmt: skip
     lines.append(
         Formula.of(
             f"logits = s·b·⌈V ÷ t⌉·{logits_width} B = {n(s)}·{n(b)}·{n(ceil_div(arch.vocab, t))}·{logits_width}"

@@ -67,6 +67,9 @@ class ActivationLedger:
     alt_per_layer_bytes: int = 0
     alt_full_layer_bytes: int = 0
     alt_working_set_bytes: int = 0
+    # both at once (gemma3_text with a frozen prefix): the first ``alt_first`` layers are frozen, each of its kind;
+    # (kept, whole set, working set) of a frozen sliding-window layer and of a frozen global one
+    frozen_kinds: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None
 
     def checkpointed(self, k: int) -> int:
         """How many of layers 0 … k − 1 keep ``per_layer_bytes``: all of them, or under ``full`` every
@@ -75,17 +78,34 @@ class ActivationLedger:
 
     def is_alt(self, k: int) -> bool:
         """Whether the stage's layer k is of the second kind (a global layer of gemma3_text, a dense one of
-        deepseek_v3)."""
-        if self.alt_first:
-            return self.first_layer + k < self.alt_first
-        return self.alt_every > 0 and (self.first_layer + k + 1) % self.alt_every == 0
+        deepseek_v3, a frozen one)."""
+        if self.alt_every:
+            return (self.first_layer + k + 1) % self.alt_every == 0
+        return self.first_layer + k < self.alt_first
+
+    def is_frozen(self, k: int) -> bool:
+        """Whether the stage's layer k is one of gemma3_text's frozen first layers (:attr:`frozen_kinds`)."""
+        return self.frozen_kinds is not None and self.first_layer + k < self.alt_first
+
+    def figures(self, k: int) -> tuple[int, int, int]:
+        """(kept, whole set, working set) of the stage's layer k's kind."""
+        if self.frozen_kinds is not None and self.is_frozen(k):
+            return self.frozen_kinds[self.is_alt(k)]
+        if self.is_alt(k):
+            return self.alt_per_layer_bytes, self.alt_full_layer_bytes, self.alt_working_set_bytes
+        return self.per_layer_bytes, self.full_layer_bytes, self.working_set_bytes
 
     def kept(self, k: int) -> int:
         """Bytes the stage's layer k keeps for backward: a checkpointed layer its checkpoint, another its whole set."""
         checkpointed = self.policy != "full" or k % self.every == 0
-        if self.is_alt(k):
-            return self.alt_per_layer_bytes if checkpointed else self.alt_full_layer_bytes
-        return self.per_layer_bytes if checkpointed else self.full_layer_bytes
+        kept, whole, _ = self.figures(k)
+        return kept if checkpointed else whole
+
+    def recomputed(self, k: int) -> int:
+        """What the stage's layer k rebuilds in its backward beside what it keeps: under full and op its kind's working
+        set, under selective what it dropped (the layer then holds its whole set again)."""
+        kept, whole, working = self.figures(k)
+        return working if self.policy in ("full", "op") else whole - kept
 
     def kept_before(self, k: int) -> int:
         """Bytes the stage's layers 0 … k − 1 keep: checkpointed ones their checkpoint, others their whole set; with
@@ -100,7 +120,7 @@ class ActivationLedger:
 
     def working(self, k: int) -> int:
         """What the stage's layer k rebuilds in its backward when it recomputes (its kind's working set)."""
-        return self.alt_working_set_bytes if self.is_alt(k) else self.working_set_bytes
+        return self.figures(k)[2]
 
     def recompute_fraction_text(self, places: int = 3) -> str:
         """The recompute fraction as a decimal, rounded half up to ``places`` digits (e.g. "0.326")."""

@@ -28,15 +28,16 @@ from app.ledger.models.activations.entries import Saved
 from app.ledger.models.architecture import Architecture
 
 # the families whose layer entries carry ``needs`` and whose layers are traced with LoRA and frozen layers
-WALKED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "olmo2")
-ATTENTION_INPUTS = frozenset({"q_proj", "k_proj", "v_proj"})
-MLP_INPUTS = frozenset({"gate_proj", "up_proj"})
+WALKED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3_text", "phi3")
+# the projections reading the pre-norms' outputs (Phi-3's fused ones by their own names)
+ATTENTION_INPUTS = frozenset({"q_proj", "k_proj", "v_proj", "qkv_proj"})
+MLP_INPUTS = frozenset({"gate_proj", "up_proj", "gate_up_proj"})
 
 
 def trains_walked(arch: Architecture) -> bool:
     """Whether what a layer of ``arch`` keeps is known entry by entry when only part of it trains: the dense
-    families of :data:`WALKED_FAMILIES` (no experts, fused projections or latent attention)."""
-    return arch.family in WALKED_FAMILIES and not (arch.experts or arch.fused or arch.mla or arch.two_kinds)
+    families of :data:`WALKED_FAMILIES` (no experts or latent attention)."""
+    return arch.family in WALKED_FAMILIES and not (arch.experts or arch.mla or arch.two_kinds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +64,8 @@ def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: bool) -> Saved 
         return None
     if x.needs == "norm_w":
         return x if norms else None
-    if x.needs == "down_w":
-        return x if "down_proj" in trained else None
+    if x.needs in ("down_w", "o_w"):
+        return x if ("down_proj" if x.needs == "down_w" else "o_proj") in trained else None
     if x.needs == "in_w":
         attention, mlp = bool(trained & ATTENTION_INPUTS), bool(trained & MLP_INPUTS)
         if attention and mlp:

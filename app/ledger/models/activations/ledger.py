@@ -152,6 +152,11 @@ def _layer_kind(
     return full_set, kept, per_rank(kept, t, sp), working_set, per_rank(full_set, t, sp)
 
 
+def _figures(kind: _Kind) -> tuple[int, int, int]:
+    """(kept, whole set, working set) bytes per rank of one kind of layer."""
+    return kind[2], kind[4], kind[3]
+
+
 def _trained_kinds(
     arch: Architecture, s: int, b: int, w: int, t: int, sp: bool, policy: str, kernel: str, gqa: str, trains: Trains
 ) -> tuple[_Kind, _Kind, int]:
@@ -237,9 +242,15 @@ def activation_ledger(
         alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, pct, dense=True)
     else:
         alt = _layer_kind(arch, s, b, w, t, sp, policy, kernel, "native", pct) if alt_every else kinds
-    if trains is not None and trains_walked(arch) and not alt_every:
+    frozen_kinds = None
+    if trains is not None and trains_walked(arch):
         kinds, alt, alt_first = _trained_kinds(arch, s, b, w, t, sp, policy, kernel, gqa, trains)
         full_set, kept, per_layer, working_set, full_layer = kinds
+        if alt_every:  # gemma3_text: its global layers (native, trained or frozen) beside the sliding-window ones
+            frozen_sliding = alt
+            alt, frozen_global, _ = _trained_kinds(arch, s, b, w, t, sp, policy, kernel, "native", trains)
+            if alt_first:
+                frozen_kinds = (_figures(frozen_sliding), _figures(frozen_global))
 
     mask_kept = (gqa == "expand" or arch.eager_attention) and policy in ("full", "op")
     embedding = per_rank(embedding_saved(arch, s, b, w, mask_kept), t, sp)
@@ -282,9 +293,10 @@ def activation_ledger(
         alt_per_layer_bytes=alt[2],
         alt_full_layer_bytes=alt[4],
         alt_working_set_bytes=alt[3],
+        frozen_kinds=frozen_kinds,
     )
     layers_bytes = figures.kept_before(stage_layers)
-    working = max(working_set, alt[3])  # one layer recomputes at a time: the larger kind's set
+    working = max(figures.working(k) for k in range(stage_layers))  # one layer recomputes at a time: the largest
     figures = replace(
         figures, total_bytes=in_flight * (layers_bytes + embedding) + working + head + logits + all_to_all + ring_kv
     )

@@ -156,7 +156,9 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
         kv_saved,
         *fused,
         *mask,
-        Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True),
+        # Phi-3's o_proj reads the reshape's copy (above): kept by o_proj's weight alone; elsewhere a view of SDPA's
+        # output, which SDPA keeps for its own backward
+        Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True, needs="o_w" if arch.fused else ""),
         Saved("attention log-sum-exp (FP32, per head per token)", "s·b·a", sb * a, FP32, True, core=True),
     ]
 
@@ -230,13 +232,14 @@ def _gemma2_layer(arch: Architecture, s: int, b: int, w: int, norms: str) -> tup
     return (
         *norm_inputs,
         Saved("RMSNorm 1/rms (FP32, per token per norm)", "4·s·b", 4 * sb, FP32, False),
-        Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False),
+        Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False, needs="in_w"),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
         Saved("K and V expanded to every head (repeat_kv)", "2·s·b·a·d", 2 * sb * a * d, w, True),
         *capped,
         Saved("softmax output (FP32)", "a·s²·b", ass, FP32, True, core=True),
         Saved("attention probabilities in the activation width (for ×V)", "a·s²·b", ass, w, True, core=True),
-        Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True),
+        # eager attention's ×V output is copied (transpose, contiguous) for o_proj, whose weight alone keeps it
+        Saved("attention output = o_proj input", "s·b·a·d", sb * a * d, w, True, needs="o_w"),
         *_swiglu_mlp(arch, s, b, w),
     )
 

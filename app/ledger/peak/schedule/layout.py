@@ -43,7 +43,7 @@ def _trains_not_walked(s: Scenario) -> str | None:
         return "trainable_params typed: which units hold gradients is not known (LoRA or frozen modules say it)"
     md = s.model_defaults()
     arch = md.model.architecture if md is not None else None
-    if arch is None or not trains_walked(arch) or arch.global_every > 1:
+    if arch is None or not trains_walked(arch):
         return (f"part of the model trains: the schedule walks it on the dense layers of {', '.join(WALKED_FAMILIES)}; "
                 "the modelled activations count what every module saves when all train")  # fmt: skip
     if s.act_policy == "op":

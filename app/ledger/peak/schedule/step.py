@@ -92,9 +92,9 @@ class Step(Pieces):
         return sorted((k for k in head | early | spikes | self.kind_edges() if 0 <= k <= last), reverse=True)
 
     def kind_edges(self) -> set[int]:
-        """deepseek_v3: the layers either side of where its dense layers end (the total steps there, as a layer's
-        size and saved set change), each walked."""
-        k = self.u.dense_layers
+        """The layers either side of where deepseek_v3's dense layers or the frozen first layers end (the total
+        steps there, as a layer's size, gradients and saved set change), each walked."""
+        k = self.g.dense_layers  # what trains: the frozen first layers are its dense ones
         return {k - 2, k - 1, k, k + 1} if k else set()
 
     def layer_moments(self, k: int) -> list[Moment]:

@@ -37,10 +37,10 @@ class ActivationTerms:
     every: int = 1  # full: every N-th layer checkpointed (per_layer), the others keep full_layer
     full_layer: int = 0
     # gemma3_text from a sequence longer than its window: layers N − 1, 2N − 1, … (alt_every = N) are of a second
-    # kind; kept_before[k] is then what layers 0 … k − 1 keep, and alt_recomputed what such a layer rebuilds
+    # kind; kept_before[k] is then what layers 0 … k − 1 keep, and recomputed_each[k] what layer k rebuilds
     alt_every: int = 0
     kept_before: tuple[int, ...] = ()
-    alt_recomputed: int = 0
+    recomputed_each: tuple[int, ...] = ()
     alt_first: int = 0  # or (deepseek_v3) layers 0 … alt_first − 1, its dense ones, are the second kind
     first_kinds: tuple[str, str] = ("MoE", "dense")  # (the others, the first alt_first): or trained and frozen
     ring_kv: int = 0  # context parallelism: ring attention's all-gathered K and V of the layer in flight
@@ -61,7 +61,9 @@ class ActivationTerms:
         """:meth:`saved_before`'s arithmetic (without its result)."""
         if self.alt_every:
             alt = k // self.alt_every
-            return f"the sum over {k - alt} sliding-window and {alt} global layers ({n(self.kept_before[k])} B)"
+            frozen = f", the first {min(k, self.alt_first)} of them frozen" if self.alt_first else ""
+            return (f"the sum over {k - alt} sliding-window and {alt} global layers{frozen} "
+                    f"({n(self.kept_before[k])} B)")  # fmt: skip
         if self.alt_first:
             alt = min(k, self.alt_first)
             first, others = self.first_kinds[1], self.first_kinds[0]
@@ -76,8 +78,7 @@ class ActivationTerms:
         layer that every-N-th checkpointing leaves whole."""
         if k % self.every:
             return 0
-        alt = k < self.alt_first or (self.alt_every > 0 and (k + 1) % self.alt_every == 0)
-        return self.alt_recomputed if alt else self.recomputed
+        return self.recomputed_each[k] if self.recomputed_each else self.recomputed
 
 
 def activation_terms(s: Scenario) -> ActivationTerms:
@@ -120,11 +121,9 @@ def _activation_terms(
     # During a layer's backward: full and op rebuild their working set beside what the layer keeps; selective
     # rebuilds what it dropped (the layer then holds its whole saved set again).
     recomputed = a.working_set_bytes if a.policy in ("full", "op") else full - a.per_layer_bytes
-    alt_recomputed = (
-        a.alt_working_set_bytes if a.policy in ("full", "op") else a.alt_full_layer_bytes - a.alt_per_layer_bytes
-    )
     two_kinds = a.alt_every or a.alt_first
     kept_before = tuple(itertools.accumulate((a.kept(k) for k in range(a.layers)), initial=0)) if two_kinds else ()
+    recomputed_each = tuple(a.recomputed(k) for k in range(a.layers)) if two_kinds else ()
     tokens = seq * b
     return ActivationTerms(
         per_layer=a.per_layer_bytes,
@@ -144,7 +143,7 @@ def _activation_terms(
         full_layer=a.full_layer_bytes,
         alt_every=a.alt_every,
         kept_before=kept_before,
-        alt_recomputed=alt_recomputed,
+        recomputed_each=recomputed_each,
         alt_first=a.alt_first,
         first_kinds=a.first_kinds,
         ring_kv=a.ring_kv_bytes,
