@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.ledger.estimate import estimate
+from app.ledger.state.communication import communication as communication_of
 from app.receipts.sections.model import fsdp2_section
 from app.trace.result import CATEGORIES, CATEGORY_NAMES, Instant, TraceResult
 from app.trace.setup import TraceSetup
@@ -50,6 +51,18 @@ def modelled(result: TraceResult) -> dict[str, Any]:
         "stage3_declared_peak": stage3.peak.declared_peak.total,
         "activation_bytes": e.scenario.activation_bytes,
     }
+
+
+def communication(result: TraceResult) -> dict[str, dict[str, int | str | None]]:
+    """Each kind of collective's buffer bytes in the reported iteration (the step's), traced and the lab's stage-3
+    terms of that kind (before the ring's (G − 1) ÷ G)."""
+    terms = communication_of(result.setup.scenario, 3).terms
+    out: dict[str, dict[str, int | str | None]] = {}
+    for kind in ("all_gather", "reduce_scatter", "all_reduce"):
+        traced = result.collectives.get(kind, 0)
+        lab = sum(t.buffer for t in terms if t.what.startswith(kind.replace("_", "-")))
+        out[kind] = {"traced": traced, "lab": lab, "lab_vs_traced": _pct(lab - traced, traced) if traced else None}
+    return out
 
 
 # Where each modelled instant lies in the trace's timeline: the highest total between two named instants.
@@ -232,6 +245,7 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
         "first_iteration_peak": result.first_iteration_peak,
         "modelled": lab,
         "comparison": comparison(result, lab),
+        "communication": communication(result),
         "instants": instants(result),
         "timeline": [_instant_json(i) for i in result.timeline],
     }
@@ -327,6 +341,13 @@ def _against_the_lab(result: TraceResult, lab: dict[str, Any]) -> list[str]:
         ),
         "",
     ]
+    lines.append("Collective buffers in the step (bytes handed to NCCL's calls, before the ring's (G − 1) ÷ G):")
+    for kind, row in communication(result).items():
+        if row["traced"] or row["lab"]:
+            said = f" ({row['lab_vs_traced']})" if row["lab_vs_traced"] else ""
+            name = kind.replace("_", "-")
+            lines.append(f"    {name:<16}  traced {row['traced']:>18,} B   lab {row['lab']:>18,} B{said}")
+    lines.append("")
     modelled_instants = instants(result)
     if modelled_instants:
         lines.append("The lab's stage-3 instants against the highest traced total over the same stretch of the step:")

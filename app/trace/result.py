@@ -67,6 +67,9 @@ class TraceResult:
     first_iteration_peak: int
     timeline: tuple[Instant, ...]
     seconds: dict[str, float] = field(default_factory=dict)
+    # the reported iteration's collective buffers in bytes (all_gather, reduce_scatter, all_reduce), before the ring's
+    # (G − 1) ÷ G: :mod:`app.trace.collectives`
+    collectives: dict[str, int] = field(default_factory=dict)
 
     @property
     def layers(self) -> list[str]:

@@ -35,6 +35,7 @@ def run_trace(setup: TraceSetup, progress: Progress | None = None) -> TraceResul
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from app.trace import step
+    from app.trace.collectives import CollectiveBytes
     from app.trace.timeline import TimelineTracker
 
     seconds["import"] = time.perf_counter() - clock
@@ -55,6 +56,7 @@ def run_trace(setup: TraceSetup, progress: Progress | None = None) -> TraceResul
         tracker = TimelineTracker(model, sharded.optimizer, sharded.units, sharded.units_by_fqn)
         tracker.track_inputs((tokens, labels))
         first_peak = 0
+        collectives = CollectiveBytes()  # entered for the reported iteration only
         with tracker:
             for iteration in range(1, ITERATIONS + 1):
                 clock = time.perf_counter()
@@ -64,7 +66,10 @@ def run_trace(setup: TraceSetup, progress: Progress | None = None) -> TraceResul
                     first_peak = tracker.peak_total()
                     tracker.restart_peak()
                     tracker.recording = True
-                step.iteration(tracker, sharded, setup, tokens, labels, report, what)
+                    with collectives:
+                        step.iteration(tracker, sharded, setup, tokens, labels, report, what)
+                else:
+                    step.iteration(tracker, sharded, setup, tokens, labels, report, what)
                 seconds[f"iteration {iteration}"] = time.perf_counter() - clock
         return TraceResult(
             setup=setup,
@@ -78,5 +83,6 @@ def run_trace(setup: TraceSetup, progress: Progress | None = None) -> TraceResul
             step_counter_bytes=step.step_counter_bytes(sharded.optimizer),
             first_iteration_peak=first_peak,
             timeline=tuple(tracker.instants),
+            collectives=dict(collectives.sums),
             seconds=seconds,
         )

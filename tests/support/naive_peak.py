@@ -76,8 +76,11 @@ def peak(s: Mapping[str, int | str], stage: int) -> int:
 
 
 def communication(s: Mapping[str, int | str], stage: int) -> int:
-    """Ring volume per rank: the stage's buffers times (D - 1) / D, rounded up."""
+    """Ring volume per rank: the stage's buffers times (D - 1) / D, rounded up. Each collective in its own width:
+    stage 3 all-gathers in the all-gather width, stages 1-3 reduce-scatter in the reduce-scatter width; stage 0's
+    all-reduce and stages 1-2's all-gather of the updated copy in the gradient and parameter widths."""
     n, d = int(s["params"]), int(s["dp"])
     psi_p, psi_g = n * int(s["param_bytes"]), n * int(s["grad_bytes"])
-    volume = {0: psi_g + psi_g, 1: psi_g + psi_p, 2: psi_g + psi_p, 3: psi_p + psi_p + psi_g}[stage]
+    gathered, reduced = n * int(s["gather_bytes"]), n * int(s["reduce_bytes"])
+    volume = {0: psi_g + psi_g, 1: reduced + psi_p, 2: reduced + psi_p, 3: gathered + gathered + reduced}[stage]
     return _up(volume * (d - 1), d)

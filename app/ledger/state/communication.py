@@ -13,6 +13,21 @@ collective over the D ranks. Hierarchical layouts run some over smaller groups:
   for a group still unsharded);
 - **expert parallelism**: the experts' collectives run over their D ÷ ep expert-data-parallel ranks.
 
+Each collective runs in its own width (torch 2.13 FSDP2: ``FSDPParam.all_gather_inputs`` casts the sharded parameter
+to the ``param_dtype`` it all-gathers in, ``foreach_reduce`` reduce-scatters in ``reduce_dtype``): stage 3's
+all-gathers at ``gather_bytes`` over the elements the parameters are stored in (a QLoRA base's packed codes), the
+gradients' reduce-scatter and HSDP's all-reduce at ``reduce_bytes``, over what trains; stages 1–2 all-gather the
+updated parameter copy at ``param_bytes``, stage 0 all-reduces at ``grad_bytes``. With the spec's defaults
+(gather = parameter width, reduce = gradient width) this is the spec's table.
+
+With a model (tp = pp = 1), stage 3's all-gathers follow the units as the walk does, each traced on the real code
+(FSDP2's collectives counted on a fake process group, ``tests/trace/test_collectives_traced.py``): the root recipe's
+root stays unsharded from its forward into its backward (torch 2.13 ``FSDPState._lazy_init``: the root does not
+reshard after forward), so backward all-gathers the layers only; Accelerate's carved units all-gather everything again
+in backward (the tail once more for the final norm, after the head's post-backward resharded it), and a tied model's
+single tail unit, or torchtitan's chunked loss (``lm_head.unshard()`` after the forward resharded it), all-gathers
+the tail a further time.
+
 Terms over the same group of ranks are summed before the one rounding up, so plain ZeRO is one ⌈…⌉.
 """
 
@@ -22,6 +37,7 @@ from dataclasses import dataclass
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.formula import Formula
+from app.ledger.models.defaults import ModelDefaults
 from app.ledger.scenario import Scenario
 from app.ledger.state.persistent import shard
 
@@ -88,25 +104,32 @@ class Communication:
     @property
     def formula(self) -> Formula:
         groups = sorted({t.key for t in self.terms}, key=lambda k: (k[0], -k[1]))
-        one_pass = self.scenario.grad_accum == 1
-        if one_pass and groups == [(False, self.scenario.dp)]:  # every collective over the D ranks: the spec's
-            s = self.scenario
-            psi_p, psi_g = s.params * s.param_bytes, s.trainable_params * s.grad_bytes
+        s = self.scenario
+        widths = _widths(s, self.stage)
+        if self._spec_shaped(groups):  # every collective over the D ranks, each unit alike: the spec's
+            psi_p = next((t.buffer for t in self.terms if t.spelled == "Ψ_p"), 0)
+            psi_g = next(t.buffer for t in self.terms if t.spelled != "Ψ_p") // (2 if self.stage == 0 else 1)
             if self.stage == 0:
                 terms = f"2 × Ψ_g = 2 × {n(psi_g)}"
             elif self.stage in (1, 2):
                 terms = f"Ψ_g + Ψ_p = {n(psi_g)} + {n(psi_p)}"
-            elif s.reshard_after_forward:
+            elif len(self.terms) == 3:
                 terms = f"2 × Ψ_p + Ψ_g = 2 × {n(psi_p)} + {n(psi_g)}"
             else:  # no backward all-gather: units stay gathered from forward to backward
                 terms = f"Ψ_p + Ψ_g = {n(psi_p)} + {n(psi_g)}"
-            return Formula.of(f"⌈({terms}) × {n(s.dp - 1)} ÷ {n(s.dp)}⌉ = {n(self.bytes)} B")
+            return Formula.of(f"⌈({terms}) × {n(s.dp - 1)} ÷ {n(s.dp)}⌉ = {n(self.bytes)} B{widths}")
         shown = []
         for key in groups:
             g = key[1]
             inner = " + ".join(f"{t.what} {t.spelled} = {n(t.buffer)}" for t in self.terms if t.key == key)
             shown.append(f"⌈({inner}) × {n(g - 1)} ÷ {n(g)}⌉")
-        return Formula.of(" + ".join(shown) + f" = {n(self.bytes)} B")
+        return Formula.of(" + ".join(shown) + f" = {n(self.bytes)} B{widths}")
+
+    def _spec_shaped(self, groups: list[tuple[bool, int]]) -> bool:
+        """Whether the terms are the spec's table: one pass, every collective over the D ranks, each spelled with
+        Ψ_p and Ψ_g alone (every unit all-gathered alike)."""
+        plain = self.scenario.grad_accum == 1 and groups == [(False, self.scenario.dp)]
+        return plain and all(t.spelled in ("Ψ_p", "Ψ_g", "2 × Ψ_g") for t in self.terms)
 
 
 def _replicas(s: Scenario) -> int:
@@ -136,38 +159,115 @@ def _times(k: int, spelled: str) -> str:
     return f"{k} × {spelled}" if k > 1 else spelled
 
 
+def _widths(s: Scenario, stage: int) -> str:
+    """What Ψ_p and Ψ_g count where it is not the spec's N × param_bytes and N × grad_bytes ("" where it is)."""
+    if stage == 0 or (stage in (1, 2) and s.reduce_bytes == s.grad_bytes and s.trainable_params == s.params):
+        return ""
+    said = []
+    if stage == 3 and (s.gather_bytes != s.param_bytes or s.base_quant != "none"):
+        stored = "the stored elements (a 4-bit base's packed codes)" if s.base_quant != "none" else "N"
+        said.append(f"Ψ_p = {stored} × {s.gather_bytes} B, the all-gather width")
+    if s.reduce_bytes != s.grad_bytes or s.trainable_params != s.params:
+        trained = "N" if s.trainable_params == s.params else "T, what trains,"
+        said.append(f"Ψ_g = {trained} × {s.reduce_bytes} B, the reduce-scatter width")
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def _units(s: Scenario, stored: int) -> tuple[tuple[int, str], tuple[int, str]]:
+    """((elements, spelled) all-gathered in each forward, and in each backward) at stage 3 with every unit resharded
+    after forward: everything twice, or with a model (tp = pp = 1) as its units are (the module docstring)."""
+    md = s.model_defaults() if s.tp == 1 and s.pp == 1 else None
+    if md is None:
+        return (stored, "Ψ_p"), (stored, "Ψ_p")
+    inv = md.model.inventory
+    outside = inv.embed.params + inv.final.params  # the embedding, the final norm and the head (a tied one once)
+    tied, carved, peft = md.model.architecture.tied_embeddings, s.wrap == "embed-tail", md.lora is not None
+    # a tied model's one tail unit is all-gathered for the embedding and again for the head (under PEFT, whose
+    # wrapper hides the final norm from the carve, the unit holds the embedding alone); torchtitan's chunked loss
+    # all-gathers its tail again after the forward resharded it
+    extra = (inv.embed.params if peft else outside) if tied else inv.final.params if s.loss == "chunked" else 0
+    ahead = (stored + extra, "(Ψ_p + Ψ_tail)") if carved and extra else (stored, "Ψ_p")
+    layers, first = _layers_back(s, md)
+    below = inv.embed.params if first == 0 else 0  # layer 0's backward runs and prefetches the embedding's unit
+    if not carved:  # the root recipe's root stays unsharded from its forward into its backward
+        back = layers
+    elif tied:  # the tail unit prefetched by layer 0 (not under PEFT: the head's use, last in forward, orders it)
+        back = layers + (0 if peft or not below else outside)
+    elif peft:  # the head alone, kept from forward; the norm in the root
+        back = layers + below
+    else:  # the tail again for the final norm, after the head's post-backward resharded it
+        back = layers + below + inv.final.params
+    return ahead, (back, "Ψ_p" if back == stored else "Ψ_p(backward)")
+
+
+def _tail_reduced_again(s: Scenario) -> int:
+    """Elements Accelerate's carved tail reduce-scatters a second time in the last micro batch when accumulating
+    without sync: its group runs a post-backward per module, the first reduce-scatters every accumulated gradient of
+    the unit, the second what has a gradient again — the final norm's, or a tied unit's embedding and norm (traced,
+    ``tests/trace/test_collectives_traced.py``)."""
+    md = s.model_defaults() if s.tp == 1 and s.pp == 1 else None
+    if md is None or s.wrap != "embed-tail" or md.lora is not None or not s.accumulates_unsharded(3):
+        return 0
+    inv = md.model.inventory
+    norm = sum(t.numel for t in inv.final.tensors if "norm" in t.name)
+    tied = md.model.architecture.tied_embeddings
+    return inv.embed.params + norm if tied and not s.freeze_embed else norm
+
+
+def _layers_back(s: Scenario, md: ModelDefaults) -> tuple[int, int]:
+    """(the decoder layers' stored elements all-gathered in backward, the first layer whose backward runs): those a
+    gradient reaches (every layer with LoRA's adapters, else from the first trained one up, or all when the
+    embedding trains) and the one below the lowest of them, which its backward prefetches (FSDP2's implicit backward
+    prefetch, torch 2.13 ``FSDPParamGroup._backward_prefetch``)."""
+    layers = md.model.architecture.layers
+    first = 0 if md.lora is not None or not s.freeze_embed else s.frozen_layers
+    low = max(0, first - 1)
+    adapters = md.lora.per_layer if md.lora is not None else 0
+    packed = (md.quant.values - md.quant.storage) // layers if md.quant is not None else 0  # a 4-bit base's saving
+    total = 0
+    for start, count, unit in md.model.inventory.layer_kinds:
+        total += (start + count - max(low, start) if start + count > low else 0) * (unit.params + adapters - packed)
+    return total, first
+
+
 def _terms(s: Scenario, stage: int) -> list[Term]:
     terms: list[Term] = []
     parts = s.shards()
     syncs, passes = _syncs(s), s.grad_accum  # gradient reductions and forward/backward passes per step
     forward = 1 if s.keeps_units_gathered else passes  # units kept after backward: gathered once
     for params, group in parts:
-        # only what trains has a gradient to reduce (frozen parameters: one part, experts never split)
-        psi_p, psi_g = params * s.param_bytes, (s.trainable_params if params == s.params else params) * s.grad_bytes
         tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one
+        # only what trains has a gradient to reduce (frozen parameters: one part, experts never split); the stored
+        # elements: a 4-bit base's packed codes for its frozen linear weights
+        whole = params == s.params
+        trained = s.trainable_params if whole else params
+        stored = params + (s.frozen_elements - s.frozen_params if whole else 0)
         p_, g_ = ("Ψ_p(experts)", "Ψ_g(experts)") if tag else ("Ψ_p", "Ψ_g")
         if stage == 0:
             # Plain data parallelism all-reduces over every data-parallel rank (the experts' over theirs), the
             # context-parallel ranks included: they hold the same parameters (torchtitan's loss mesh is batch × cp).
-            terms.append(Term("all-reduce" + tag, syncs * 2 * psi_g, s.dp * s.cp if not tag else group,
+            terms.append(Term("all-reduce" + tag, syncs * 2 * trained * s.grad_bytes, s.dp * s.cp if not tag else group,
                               _times(syncs, f"2 × {g_}")))  # fmt: skip
             continue
-        gathered, first = _times(passes, p_), _times(forward, p_)
-        if stage == 3 and s.hpz > 1:
-            terms.append(Term("all-gather forward" + tag, forward * psi_p, s.dp, first))
-            terms.append(Term("all-gather backward (hpZ)" + tag, passes * psi_p, s.hpz, gathered))
-        elif stage == 3:
-            terms.append(Term("all-gather forward" + tag, forward * psi_p, group, first))
+        if stage == 3:
+            ahead, back = _units(s, stored) if whole else ((stored, p_), (stored, p_))
+            hpz = s.hpz > 1
+            terms.append(Term("all-gather forward" + tag, forward * ahead[0] * s.gather_bytes, s.dp if hpz else group,
+                              _times(forward, ahead[1])))  # fmt: skip
             if s.reshard_after_forward:  # else FSDP2 keeps each unit gathered from its forward into its backward
-                terms.append(Term("all-gather backward" + tag, passes * psi_p, group, gathered))
-        terms.append(Term("reduce-scatter" + tag, syncs * psi_g, group, _times(syncs, g_)))
+                terms.append(Term("all-gather backward" + (" (hpZ)" if hpz else "") + tag,
+                                  passes * back[0] * s.gather_bytes, s.hpz if hpz else group,
+                                  _times(passes, back[1])))  # fmt: skip
+        again = _tail_reduced_again(s) if stage == 3 and whole else 0
+        terms.append(Term("reduce-scatter" + tag, (syncs * trained + again) * s.reduce_bytes, group,
+                          _times(syncs, g_) + (" + Ψ_g(tail again)" if again else "")))  # fmt: skip
         if stage in (1, 2):
-            terms.append(Term("all-gather" + tag, psi_p, group, p_))
+            terms.append(Term("all-gather" + tag, params * s.param_bytes, group, p_))
     replicas = _replicas(s)
     if stage >= 1 and replicas > 1:
-        grad_shard = shard(s.trainable_params, s.shard_group * s.cp) * s.grad_bytes  # the dense part's group
-        trained = "N" if s.trainable_params == s.params else "T"  # T: the parameters that train
-        spelled = _times(syncs, f"2 × ⌈{trained} ÷ {n(s.shard_group * s.cp)}⌉ × {s.grad_bytes} B")
+        grad_shard = shard(s.trainable_params, s.shard_group * s.cp) * s.reduce_bytes  # the dense part's group
+        trained_ = "N" if s.trainable_params == s.params else "T"  # T: the parameters that train
+        spelled = _times(syncs, f"2 × ⌈{trained_} ÷ {n(s.shard_group * s.cp)}⌉ × {s.reduce_bytes} B")
         terms.append(Term("all-reduce of the gradient shard", syncs * 2 * grad_shard, replicas, spelled, across=True))
     return terms
 
