@@ -10,6 +10,7 @@ one plus the quant states (module attributes made at load, which the tracker doe
 from __future__ import annotations
 
 import importlib.util
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ def _run(kind: str, checkpoint: Path) -> dict[str, int]:
 
     from app.trace import step
     from app.trace.accelerate import prepare
+    from app.trace.collectives import CollectiveBytes
 
     q = BitsAndBytesConfig(  # type: ignore[no-untyped-call]
         load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=kind == "nf4-dq",
@@ -70,19 +72,23 @@ def _run(kind: str, checkpoint: Path) -> dict[str, int]:
         tokens = torch.randint(0, LLAMA["vocab_size"], (1, RUN["seq_len"]))
         tracker = FSDPMemTracker(model, optimizer)
         tracker.track_inputs((tokens,))
+        collectives = CollectiveBytes()
         with tracker:
             for iteration in range(2):  # the second is the steady state (the first makes AdamW's states)
                 if iteration:
                     tracker.reset_mod_stats()
-                optimizer.zero_grad(set_to_none=True)
-                model(input_ids=tokens, labels=tokens).loss.backward()
-                optimizer.step()
+                with collectives if iteration else nullcontext():
+                    optimizer.zero_grad(set_to_none=True)
+                    model(input_ids=tokens, labels=tokens).loss.backward()
+                    optimizer.step()
         peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
         return {
             "frozen": sum(int(p.numel()) * p.element_size() for p in frozen),
             "states": _storages(parts),
             "weights": len(states),
             "peak": int(peak["Total"]),
+            "all_gather": collectives.sums["all_gather"],
+            "reduce_scatter": collectives.sums["reduce_scatter"],
         }
 
 
@@ -114,6 +120,17 @@ def test_double_quantisation_stores_a_quarter_of_the_scales_and_more_tables(trac
     table: smaller here, as bitsandbytes measures it."""
     assert traced["nf4-dq"]["states"] < traced["nf4"]["states"]
     assert traced["nf4-dq"]["frozen"] == traced["nf4"]["frozen"]
+
+
+@pytest.mark.parametrize("kind", ["nf4", "nf4-dq"])
+def test_the_base_is_all_gathered_as_its_packed_codes(traced: Any, kind: str) -> None:
+    """Stage 3's all-gathers send the packed BF16 codes (a quarter of the values' elements), the reduce-scatters
+    the adapters' gradients alone, in this run's FP32 reduce dtype: the lab's terms, to the byte."""
+    from app.ledger.state.communication import communication
+
+    terms = communication(parse_scenario({**RUN, "base_quant": kind, "reduce_bytes": 4}), 3).terms
+    assert traced[kind]["all_gather"] == sum(t.buffer for t in terms if t.what.startswith("all-gather"))
+    assert traced[kind]["reduce_scatter"] == sum(t.buffer for t in terms if t.what.startswith("reduce-scatter"))
 
 
 @pytest.mark.parametrize("kind", ["nf4", "nf4-dq"])
