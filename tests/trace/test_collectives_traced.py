@@ -4,7 +4,9 @@ sums each buffer (elements × the dtype's width). The lab's stage-3 terms, befor
 those sums to the byte: the widths (the all-gather width, the reduce-scatter width, a frozen base in its own), which
 units are all-gathered again in backward (the root recipe's root never; Accelerate's carved tail for the final norm;
 the layers a gradient reaches, and the one below them, prefetched), what trains (LoRA's adapters, frozen layers and
-embeddings), accumulation with and without sync, tied embeddings, and torchtitan's own units and chunked loss.
+embeddings), accumulation with and without sync, units kept gathered after forward or between micro batches (the
+carved tail still all-gathered again after its own post-backward; the chunked loss's root callback reshards every
+unit), tied embeddings, and torchtitan's own units and chunked loss.
 """
 
 from __future__ import annotations
@@ -41,8 +43,18 @@ CASES: dict[str, Any] = {
     "accum-every": {"grad_accum": 2, "grad_sync": "every"},
     "tied-accum-last": {"model": TIED, "grad_accum": 2},
     "lora-accum-last": {"lora_rank": 8, "grad_accum": 2},
+    "kept-after-forward": {"reshard_after_forward": 0},
+    "tied-kept-after-forward": {"model": TIED, "reshard_after_forward": 0},
+    "frozen-2-embed-kept-after-forward": {"frozen_layers": 2, "freeze_embed": 1, "reshard_after_forward": 0},
+    "plain-kept-after-forward": {"stack": "plain-fsdp2", **FSDP2, "reshard_after_forward": 0},
+    "kept-between-micro-batches": {"grad_accum": 2, "reshard_after_backward": 0},
+    "tied-kept-between-micro-batches": {"model": TIED, "grad_accum": 2, "reshard_after_backward": 0},
     "titan-chunked": pytest.param({"stack": "torchtitan"}, marks=TITAN),
+    "titan-chunked-kept-after-forward": pytest.param({"stack": "torchtitan", "reshard_after_forward": 0}, marks=TITAN),
     "titan-outside-accum": pytest.param({"stack": "torchtitan", "loss": "outside", "grad_accum": 2}, marks=TITAN),
+    "titan-outside-kept-after-forward": pytest.param(
+        {"stack": "torchtitan", "loss": "outside", "reshard_after_forward": 0}, marks=TITAN
+    ),
 }
 
 

@@ -26,7 +26,9 @@ root stays unsharded from its forward into its backward (torch 2.13 ``FSDPState.
 reshard after forward), so backward all-gathers the layers only; Accelerate's carved units all-gather everything again
 in backward (the tail once more for the final norm, after the head's post-backward resharded it), and a tied model's
 single tail unit, or torchtitan's chunked loss (``lm_head.unshard()`` after the forward resharded it), all-gathers
-the tail a further time.
+the tail a further time; backward all-gathers the layers a gradient reaches and the one below, prefetched. With
+``reshard_after_forward`` 0 the tail is still all-gathered again after its own post-backward, and the chunked loss's
+root callback (after each slice's backward) reshards every unit.
 
 Terms over the same group of ranks are summed before the one rounding up, so plain ZeRO is one ⌈…⌉.
 """
@@ -173,12 +175,16 @@ def _widths(s: Scenario, stage: int) -> str:
     return f" ({'; '.join(said)})" if said else ""
 
 
-def _units(s: Scenario, stored: int) -> tuple[tuple[int, str], tuple[int, str]]:
-    """((elements, spelled) all-gathered in each forward, and in each backward) at stage 3 with every unit resharded
-    after forward: everything twice, or with a model (tp = pp = 1) as its units are (the module docstring)."""
+Gathered = tuple[int, str]  # elements all-gathered in one pass, and how the formula spells them
+
+
+def _units(s: Scenario, stored: int) -> tuple[Gathered, Gathered, int]:
+    """(what each forward all-gathers, what each backward all-gathers again of the units resharded after forward,
+    the elements a unit's own post-backward resharded and a later backward gathers again) at stage 3: everything,
+    everything and nothing; or with a model (tp = pp = 1) as its units are (the module docstring)."""
     md = s.model_defaults() if s.tp == 1 and s.pp == 1 else None
     if md is None:
-        return (stored, "Ψ_p"), (stored, "Ψ_p")
+        return (stored, "Ψ_p"), (stored, "Ψ_p"), 0
     inv = md.model.inventory
     outside = inv.embed.params + inv.final.params  # the embedding, the final norm and the head (a tied one once)
     tied, carved, peft = md.model.architecture.tied_embeddings, s.wrap == "embed-tail", md.lora is not None
@@ -190,14 +196,14 @@ def _units(s: Scenario, stored: int) -> tuple[tuple[int, str], tuple[int, str]]:
     layers, first = _layers_back(s, md)
     below = inv.embed.params if first == 0 else 0  # layer 0's backward runs and prefetches the embedding's unit
     if not carved:  # the root recipe's root stays unsharded from its forward into its backward
-        back = layers
-    elif tied:  # the tail unit prefetched by layer 0 (not under PEFT: the head's use, last in forward, orders it)
-        back = layers + (0 if peft or not below else outside)
-    elif peft:  # the head alone, kept from forward; the norm in the root
-        back = layers + below
-    else:  # the tail again for the final norm, after the head's post-backward resharded it
-        back = layers + below + inv.final.params
-    return ahead, (back, "Ψ_p" if back == stored else "Ψ_p(backward)")
+        return ahead, (layers, "(Ψ_p − Ψ_root)"), 0
+    if tied:  # the tail unit, resharded by the head's post-backward, prefetched by layer 0 (not under PEFT: the head's
+        # use, last in forward, orders it last)
+        return ahead, (layers, "Ψ_layers"), 0 if peft or not below else outside
+    if peft:  # the head alone, kept from forward; the norm in the root
+        return ahead, (layers + below, "(Ψ_p − Ψ_tail)"), 0
+    # the tail again for the final norm, after the head's post-backward resharded it
+    return ahead, (layers + below, "(Ψ_p − Ψ_tail)"), inv.final.params
 
 
 def _tail_reduced_again(s: Scenario) -> int:
@@ -230,11 +236,36 @@ def _layers_back(s: Scenario, md: ModelDefaults) -> tuple[int, int]:
     return total, first
 
 
+def _gathers(s: Scenario, tag: str, group: int, stored: int, units: tuple[Gathered, Gathered, int]) -> list[Term]:
+    """Stage 3's all-gathers per step: each forward's (once with units kept gathered between micro batches), each
+    backward's of the units resharded after forward (none with ``reshard_after_forward`` 0, unless the chunked loss's
+    root callback resharded them all), and the tail's again after its own post-backward (each micro batch that
+    reshards after backward: the last only when units are kept between them)."""
+    ahead, back, tail = units
+    passes, hpz = s.grad_accum, s.hpz > 1
+    forward = 1 if s.keeps_units_gathered else passes
+    tails = 1 if s.keeps_units_gathered else passes
+    backward = passes if s.reshard_after_forward or s.loss == "chunked" else 0
+    out = [Term("all-gather forward" + tag, forward * ahead[0] * s.gather_bytes, s.dp if hpz else group,
+                _times(forward, ahead[1]))]  # fmt: skip
+    where = ("all-gather backward" + (" (hpZ)" if hpz else "") + tag, s.hpz if hpz else group)
+    if tail and backward == tails:  # one term: every backward all-gathers both
+        whole = back[0] + tail
+        spelled = "Ψ_p" if whole == stored else f"({back[1]} + Ψ_tail)"
+        return [*out, Term(where[0], backward * whole * s.gather_bytes, where[1], _times(backward, spelled))]
+    if backward:
+        out.append(Term(where[0], backward * back[0] * s.gather_bytes, where[1], _times(backward, back[1])))
+    if tail:
+        out.append(
+            Term(where[0] + " (the tail again)", tails * tail * s.gather_bytes, where[1], _times(tails, "Ψ_tail"))
+        )
+    return out
+
+
 def _terms(s: Scenario, stage: int) -> list[Term]:
     terms: list[Term] = []
     parts = s.shards()
-    syncs, passes = _syncs(s), s.grad_accum  # gradient reductions and forward/backward passes per step
-    forward = 1 if s.keeps_units_gathered else passes  # units kept after backward: gathered once
+    syncs = _syncs(s)  # gradient reductions per step
     for params, group in parts:
         tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one
         # only what trains has a gradient to reduce (frozen parameters: one part, experts never split); the stored
@@ -250,14 +281,7 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
                               _times(syncs, f"2 × {g_}")))  # fmt: skip
             continue
         if stage == 3:
-            ahead, back = _units(s, stored) if whole else ((stored, p_), (stored, p_))
-            hpz = s.hpz > 1
-            terms.append(Term("all-gather forward" + tag, forward * ahead[0] * s.gather_bytes, s.dp if hpz else group,
-                              _times(forward, ahead[1])))  # fmt: skip
-            if s.reshard_after_forward:  # else FSDP2 keeps each unit gathered from its forward into its backward
-                terms.append(Term("all-gather backward" + (" (hpZ)" if hpz else "") + tag,
-                                  passes * back[0] * s.gather_bytes, s.hpz if hpz else group,
-                                  _times(passes, back[1])))  # fmt: skip
+            terms += _gathers(s, tag, group, stored, _units(s, stored) if whole else ((stored, p_), (stored, p_), 0))
         again = _tail_reduced_again(s) if stage == 3 and whole else 0
         terms.append(Term("reduce-scatter" + tag, (syncs * trained + again) * s.reduce_bytes, group,
                           _times(syncs, g_) + (" + Ψ_g(tail again)" if again else "")))  # fmt: skip
