@@ -130,7 +130,8 @@ class Row:
 
 def summarise(report: dict[str, Any]) -> dict[str, Any]:
     """What the page shows of a trace report (``zero3-lab trace --format json``): the traced peak beside
-    the modelled one, and each modelled instant beside the traced total over its stretch of the step.
+    the modelled one, each modelled instant beside the traced total over its stretch of the step, and the step's
+    collective buffers beside the lab's communication terms.
     Kept apart from the report so that a page reads a few kB, not the whole timeline."""
     modelled = report["modelled"]
     trace = report["trace"]
@@ -151,6 +152,12 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
                 "traced": None if i["traced"] is None else int(i["traced"]),
             }
             for i in report["instants"]
+        ],
+        # the step's collective buffers, traced and the lab's (reports from before they were counted have none)
+        "collectives": [
+            {"kind": kind.replace("_", "-"), "lab": int(row["lab"]), "traced": int(row["traced"])}
+            for kind, row in report.get("communication", {}).items()
+            if row["lab"] or row["traced"]
         ],
     }
 

@@ -106,6 +106,11 @@ class TracePanel:
         ]
 
     @property
+    def collectives(self) -> list[InstantRow]:
+        """Each kind of collective's buffer bytes in the step: the lab's stage-3 terms beside the trace's."""
+        return [InstantRow(c["kind"], c["lab"], c["traced"], False) for c in self.summary.get("collectives", [])]
+
+    @property
     def peak_difference(self) -> int:
         s = self.summary
         return int(s["modelled_peak"]) - int(s["traced_peak"])

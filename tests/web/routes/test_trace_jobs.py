@@ -185,6 +185,10 @@ def test_the_action_queues_the_trace_and_the_status_polls_to_the_result(lab: Lab
     assert 'backward at the head</th><td class="num">524,544 B</td><td class="num">&mdash;</td>' in table
     assert "<strong>(the modelled peak)</strong>" in table
     assert '<th scope="row">the peak</th><td class="num">758,464 B</td><td class="num">759,868 B</td>' in table
+    # the step's collectives beside the lab's terms; a kind neither sent (all-reduce) is left out
+    sent = done.text[done.text.index('<table class="trace-collectives">') :]
+    assert '<th scope="row">all-gather</th><td class="num">19,997,696 B</td><td class="num">19,997,696 B</td>' in sent
+    assert '<th scope="row">reduce-scatter</th>' in sent and "all-reduce" not in sent
 
 
 def test_a_poll_that_finds_nothing_new_gets_no_markup(lab: Lab, tmp_path: Path) -> None:
@@ -338,6 +342,9 @@ def test_a_real_trace_through_the_page_then_from_the_cache(tmp_path: Path) -> No
         assert (
             f'<td class="num">{report["modelled"]["stage3_peak"]:,} B</td><td class="num">{peak:,} B</td>' in done.text
         )
+        gathered = report["communication"]["all_gather"]
+        assert gathered["traced"] > 0 and '<table class="trace-collectives">' in done.text
+        assert f'<td class="num">{gathered["lab"]:,} B</td><td class="num">{gathered["traced"]:,} B</td>' in done.text
         again = client.post(f"/trace?{QUERY}", headers=HX)  # the same scenario: the cached result, no new job
         assert '<table class="trace-instants">' in again.text and 'id="trace-live"' not in again.text
         assert '<table class="trace-instants">' in client.get(f"/?{QUERY}").text
