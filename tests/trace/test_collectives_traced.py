@@ -23,8 +23,9 @@ from tests.support.hf_trace import FSDP2, MARKS
 
 pytestmark = [*MARKS, pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")]
 
+VOCAB = 4096
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
-         "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 4096}  # fmt: skip
+         "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": VOCAB}  # fmt: skip
 TIED = compact({**LLAMA, "tie_word_embeddings": True})
 TITAN = pytest.mark.skipif(not titan_installed(), reason="torchtitan is not installed (scripts/setup installs it)")
 CASES: dict[str, Any] = {
@@ -72,3 +73,47 @@ def test_stage_3_communication_is_what_fsdp2_hands_its_collectives(case: dict[st
     assert result.collectives["all_gather"] > 0 and result.collectives["reduce_scatter"] > 0
     for kind, row in rows.items():
         assert row["lab"] == row["traced"], (kind, row)
+
+
+@pytest.mark.parametrize("reduce_bytes", [2, 4])
+def test_hsdp_reduce_scatters_within_its_group_and_all_reduces_the_shard_across_replicas(reduce_bytes: int) -> None:
+    """The plain decoder sharded over a 2 × 2 mesh (two replicas of a shard group of 2, FSDP2's HSDP): the
+    all-gathers and the reduce-scatter within the group, the gradient shard all-reduced across the replicas in the
+    reduce dtype — the lab's terms for ``shard_group`` 2, to the byte (the lab's all-reduce term counts the ring's two
+    passes over its one buffer)."""
+    from contextlib import nullcontext
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from app.ledger.state.communication import communication
+    from app.trace import step
+    from app.trace.collectives import CollectiveBytes
+
+    raw = {"model": compact(LLAMA), "stack": "plain-fsdp2", "dp": 4, "seq_len": 512, **FSDP2,
+           "reduce_bytes": reduce_bytes}  # fmt: skip
+    setup = trace_setup(parse_scenario(raw))  # the model and its units as the flat trace builds them
+    counted = CollectiveBytes()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    try:
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+        with FakeTensorMode():
+            sharded = step.shard(step.build(setup, lambda *_: None), setup, mesh, lambda *_: None)
+            tokens = torch.randint(0, VOCAB, (1, 512))
+            for iteration in range(2):  # the second, with the optimizer's states made, is counted
+                with counted if iteration else nullcontext():
+                    sharded.optimizer.zero_grad(set_to_none=True)
+                    logits = sharded.model(tokens)
+                    loss: Any = F.cross_entropy(logits.float().view(-1, VOCAB), tokens.view(-1))
+                    loss.backward()
+                    sharded.optimizer.step()
+    finally:
+        dist.destroy_process_group()
+    terms = communication(parse_scenario({**raw, "shard_group": 2}), 3).terms
+    lab = {kind: sum(t.buffer for t in terms if t.what.startswith(kind.replace("_", "-"))) for kind in counted.sums}
+    assert {**lab, "all_reduce": lab["all_reduce"] // 2} == counted.sums
+    assert {t.group for t in terms} == {2}
