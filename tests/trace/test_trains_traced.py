@@ -2,11 +2,11 @@
 PEFT 0.21.0's ``get_peft_model`` (the adapters injected beside fake tensors: :mod:`app.trace.trains`) or
 ``requires_grad_(False)`` on the first layers and the embedding, Accelerate's own FSDP2 units, FSDPMemTracker.
 
-What is held: the walked peak within 5 % of the traced one (Llama, Qwen3, OLMo 2, Gemma 2 and 3, Phi-3), with and
-without recomputation, two LoRA ranks and target sets (PEFT's default q_proj and v_proj, all-linear, the MLP alone),
-frozen layers with the embedding trained (gradients still flow through them) and frozen (they keep nothing),
-accumulation without sync; and that what trains changes the peak as the trace says (a frozen prefix saves less
-than a trained one).
+What is held: the walked peak within 5 % of the traced one (Llama, Qwen3, OLMo 2, Gemma 2 and 3, Phi-3; Qwen3-MoE's
+and Mixtral's frozen layers), with and without recomputation, two LoRA ranks and target sets (PEFT's default q_proj
+and v_proj, all-linear, the MLP alone), frozen layers with the embedding trained (gradients still flow through them)
+and frozen (they keep nothing), accumulation without sync; and that what trains changes the peak as the trace says
+(a frozen prefix saves less than a trained one).
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ OLMO2 = {**LLAMA, "model_type": "olmo2", "num_key_value_heads": 4}
 GEMMA2 = {**LLAMA, "model_type": "gemma2", "head_dim": 64}
 GEMMA3 = {**LLAMA, "model_type": "gemma3_text", "head_dim": 64, "num_hidden_layers": 8}
 PHI3 = {**LLAMA, "model_type": "phi3"}
+# mixtures of experts: frozen experts keep no grouped-GEMM input (LoRA on experts is refused)
+QWEN3_MOE = {**QWEN3, "model_type": "qwen3_moe", "moe_intermediate_size": 128, "num_experts": 8,
+             "num_experts_per_tok": 2}  # fmt: skip
+MIXTRAL = {**LLAMA, "model_type": "mixtral", "intermediate_size": 344, "num_local_experts": 4, "num_experts_per_tok": 2}
 # wide layers over few tokens: each layer's gradient shard outgrows the checkpoint its backward frees
 WIDE = {**LLAMA, "hidden_size": 512, "intermediate_size": 1376, "vocab_size": 1024, "num_hidden_layers": 12}
 RUN: dict[str, object] = {"model": compact(LLAMA), "stack": "hf-fsdp2", "dp": 4, "seq_len": 512}
@@ -57,6 +61,8 @@ CASES: dict[str, dict[str, object]] = {
     "gemma3-lora-8-expand": {"model": compact(GEMMA3), "lora_rank": 8, "gqa": "expand"},
     "phi3-lora-8-qkv-o": {"model": compact(PHI3), "lora_rank": 8, "lora_targets": "qkv_proj,o_proj"},
     "phi3-frozen-2-full": {"model": compact(PHI3), "frozen_layers": 2, "act_policy": "full"},
+    "qwen3-moe-frozen-2": {"model": compact(QWEN3_MOE), "frozen_layers": 2},
+    "mixtral-frozen-3-b2-embed": {"model": compact(MIXTRAL), "frozen_layers": 3, "micro_batch": 2, "freeze_embed": 1},
     "wide-frozen-6-full": {"model": compact(WIDE), "frozen_layers": 6, "act_policy": "full", "dp": 2, "seq_len": 256},
 }  # fmt: skip
 

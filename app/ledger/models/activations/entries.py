@@ -25,7 +25,8 @@ class Saved:
     ``needs``: kept only for a weight's own gradient, so not kept when that weight is frozen
     (:mod:`~app.ledger.models.activations.frozen`): ``norm_w`` the norms' weights, ``in_w`` the projections reading
     the norms' outputs (half for q/k/v, half for the MLP's gate and up), ``down_w`` the MLP's down projection,
-    ``o_w`` the attention's output projection where its input is a copy nothing else keeps, ``head_w`` the LM head;
+    ``o_w`` the attention's output projection where its input is a copy nothing else keeps, ``experts_w`` a MoE block's
+    experts (their grouped GEMMs' inputs), ``head_w`` the LM head;
     empty: kept whenever a gradient flows through the layer.
     """
 

@@ -15,7 +15,8 @@ norms' FP32 upcast and 1/rms, attention's Q, K, V, output and log-sum-exp, the M
   the first trained layer needs a gradient, autograd records no graph, and they keep nothing at all (no checkpoint
   either: a non-reentrant checkpoint keeps its inputs only through a graph).
 
-Modelled for the dense families of :data:`WALKED_FAMILIES` (:func:`trains_walked`), whose saved entries carry
+Modelled for the families of :data:`WALKED_FAMILIES` (:func:`trains_walked`; LoRA on their experts is refused where
+the adapters are made), whose saved entries carry
 ``needs`` (:class:`~app.ledger.models.activations.entries.Saved`); held to traces of transformers'
 classes with PEFT under FSDP2 (``tests/trace/test_trains_traced.py``).
 """
@@ -28,16 +29,18 @@ from app.ledger.models.activations.entries import Saved
 from app.ledger.models.architecture import Architecture
 
 # the families whose layer entries carry ``needs`` and whose layers are traced with LoRA and frozen layers
-WALKED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3_text", "phi3")
+WALKED_FAMILIES = (
+    "llama", "mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3_text", "phi3", "qwen3_moe", "mixtral",
+)  # fmt: skip
 # the projections reading the pre-norms' outputs (Phi-3's fused ones by their own names)
 ATTENTION_INPUTS = frozenset({"q_proj", "k_proj", "v_proj", "qkv_proj"})
 MLP_INPUTS = frozenset({"gate_proj", "up_proj", "gate_up_proj"})
 
 
 def trains_walked(arch: Architecture) -> bool:
-    """Whether what a layer of ``arch`` keeps is known entry by entry when only part of it trains: the dense
-    families of :data:`WALKED_FAMILIES` (no experts or latent attention)."""
-    return arch.family in WALKED_FAMILIES and not (arch.experts or arch.mla or arch.two_kinds)
+    """Whether what a layer of ``arch`` keeps is known entry by entry when only part of it trains: the families of
+    :data:`WALKED_FAMILIES` (not latent attention, nor deepseek_v3's two kinds of layer)."""
+    return arch.family in WALKED_FAMILIES and not (arch.mla or arch.two_kinds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,8 @@ def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: bool) -> Saved 
         return None
     if x.needs == "norm_w":
         return x if norms else None
+    if x.needs == "experts_w":  # LoRA never targets the experts: kept only where the whole layer trains
+        return None
     if x.needs in ("down_w", "o_w"):
         return x if ("down_proj" if x.needs == "down_w" else "o_proj") in trained else None
     if x.needs == "in_w":

@@ -184,10 +184,19 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int, dense: bool = False)
         Saved("top-k dispatch indices (int64)", "s·b·k", sb * k, INDEX, False),
         Saved("grouped GEMM's sort order, gather and scatter indices (int64)", "3·k·s·b", 3 * k * sb, INDEX, False),
         Saved("grouped GEMM's offsets, one per expert (int32)", "E", e, 4, False),
-        Saved("expert inputs (each token to its k experts)", "k·s·b·h", k * sb * h, w, False, slots=True),
+        # the grouped GEMMs' inputs, kept for the experts' weight gradients alone (frozen experts keep neither)
+        Saved(
+            "expert inputs (each token to its k experts)",
+            "k·s·b·h",
+            k * sb * h,
+            w,
+            False,
+            slots=True,
+            needs="experts_w",
+        ),
         Saved("expert gate and up outputs", "2·k·s·b·i", 2 * k * sb * i, w, True, slots=True),
         Saved("expert SiLU outputs", "k·s·b·i", k * sb * i, w, True, slots=True),
-        Saved("expert down_proj inputs", "k·s·b·i", k * sb * i, w, True, slots=True),
+        Saved("expert down_proj inputs", "k·s·b·i", k * sb * i, w, True, slots=True, needs="experts_w"),
         Saved("expert outputs (for the routing-weight product)", "k·s·b·h", k * sb * h, w, False, slots=True),
     ]
     if arch.topk_renorm:

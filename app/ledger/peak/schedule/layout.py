@@ -44,7 +44,7 @@ def _trains_not_walked(s: Scenario) -> str | None:
     md = s.model_defaults()
     arch = md.model.architecture if md is not None else None
     if arch is None or not trains_walked(arch):
-        return (f"part of the model trains: the schedule walks it on the dense layers of {', '.join(WALKED_FAMILIES)}; "
+        return (f"part of the model trains: the schedule walks it on the layers of {', '.join(WALKED_FAMILIES)}; "
                 "the modelled activations count what every module saves when all train")  # fmt: skip
     if s.act_policy == "op":
         return "part of the model trains under act_policy op: torchtitan's per-op policy is walked with all training"
