@@ -86,8 +86,15 @@ class Communication:
             text = (f"all-gather in forward (over D) + all-gather in backward (within the hpZ group of {s.hpz}) + "
                     "reduce-scatter of gradients")  # fmt: skip
         elif self.stage == 3 and not s.reshard_after_forward:
-            text = ("all-gather in forward (each unit then kept gathered into its backward: reshard_after_forward 0) "
-                    "+ reduce-scatter of gradients")  # fmt: skip
+            text = "all-gather in forward (each unit then kept gathered into its backward: reshard_after_forward 0) "
+            if any(t.what.startswith("all-gather backward") for t in self.terms):  # gathered again all the same
+                whose = (
+                    "every unit (the chunked loss's root callback resharded them)"
+                    if s.loss == "chunked"
+                    else ("the tail, after its own post-backward resharded it")
+                )
+                text += f"+ all-gather in backward of {whose} "
+            text += "+ reduce-scatter of gradients"
         if self.stage >= 1 and _replicas(s) > 1:
             text += f" (within the shard group of {s.shard_group}) + all-reduce of the gradient shard across the "
             text += f"{_replicas(s)} groups"
