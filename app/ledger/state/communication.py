@@ -185,11 +185,17 @@ def _widths(s: Scenario, stage: int) -> str:
 Gathered = tuple[int, str]  # elements all-gathered in one pass, and how the formula spells them
 
 
+def _unit_model(s: Scenario) -> ModelDefaults | None:
+    """The model whose units stage 3's collectives follow: one with its whole layer structure on the rank (tp = pp
+    = 1), else None (each unit all-gathered twice, as the spec's table has it)."""
+    return s.model_defaults() if s.tp == 1 and s.pp == 1 else None
+
+
 def _units(s: Scenario, stored: int) -> tuple[Gathered, Gathered, int]:
     """(what each forward all-gathers, what each backward all-gathers again of the units resharded after forward,
     the elements a unit's own post-backward resharded and a later backward gathers again) at stage 3: everything,
     everything and nothing; or with a model (tp = pp = 1) as its units are (the module docstring)."""
-    md = s.model_defaults() if s.tp == 1 and s.pp == 1 else None
+    md = _unit_model(s)
     if md is None:
         return (stored, "Ψ_p"), (stored, "Ψ_p"), 0
     inv = md.model.inventory
@@ -218,7 +224,7 @@ def _tail_reduced_again(s: Scenario) -> int:
     without sync: its group runs a post-backward per module, the first reduce-scatters every accumulated gradient of
     the unit, the second what has a gradient again — the final norm's, or a tied unit's embedding and norm (traced,
     ``tests/trace/test_collectives_traced.py``)."""
-    md = s.model_defaults() if s.tp == 1 and s.pp == 1 else None
+    md = _unit_model(s)
     if md is None or s.wrap != "embed-tail" or md.lora is not None or not s.accumulates_unsharded(3):
         return 0
     inv = md.model.inventory
