@@ -182,7 +182,7 @@ def _total_line(led: ActivationLedger, pp: int) -> Formula:
                   f" + {others} other{'' if others == 1 else 's'} × {n(led.full_layer_bytes)} B")  # fmt: skip
     else:
         layers = f"{led.layers} layer{'' if led.layers == 1 else 's'} × {n(led.per_layer_bytes)} B"
-    working = max(led.working(k) for k in range(led.layers))
+    working = led.largest_working()
     if led.stage == "only":
         return Formula.of(
             f"total = {layers} + working set {n(working)} B"

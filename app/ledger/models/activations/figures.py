@@ -101,11 +101,17 @@ class ActivationLedger:
         kept, whole, _ = self.figures(k)
         return kept if checkpointed else whole
 
-    def recomputed(self, k: int) -> int:
-        """What the stage's layer k rebuilds in its backward beside what it keeps: under full and op its kind's working
-        set, under selective what it dropped (the layer then holds its whole set again)."""
-        kept, whole, working = self.figures(k)
+    def recomputed(self, k: int | None = None) -> int:
+        """What the stage's layer k (None: a layer of the first kind, every layer's when all are alike) rebuilds in its
+        backward beside what it keeps: under full and op its kind's working set, under selective what it dropped (the
+        layer then holds its whole set again)."""
+        first = (self.per_layer_bytes, self.full_layer_bytes, self.working_set_bytes)
+        kept, whole, working = first if k is None else self.figures(k)
         return working if self.policy in ("full", "op") else whole - kept
+
+    def largest_working(self) -> int:
+        """The largest working set any of the stage's layers rebuilds: one layer recomputes at a time."""
+        return max(self.working(k) for k in range(self.layers))
 
     def kept_before(self, k: int) -> int:
         """Bytes the stage's layers 0 … k − 1 keep: checkpointed ones their checkpoint, others their whole set; with

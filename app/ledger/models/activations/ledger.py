@@ -296,7 +296,7 @@ def activation_ledger(
         frozen_kinds=frozen_kinds,
     )
     layers_bytes = figures.kept_before(stage_layers)
-    working = max(figures.working(k) for k in range(stage_layers))  # one layer recomputes at a time: the largest
+    working = figures.largest_working()
     figures = replace(
         figures, total_bytes=in_flight * (layers_bytes + embedding) + working + head + logits + all_to_all + ring_kv
     )

@@ -117,17 +117,13 @@ def _activation_terms(
     seq //= cp  # context parallelism: each rank's tokens (the ledger above is the local sequence's already)
     a = md.activations
     arch = md.model.architecture
-    full = sum(x.bytes for x in a.saved)  # tp = 1: one layer's complete saved set
-    # During a layer's backward: full and op rebuild their working set beside what the layer keeps; selective
-    # rebuilds what it dropped (the layer then holds its whole saved set again).
-    recomputed = a.working_set_bytes if a.policy in ("full", "op") else full - a.per_layer_bytes
     two_kinds = a.alt_every or a.alt_first
     kept_before = tuple(itertools.accumulate((a.kept(k) for k in range(a.layers)), initial=0)) if two_kinds else ()
     recomputed_each = tuple(a.recomputed(k) for k in range(a.layers)) if two_kinds else ()
     tokens = seq * b
     return ActivationTerms(
         per_layer=a.per_layer_bytes,
-        recomputed=recomputed,
+        recomputed=a.recomputed(),
         head=a.head_bytes,
         extra_residual=a.embedding_bytes,
         logits_saved=a.logits_bytes,
