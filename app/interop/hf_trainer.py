@@ -64,6 +64,7 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
         notes.append(
             f"trainable_params {s.trainable_params:,} of {s.params:,}: what trains is the model's (PEFT's "
             "get_peft_model, or requires_grad_(False) on frozen modules), not a TrainingArguments setting"
+            + _frozen_code(s)
         )
     if s.load_path == "partitioned":
         notes.append(
@@ -163,3 +164,24 @@ def _choices(s: Scenario, notes: list[str]) -> None:
                      "units gathered between micro batches)")  # fmt: skip
     if s.stage != 3:
         notes.append(f"stage {s.stage}: FSDP2 shards parameters (stage 3) whatever the scenario's stage")
+
+
+# where transformers keeps a family's decoder layers (the rest: model.model.layers)
+_LAYERS = {"gpt2": "model.transformer.h", "gpt_neox": "model.gpt_neox.layers"}
+
+
+def _frozen_code(s: Scenario) -> str:
+    """What freezes the scenario's modules before the Trainer wraps the model, as code (empty: nothing named)."""
+    md = s.model_defaults()
+    layers = _LAYERS.get(md.model.architecture.family, "model.model.layers") if md is not None else "model.model.layers"
+    said = []
+    if s.freeze_embed:
+        said.append("model.get_input_embeddings().requires_grad_(False)")
+    if s.frozen_layers:
+        said.append(f"for layer in {layers}[:{s.frozen_layers}]: layer.requires_grad_(False)")
+    names = targets_of(s.frozen_modules)
+    if names:
+        listed = ", ".join(repr(name) for name in names)
+        said.append(f"for layer in {layers}: [m.requires_grad_(False) for name, m in layer.named_modules() if "
+                    f"name.rsplit('.', 1)[-1] in ({listed},)]")  # fmt: skip
+    return f"; here: {'; '.join(said)}" if said else ""

@@ -191,7 +191,8 @@ def _header_lines(e: Estimate) -> Iterator[str]:
     quant = f", {s.base_quant} base" if s.base_quant != "none" else ""
     trains = ""
     if s.frozen_params:
-        trains = f" ({integer(s.trainable_params)} train, {integer(s.frozen_params)} frozen{quant})"
+        what = f": {e.model.freezes.what}" if e.model is not None and e.model.freezes is not None else ""
+        trains = f" ({integer(s.trainable_params)} train, {integer(s.frozen_params)} frozen{what}{quant})"
     yield f"zero3-lab — {title}: {integer(s.params)} params{trains}, D = {s.dp}, U = {integer(s.unit_params)}"
     yield (
         f"widths (B): param {s.param_bytes}, grad {s.grad_bytes}, master {s.master_bytes}, "

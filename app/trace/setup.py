@@ -79,12 +79,13 @@ class TraceSetup:
     lora_targets: tuple[str, ...] = ()  # their target modules (``("all-linear",)``, or module names)
     frozen_layers: int = 0  # the first N decoder layers frozen (requires_grad_(False))
     freeze_embed: bool = False  # the token embedding frozen
+    frozen_modules: tuple[str, ...] = ()  # every decoder layer's modules of these names frozen
     frozen_bytes: int = 4  # the frozen parameters' width (hf-fsdp2: the checkpoint's BF16, as Accelerate leaves them)
 
     @property
     def trains_part(self) -> bool:
         """Whether only part of the model trains (LoRA, or frozen modules)."""
-        return bool(self.lora_rank or self.frozen_layers or self.freeze_embed)
+        return bool(self.lora_rank or self.frozen_layers or self.freeze_embed or self.frozen_modules)
 
     @property
     def foreach(self) -> bool:
@@ -209,7 +210,7 @@ def _stack_problems(s: Scenario, family: str) -> list[str]:
 def _trains_problems(s: Scenario) -> list[str]:
     """Why what trains cannot be traced: PEFT's adapters and frozen modules run on transformers' classes only, and a
     typed trainable count says nothing of which modules train."""
-    part = bool(s.lora_rank or s.frozen_layers or s.freeze_embed)
+    part = bool(s.lora_rank or s.frozen_layers or s.freeze_embed or s.frozen_modules)
     if s.base_quant != "none":
         return [f"--base-quant {s.base_quant}: bitsandbytes makes its 4-bit weights from real ones, not fake tensors "
                 "(tests/trace/test_qlora_traced.py runs a small QLoRA model on real tensors)"]  # fmt: skip
@@ -218,7 +219,7 @@ def _trains_problems(s: Scenario) -> list[str]:
                 "(--stack hf-fsdp2)"]  # fmt: skip
     if not part and s.trainable_params != s.params:
         return ["--trainable-params typed: the trace needs to know which modules train (--lora-rank, "
-                "--frozen-layers, --freeze-embed)"]  # fmt: skip
+                "--frozen-layers, --freeze-embed, --frozen-modules)"]  # fmt: skip
     return []
 
 
@@ -289,6 +290,7 @@ def trace_setup(s: Scenario, *, foreach: bool = False) -> TraceSetup:
         lora_targets=_targets(s),
         frozen_layers=s.frozen_layers,
         freeze_embed=bool(s.freeze_embed),
+        frozen_modules=targets_of(s.frozen_modules),
         frozen_bytes=s.frozen_bytes,
     )
 

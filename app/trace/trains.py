@@ -1,6 +1,7 @@
 """What trains, applied to transformers' model before it is sharded, as a fine-tuning script applies it: PEFT
-0.21.0's ``get_peft_model`` with a ``LoraConfig``, or ``requires_grad_(False)`` on the first decoder layers and the
-embedding. Imports torch and (with LoRA) peft: call it from a trace only.
+0.21.0's ``get_peft_model`` with a ``LoraConfig``, or ``requires_grad_(False)`` on the first decoder layers, the
+embedding, and every layer's modules of the names given (``layer.named_modules()``' last path component). Imports
+torch and (with LoRA) peft: call it from a trace only.
 
 PEFT cannot inject adapters under ``FakeTensorMode`` (``_move_adapter_to_device_of_base_layer`` fails to swap the
 new weights in): the injection runs with the fake mode set aside, so the adapters are made as real tensors (their
@@ -35,6 +36,10 @@ def apply_trains(model: Any, setup: TraceSetup) -> Any:
             model.get_input_embeddings().requires_grad_(False)  # a tied head shares its weight: frozen with it
         for layer in decoder_layers(model)[: setup.frozen_layers]:
             layer.requires_grad_(False)
+        for layer in decoder_layers(model):
+            for name, module in layer.named_modules():
+                if name.rsplit(".", 1)[-1] in setup.frozen_modules:
+                    module.requires_grad_(False)
     for p in model.parameters():
         if not p.requires_grad:
             p.data = p.data.to(_WIDTHS[setup.frozen_bytes])

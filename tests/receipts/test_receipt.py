@@ -91,6 +91,7 @@ def test_json_receipt_top_level_names(seed_estimate: Estimate) -> None:
         "frozen_layers": 0,
         "freeze_embed": 0,
         "cp": 1,
+        "frozen_modules": "",
     }
 
 

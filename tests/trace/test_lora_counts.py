@@ -74,3 +74,49 @@ def test_frozen_modules_are_what_requires_grad_false_leaves(model: str, layers: 
     trains = sum(p.numel() for p in built.parameters() if p.requires_grad)
     s = parse_scenario({"model": model, "frozen_layers": layers, "freeze_embed": int(embed)})
     assert s.trainable_params == trains and s.params == sum(p.numel() for p in built.parameters())
+
+
+@pytest.mark.parametrize(
+    ("model", "modules"),
+    [("llama-3.1-8b", "self_attn"), ("llama-3.2-1b", "mlp,input_layernorm"), ("qwen3-8b", "q_norm,k_proj,down_proj"),
+     ("gemma-2-2b", "pre_feedforward_layernorm,o_proj"), ("phi-3-mini", "qkv_proj"), ("qwen3-30b-a3b", "experts"),
+     ("gpt2", "c_proj,ln_1")],
+)  # fmt: skip
+def test_modules_frozen_by_name_are_what_requires_grad_false_leaves(model: str, modules: str) -> None:
+    """transformers' own class: every decoder layer's modules of those names given requires_grad_(False), matched by
+    the last component of their path as ``named_modules()`` gives it (GPT-2's c_proj: the attention's and the MLP's)."""
+    from app.trace import import_torch
+    from app.trace.models.hf import build_hf_model
+
+    torch = import_torch()
+    names = set(modules.split(","))
+    with torch.device("meta"):
+        built: Any = build_hf_model(config_of(model))
+    for layer in list(built.base_model.layers if hasattr(built.base_model, "layers") else built.base_model.h):
+        for name, module in layer.named_modules():
+            if name.rsplit(".", 1)[-1] in names:
+                module.requires_grad_(False)
+    trains = sum(p.numel() for p in built.parameters() if p.requires_grad)
+    s = parse_scenario({"model": model, "frozen_modules": modules})
+    assert s.trainable_params == trains < s.params == sum(p.numel() for p in built.parameters())
+
+
+@pytest.mark.parametrize(
+    "trains", [{"frozen_modules": "self_attn,post_attention_layernorm"}, {"frozen_layers": 3, "freeze_embed": 1},
+               {"frozen_layers": 2, "frozen_modules": "c_attn", "model": "gpt2"}],
+)  # fmt: skip
+def test_the_hf_trainer_snippet_freezes_what_the_scenario_freezes(trains: dict[str, object]) -> None:
+    """The code the HF Trainer snippet's note gives for what is frozen, run on transformers' own class, leaves
+    trainable exactly the scenario's trainable parameters."""
+    from app.interop.hf_trainer import hf_trainer_snippet
+    from app.trace import import_torch
+    from app.trace.models.hf import build_hf_model
+
+    torch = import_torch()
+    s = parse_scenario({"model": "llama-3.2-1b", "stack": "hf-fsdp2", **trains})
+    note = next(note for note in hf_trainer_snippet(s).notes if "; here: " in note)
+    with torch.device("meta"):
+        model: Any = build_hf_model(config_of(s.model))
+    for line in note.split("; here: ", 1)[1].split("; "):
+        exec(line, {"model": model})  # noqa: S102 - the snippet's own code, on a model built here
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) == s.trainable_params

@@ -5,8 +5,9 @@ PEFT 0.21.0's ``get_peft_model`` (the adapters injected beside fake tensors: :mo
 What is held: the walked peak within 5 % of the traced one (Llama, Qwen3, OLMo 2, Gemma 2 and 3, Phi-3; Qwen3-MoE's
 and Mixtral's frozen layers), with and without recomputation, two LoRA ranks and target sets (PEFT's default q_proj
 and v_proj, all-linear, the MLP alone), frozen layers with the embedding trained (gradients still flow through them)
-and frozen (they keep nothing), accumulation without sync; and that what trains changes the peak as the trace says
-(a frozen prefix saves less than a trained one).
+and frozen (they keep nothing), modules frozen by name in every layer (the attention, the MLP, some projections and
+norms, the experts), accumulation without sync; and that what trains changes the peak as the trace says (a frozen
+prefix saves less than a trained one; what a frozen module stops keeping is the trace's, to the byte).
 """
 
 from __future__ import annotations
@@ -64,6 +65,22 @@ CASES: dict[str, dict[str, object]] = {
     "qwen3-moe-frozen-2": {"model": compact(QWEN3_MOE), "frozen_layers": 2},
     "mixtral-frozen-3-b2-embed": {"model": compact(MIXTRAL), "frozen_layers": 3, "micro_batch": 2, "freeze_embed": 1},
     "wide-frozen-6-full": {"model": compact(WIDE), "frozen_layers": 6, "act_policy": "full", "dp": 2, "seq_len": 256},
+    # every layer's modules frozen by name (the rest of each layer trains)
+    "everything": {},
+    "modules-self-attn": {"frozen_modules": "self_attn"},
+    "modules-mlp": {"frozen_modules": "mlp"},
+    "modules-mlp-full": {"frozen_modules": "mlp", "act_policy": "full"},
+    "modules-qk-norm-embed-frozen-1": {"frozen_modules": "q_proj,k_proj,input_layernorm", "freeze_embed": 1,
+                                       "frozen_layers": 1},
+    "qwen3-modules-q-norm-mlp": {"model": compact(QWEN3), "frozen_modules": "q_norm,mlp"},
+    "gemma2-everything": {"model": compact(GEMMA2)},
+    "gemma2-modules-norms-o": {"model": compact(GEMMA2),
+                               "frozen_modules": "input_layernorm,post_feedforward_layernorm,o_proj"},
+    "gemma3-modules-attn-expand-frozen-2": {"model": compact(GEMMA3), "frozen_modules": "self_attn", "gqa": "expand",
+                                            "frozen_layers": 2},
+    "phi3-modules-qkv-full": {"model": compact(PHI3), "frozen_modules": "qkv_proj", "act_policy": "full"},
+    "qwen3-moe-modules-experts": {"model": compact(QWEN3_MOE), "frozen_modules": "experts"},
+    "mixtral-modules-attn-embed": {"model": compact(MIXTRAL), "frozen_modules": "self_attn", "freeze_embed": 1},
 }  # fmt: skip
 
 
@@ -137,3 +154,25 @@ def test_the_peak_is_where_the_frozen_layers_begin(traced: dict[str, Any]) -> No
     assert peak is not None
     assert traced[case].peak_at.unit == "layers.5"
     assert peak.peak.key == "backward-layer-5"
+
+
+@pytest.mark.parametrize(
+    ("case", "everything"),
+    [("modules-self-attn", "everything"), ("modules-mlp", "everything"),
+     ("gemma2-modules-norms-o", "gemma2-everything")],
+)  # fmt: skip
+def test_what_a_module_frozen_by_name_stops_keeping_is_the_traces(traced: dict[str, Any], case: str,
+                                                                  everything: str) -> None:  # fmt: skip
+    """Autograd keeps a frozen weight's input for nobody: freezing the attention (its projections' and norm's inputs),
+    the MLP (gate/up's and down_proj's), or some of Gemma 2's four norms and o_proj lowers the trace's activations
+    by exactly what the lab's fall by."""
+    from app.ledger.estimate import estimate
+
+    def activations(name: str) -> tuple[int, int]:
+        md = estimate(_scenario(name)).model
+        assert md is not None
+        return traced[name].peak["activations"], md.activations.total_bytes
+
+    (traced_all, lab_all), (traced_part, lab_part) = activations(everything), activations(case)
+    assert traced_part < traced_all
+    assert traced_all - traced_part == lab_all - lab_part

@@ -15,11 +15,11 @@ from functools import lru_cache
 from typing import Any, NamedTuple, get_type_hints
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
-from app.ledger.models.activations.frozen import WALKED_FAMILIES, Trains, trains_walked
+from app.ledger.models.activations.frozen import LAYER_NORMS, WALKED_FAMILIES, Trains, trains_walked
 from app.ledger.models.parallel import RankShare, rank_share
 from app.ledger.models.quant import QUANT_KINDS, Quant, quantized
 from app.ledger.models.reference import ModelRef, resolve
-from app.ledger.models.trains import Lora, LoraError, frozen_params, lora
+from app.ledger.models.trains import Frozen, Lora, LoraError, frozen_by, frozen_modules, frozen_params, lora
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +31,14 @@ class ModelDefaults:
     activations: ActivationLedger
     share: RankShare
     lora: Lora | None = None  # LoRA adapters (counted in params and, where they grow it, in the largest unit)
-    frozen: int = 0  # without LoRA, the parameters of the modules frozen (frozen_layers, freeze_embed)
+    frozen: int = 0  # without LoRA, the parameters of the modules frozen (frozen_layers, freeze_embed, frozen_modules)
     quant: Quant | None = None  # QLoRA: the frozen layers' linear weights in 4 bits
+    freezes: Frozen | None = None  # without LoRA, what is frozen and its count's sum
+
+    @property
+    def frozen_modules(self) -> frozenset[str]:
+        """The layers' modules frozen by name (empty: none)."""
+        return self.freezes.modules if self.freezes is not None else frozenset()
 
     @property
     def trainable(self) -> int:
@@ -70,6 +76,7 @@ class ModelQuery(NamedTuple):
     lora_targets: str = ""
     frozen_layers: int = 0
     freeze_embed: int = 0
+    frozen_modules: str = ""
     cp: int = 1
     base_quant: str = "none"
 
@@ -99,22 +106,26 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
     if adapters is not None and (q.tp, q.pp, q.ep) != (1, 1, 1):
         raise LoraError("lora_rank", "LoRA with tensor, pipeline or expert parallelism is not modelled",
                         "0 with tp, pp or ep above 1")  # fmt: skip
-    frozen = 0
-    if q.frozen_layers or q.freeze_embed:
-        field = "frozen_layers" if q.frozen_layers else "freeze_embed"
+    modules = frozen_modules(ref.architecture, ref.inventory, q.frozen_modules) if q.frozen_modules else frozenset()
+    freezes = None
+    if q.frozen_layers or q.freeze_embed or modules:
+        field = "frozen_layers" if q.frozen_layers else "freeze_embed" if q.freeze_embed else "frozen_modules"
+        none = "empty" if field == "frozen_modules" else "0"
         if adapters is not None:  # get_peft_model freezes every base parameter already
-            raise LoraError(field, "LoRA freezes the whole base model already", "0 with lora_rank")
+            raise LoraError(field, "LoRA freezes the whole base model already", f"{none} with lora_rank")
         if (q.tp, q.pp, q.ep) != (1, 1, 1):
             raise LoraError(field, "frozen modules with tensor, pipeline or expert parallelism are not modelled",
-                            "0 with tp, pp or ep above 1")  # fmt: skip
-        frozen = frozen_params(ref.architecture, ref.inventory, q.frozen_layers, bool(q.freeze_embed))
+                            f"{none} with tp, pp or ep above 1")  # fmt: skip
+        freezes = frozen_params(ref.architecture, ref.inventory, q.frozen_layers, bool(q.freeze_embed), modules)
     quant = _quant(ref, q, adapters is not None)
     trains = None
     if adapters is not None:
         names = frozenset(name.rsplit(".", 1)[-1] for name, _, _ in adapters.modules)
         trains = Trains(adapters.rank, names, len(adapters.modules))
-    elif q.frozen_layers or q.freeze_embed:
-        trains = Trains(frozen_layers=q.frozen_layers, freeze_embed=bool(q.freeze_embed))
+    elif q.frozen_layers or q.freeze_embed or modules:
+        trains = Trains(
+            frozen_layers=q.frozen_layers, freeze_embed=bool(q.freeze_embed), **_trained_modules(ref, modules)
+        )
     ledger = activation_ledger(
         ref.architecture,
         seq_len=q.seq_len,
@@ -136,12 +147,25 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
     )
     # pp = tp = ep = 1: the share is the inventory itself (its count and its largest unit, by the same name)
     if adapters is None:
-        return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share, None, frozen)
+        frozen = freezes.params if freezes is not None else 0
+        return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share, None, frozen,
+                             freezes=freezes)  # fmt: skip
     # the adapters live in the decoder layers' units (one kind of layer: lora() refuses two)
     layer = ref.inventory.units[1]
     grown = layer.params + adapters.per_layer
     largest, name = (grown, layer.name) if grown > share.largest.params else (share.largest.params, share.largest.name)
     return ModelDefaults(ref, share.params + adapters.params, largest, name, ledger, share, adapters, 0, quant)
+
+
+def _trained_modules(ref: ModelRef, modules: frozenset[str]) -> dict[str, Any]:
+    """With modules frozen by name, :class:`Trains`' leaf names of the layer modules still training and how many
+    norms of width h a layer has (of the first kind of layer: deepseek_v3's two are not walked)."""
+    if not modules:
+        return {}
+    tensors = ref.inventory.units[1].tensors
+    trained = frozenset(t.name.split(".")[-2] for t in tensors if "." in t.name and not frozen_by(t.name, modules))
+    norms = {t.name.split(".")[-2] for t in tensors if "." in t.name} & LAYER_NORMS
+    return {"trained_modules": trained, "layer_norms": len(norms)}
 
 
 def _quant(ref: ModelRef, q: ModelQuery, adapters: bool) -> Quant | None:

@@ -1,8 +1,11 @@
 """What trains: LoRA adapters as PEFT 0.21.0 adds them, or a model's own modules frozen.
 
 **Frozen modules** (``requires_grad_(False)`` before the model is sharded): the first ``frozen_layers`` decoder
-layers and, with ``freeze_embed``, the token embedding (GPT-2's learned positions with it; a tied head shares the
-embedding's weight, so it is frozen too). Their parameters stay, sharded and gathered; they take no gradient.
+layers, with ``freeze_embed`` the token embedding (GPT-2's learned positions with it; a tied head shares the
+embedding's weight, so it is frozen too), and with ``frozen_modules`` the modules of every decoder layer of those
+names (transformers' own: ``self_attn``, ``mlp``, ``q_proj``, ``input_layernorm`` …; a module's name is the last
+component of its path, as ``layer.named_modules()`` gives it, and freezing a module freezes what it holds). Their
+parameters stay, sharded and gathered; they take no gradient.
 
 **LoRA** adapters, which modules they wrap and how many parameters they add:
 
@@ -69,13 +72,66 @@ class Lora:
         return f"{n(self.params // self.per_layer)} layers × {self.rank} × ({terms}) = {n(self.params)}"
 
 
-def frozen_params(arch: Architecture, inv: Inventory, layers: int, embed: bool) -> int:
-    """Parameters of the first ``layers`` decoder layers and, with ``embed``, of the embedding unit (and a tied head,
-    the same weight). Raises :class:`LoraError` naming ``frozen_layers`` beyond the model's layers."""
+def layer_modules(inv: Inventory) -> tuple[str, ...]:
+    """The names of the modules of the model's decoder layers that hold parameters or contain ones that do (every
+    component of a layer tensor's path but the parameter's own name), sorted."""
+    return tuple(
+        sorted({part for _, _, unit in inv.layer_kinds for t in unit.tensors for part in t.name.split(".")[:-1]})
+    )
+
+
+def frozen_by(tensor: str, modules: frozenset[str]) -> bool:
+    """Whether the layer tensor named ``tensor`` (its path in the layer) lies in a module of one of those names."""
+    return any(part in modules for part in tensor.split(".")[:-1])
+
+
+def frozen_modules(arch: Architecture, inv: Inventory, text: str) -> frozenset[str]:
+    """The module names a ``frozen_modules`` input lists, each one a module of the model's layers. Raises
+    :class:`LoraError` naming ``frozen_modules`` for a name the family's layers lack, or names that leave no
+    parameter of a layer to train (that is ``frozen_layers``)."""
+    names = targets_of(text)
+    known = layer_modules(inv)
+    unknown = [m for m in names if m not in known]
+    if unknown:
+        raise LoraError("frozen_modules", f"{', '.join(unknown)}: not a module of {arch.family}'s decoder layers",
+                        f"some of {', '.join(known)}")  # fmt: skip
+    chosen = frozenset(names)
+    for _, _, unit in inv.layer_kinds:
+        if all(frozen_by(t.name, chosen) for t in unit.tensors):
+            raise LoraError("frozen_modules", "freezes every parameter of the decoder layers: nothing in them would "
+                            "train", "fewer modules (frozen_layers freezes whole layers)")  # fmt: skip
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen:
+    """The model's own parameters frozen: how many, what they are in words, and the sum that counts them."""
+
+    params: int
+    what: str  # "the first 8 decoder layers, the embedding, every layer's self_attn"
+    formula: str
+    modules: frozenset[str] = frozenset()  # the layers' modules frozen by name
+
+
+def frozen_params(arch: Architecture, inv: Inventory, layers: int, embed: bool, modules: frozenset[str] = frozenset()
+                  ) -> Frozen:  # fmt: skip
+    """The parameters of the first ``layers`` decoder layers, of the ``modules`` of the others and, with ``embed``, of
+    the embedding unit (and a tied head, the same weight). Raises :class:`LoraError` naming ``frozen_layers`` beyond
+    the model's layers."""
     if layers > arch.layers:
         raise LoraError("frozen_layers", f"{layers:,} is more than the model's {arch.layers:,} decoder layers",
                         f"0 … {arch.layers:,}")  # fmt: skip
-    return sum(u.params for u in inv.units[1 : 1 + layers]) + (inv.embed.params if embed else 0)
+    total = inv.embed.params if embed else 0
+    terms = [f"{n(total)} (embedding)"] if embed else []
+    for start, count, unit in inv.layer_kinds:
+        whole = max(0, min(layers, start + count) - start)
+        part = sum(t.numel for t in unit.tensors if frozen_by(t.name, modules)) if modules else 0
+        total += whole * unit.params + (count - whole) * part
+        terms += [f"{whole} × {n(unit.params)} (whole layers)"] if whole else []
+        terms += [f"{count - whole} × {n(part)} (their {', '.join(sorted(modules))})"] if part and count > whole else []
+    what = ([f"the first {layers:,} decoder layers"] if layers else []) + (["the embedding"] if embed else [])
+    what += [f"every layer's {', '.join(sorted(modules))}"] if modules else []
+    return Frozen(total, ", ".join(what), f"{' + '.join(terms)} = {n(total)}", modules)
 
 
 def targets_of(text: str) -> tuple[str, ...]:

@@ -170,7 +170,9 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
             problems.append(Problem("unit_params", "unit_above_params",
                                     f"{inp.unit_params:,} is larger than params ({params:,})",
                                     f"0 … params ({params:,})"))  # fmt: skip
-    given = [f for f in ("lora_rank", "lora_targets", "frozen_layers", "freeze_embed") if getattr(inp, f)]
+    given = [
+        f for f in ("lora_rank", "lora_targets", "frozen_layers", "freeze_embed", "frozen_modules") if getattr(inp, f)
+    ]
     given += ["base_quant"] if inp.base_quant not in (None, "none") else []
     if given and not inp.model and "model" not in unchecked:
         allowed = "none without a model" if given[0] == "base_quant" else "0 (or empty) without a model"
@@ -240,7 +242,9 @@ def _quant_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Prob
 
 def _freezes(inp: ScenarioFields) -> bool:
     """Whether part of the model is frozen: trainable_params typed, LoRA, or frozen modules."""
-    return inp.trainable_params is not None or bool(inp.lora_rank or inp.frozen_layers or inp.freeze_embed)
+    return inp.trainable_params is not None or bool(
+        inp.lora_rank or inp.frozen_layers or inp.freeze_embed or inp.frozen_modules
+    )
 
 
 def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Problem]:

@@ -95,6 +95,7 @@ from app.ledger.scenario.trains import (
     FREEZE_EMBED_FIELD,
     FROZEN_BYTES_FIELD,
     FROZEN_LAYERS_FIELD,
+    FROZEN_MODULES_FIELD,
     LORA_RANK_FIELD,
     LORA_TARGETS_FIELD,
     TRAINABLE_FIELD,
@@ -141,6 +142,7 @@ class ScenarioFields(BaseModel):
     base_quant: BaseQuant = BASE_QUANT_FIELD
     frozen_layers: Plain = FROZEN_LAYERS_FIELD
     freeze_embed: Flag = FREEZE_EMBED_FIELD
+    frozen_modules: Text = FROZEN_MODULES_FIELD
     trainable_params: Count = TRAINABLE_FIELD
     stack: Stack = STACK_FIELD
     loss: Loss = LOSS_FIELD

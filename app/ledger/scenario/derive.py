@@ -32,7 +32,7 @@ RECEIPT_ORDER: tuple[str, ...] = (
     "host_bytes", "load_path", "stack", "loss", "wrap", "buffers", "reserve_bytes", "reserve_source", "ac_every",
     "optimizer_impl", "gqa", "loss_chunks", "routing_imbalance_pct", "grad_accum", "grad_sync",
     "reshard_after_backward", "save_path", "trainable_params", "frozen_bytes", "lora_rank", "lora_targets",
-    "base_quant", "frozen_layers", "freeze_embed", "cp",
+    "base_quant", "frozen_layers", "freeze_embed", "cp", "frozen_modules",
 )  # fmt: skip
 
 TARGET = Path(__file__).with_name("values.py")

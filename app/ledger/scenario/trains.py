@@ -67,3 +67,13 @@ FREEZE_EMBED_FIELD: Any = optional(
     examples=[0],  # beside lora_rank's example, as frozen_layers'
     json_schema_extra=form("model", "0 or 1", 0),
 )
+FROZEN_MODULES_FIELD: Any = optional(
+    max_length=LORA_TARGETS_MAX_CHARS,
+    pattern=LORA_TARGETS_PATTERN,
+    title="Frozen modules (every layer)",
+    description="Module names of every decoder layer frozen (requires_grad_(False)), with commas: the family's own, "
+    "self_attn (the attention), mlp, q_proj, input_layernorm … Sharded and gathered, no gradient or optimizer "
+    "state; the rest of each layer trains. No LoRA; tp = pp = ep = 1.",
+    examples=[""],  # beside lora_rank's example, as frozen_layers'
+    json_schema_extra=form("model", "modules", ""),
+)

@@ -74,3 +74,4 @@ class ScenarioValues:
     frozen_layers: int = 0  # Frozen layers
     freeze_embed: int = 0  # Freeze the embedding
     cp: int = 1  # Context parallel (cp)
+    frozen_modules: str = ""  # Frozen modules (every layer)

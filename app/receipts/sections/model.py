@@ -140,7 +140,8 @@ def _trained_padded(e: Estimate) -> tuple[int, int] | None:
         return None
     if s.source_of("trainable_params") != "from config":  # a count alone: which units train is not known
         return None
-    g = trained_layout(layout(s.model, s.dp), s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), s.dp, True)
+    frozen = (s.frozen_layers, bool(s.freeze_embed), md.frozen_modules)
+    g = trained_layout(layout(s.model, s.dp), s.model, md.lora, *frozen, s.dp, True)
     # LoRA's adapters come beside the model's parameters, every one of which is frozen; else the trained are of them
     return g.padded_total, f.padded_elements - (0 if md.lora is not None else g.padded_total)
 

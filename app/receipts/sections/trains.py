@@ -51,6 +51,11 @@ class TrainsSection(Strict):
                                  "declared: trainable_params typed")  # fmt: skip
     lora: LoraOut | None
     quant: QuantOut | None = None
+    frozen_what: str | None = Field(default=None, description="the model's own modules frozen, in words "
+                                    "(frozen_layers, freeze_embed, frozen_modules)",
+                                    examples=["every layer's self_attn"])  # fmt: skip
+    frozen_formula: str | None = Field(default=None, description="the sum that counts them",
+                                       examples=["32 × 41,943,040 (their self_attn) = 1,342,177,280"])  # fmt: skip
 
 
 def trains_out(s: Scenario) -> TrainsSection:
@@ -69,5 +74,7 @@ def trains_out(s: Scenario) -> TrainsSection:
     if quant is not None:
         base = QuantOut(kind=quant.kind, values=quant.values, stored_elements=quant.storage,
                         quant_state_bytes=quant.state_bytes, formula=quant.formula)  # fmt: skip
+    freezes = md.freezes if md is not None and source == "frozen modules" else None
     return TrainsSection(params=s.params, trainable=s.trainable_params, frozen=s.frozen_params, source=source,
-                         lora=lora, quant=base)  # fmt: skip
+                         lora=lora, quant=base, frozen_what=freezes.what if freezes is not None else None,
+                         frozen_formula=freezes.formula if freezes is not None else None)  # fmt: skip

@@ -77,6 +77,7 @@ class Run:
     change: RunChange | None  # None: it fits, or the change is deferred (``change_pending``)
     change_pending: bool
     host: HostVerdict
+    frozen: str = ""  # what of the model's own is frozen, in words ("" for LoRA, a typed count, or nothing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,4 +210,5 @@ def run(e: Estimate, *, with_change: bool) -> Run:
         change=run_change(e) if search and with_change else None,
         change_pending=search and not with_change,
         host=host_verdict(e),
+        frozen=e.model.freezes.what if e.model is not None and e.model.freezes is not None else "",
     )

@@ -142,6 +142,7 @@ def test_every_spec_field_is_in_the_table() -> None:
         "base_quant",
         "frozen_layers",
         "freeze_embed",
+        "frozen_modules",
         "params",
         "dp",
         "param_bytes",

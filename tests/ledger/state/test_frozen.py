@@ -74,7 +74,9 @@ def test_a_typed_trainable_count_takes_the_declared_peak_and_says_why() -> None:
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-2-2b"])
-@pytest.mark.parametrize("trains", [{"lora_rank": 16}, {"frozen_layers": 8, "freeze_embed": 1}])
+@pytest.mark.parametrize(
+    "trains", [{"lora_rank": 16}, {"frozen_layers": 8, "freeze_embed": 1}, {"frozen_modules": "self_attn"}]
+)
 def test_lora_and_frozen_layers_are_walked(model: str, trains: dict[str, int]) -> None:
     e = estimate(parse_scenario({"model": model, **trains}), with_kill_lists=False)
     assert e.ledger.stages[3].peak.schedule is not None
@@ -120,3 +122,40 @@ def test_hpz_with_frozen_parameters_at_their_own_width_is_refused_naming_hpz(tra
     with pytest.raises(ScenarioError) as refused:
         parse_scenario({"model": "llama-3.1-8b", "stack": "hf-fsdp2", "dp": 8, "hpz": 2, **trains})
     assert [e.field for e in refused.value.errors] == ["hpz"]
+
+
+def test_modules_frozen_by_name_leave_each_layer_the_rest_to_train() -> None:
+    """Llama 3.1 8B, every layer's self_attn frozen: q 4096², k and v 1024 × 4096, o 4096² = 41,943,040 per layer,
+    32 layers: 1,342,177,280 frozen. Only the rest reduce-scatters: at D 8 a layer's trained elements are its MLP
+    (3 × 4096 × 14336) and two norms (2 × 4096), 176,168,960, each ⌈÷ 8⌉ on dim 0 (all divide)."""
+    e = estimate(parse_scenario({"model": "llama-3.1-8b", "frozen_modules": "self_attn", "dp": 8}),
+                 with_kill_lists=False)  # fmt: skip
+    s = e.scenario
+    assert s.frozen_params == 32 * 41_943_040 == 1_342_177_280
+    assert e.model is not None and e.model.freezes is not None
+    assert e.model.freezes.formula == "32 × 41,943,040 (their self_attn) = 1,342,177,280"
+    schedule = e.ledger.stages[3].peak.schedule
+    assert schedule is not None
+    layer = 3 * 4096 * 14336 + 2 * 4096
+    rs = {i.key: i.bytes_of("reduce_scatter") for i in schedule.instants}
+    assert rs["backward-layer-30"] == layer * s.reduce_bytes  # layer 31's reduce-scatter input, in flight
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [({"frozen_modules": "self_attn,cross_attn"}, "cross_attn: not a module of llama's decoder layers"),
+     ({"frozen_modules": "self_attn,mlp,input_layernorm,post_attention_layernorm"}, "freezes every parameter"),
+     ({"frozen_modules": "mlp", "lora_rank": 8}, "LoRA freezes the whole base model already"),
+     ({"frozen_modules": "mlp", "tp": 2}, "tensor, pipeline or expert parallelism")],
+)  # fmt: skip
+def test_frozen_modules_the_model_cannot_take_are_refused_naming_the_field(raw: dict[str, object], says: str) -> None:
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario({"model": "llama-3.1-8b", **raw})
+    assert [e.field for e in refused.value.errors] == ["frozen_modules"]
+    assert says in str(refused.value)
+
+
+def test_frozen_modules_need_a_model() -> None:
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario({"params": 1_000_000, "frozen_modules": "mlp"})
+    assert [e.field for e in refused.value.errors] == ["frozen_modules"]

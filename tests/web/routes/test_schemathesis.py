@@ -67,7 +67,8 @@ def _quant_given(data: dict[str, Any]) -> bool:
 
 def _frozen_given(data: dict[str, Any]) -> bool:
     """Frozen modules are a model's (a model needed, at most its layers, not with LoRA or model parallelism)."""
-    return _int_of(data, "frozen_layers", 0) > 0 or _int_of(data, "freeze_embed", 0) > 0
+    modules = bool(str(data.get("frozen_modules") or "").strip())
+    return modules or _int_of(data, "frozen_layers", 0) > 0 or _int_of(data, "freeze_embed", 0) > 0
 
 
 def _breaks_name_pattern(data: dict[str, Any]) -> bool:
@@ -232,6 +233,7 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "base_quant": _quant_given,
     "frozen_layers": _frozen_given,
     "freeze_embed": _frozen_given,
+    "frozen_modules": _frozen_given,
     "name": _breaks_name_pattern,
     "model": _names_no_model,
     "tp": _with_a_model,

@@ -134,3 +134,12 @@ def test_the_run_says_what_trains(client: TestClient) -> None:
     what = _plain(_run_block(client.get("/", params=query).text))
     assert "41,943,040 of 8,072,204,288 parameters train (LoRA r = 16), 8,030,261,248 frozen" in what
     assert "parameters train" not in _plain(_run_block(client.get("/", params={"model": "llama-3.1-8b"}).text))
+    frozen = {"model": "llama-3.1-8b", "frozen_modules": "self_attn", "freeze_embed": "1"}
+    page = client.get("/", params=frozen)
+    said = _plain(_run_block(page.text))
+    assert (
+        "6,162,747,392 of 8,030,261,248 parameters train, 1,867,513,856 frozen (the embedding, every layer's "
+        "self_attn)" in said
+    )
+    refused = client.get("/", params={**frozen, "frozen_modules": "self_attn,cross_attn"}).text
+    assert 'role="alert"' in refused and "cross_attn: not a module of llama" in refused

@@ -23,7 +23,8 @@ class Saved:
     ``slots``: one per routed token slot an expert computes on, which the busiest rank under expert parallelism
     holds more of when the routing is imbalanced (:func:`routed`).
     ``needs``: kept only for a weight's own gradient, so not kept when that weight is frozen
-    (:mod:`~app.ledger.models.activations.frozen`): ``norm_w`` the norms' weights, ``in_w`` the projections reading
+    (:mod:`~app.ledger.models.activations.frozen`): ``norm_w`` the layer norms' weights, ``qk_norm_w`` q_norm's and
+    k_norm's, ``in_w`` the projections reading
     the norms' outputs (half for q/k/v, half for the MLP's gate and up), ``down_w`` the MLP's down projection,
     ``o_w`` the attention's output projection where its input is a copy nothing else keeps, ``experts_w`` a MoE block's
     experts (their grouped GEMMs' inputs), ``head_w`` the LM head;

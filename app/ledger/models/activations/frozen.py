@@ -14,6 +14,13 @@ norms' FP32 upcast and 1/rms, attention's Q, K, V, output and log-sum-exp, the M
   through them to it, and they keep what their inputs' gradients need; with the embedding frozen too, nothing below
   the first trained layer needs a gradient, autograd records no graph, and they keep nothing at all (no checkpoint
   either: a non-reentrant checkpoint keeps its inputs only through a graph).
+- **Frozen modules by name** (``requires_grad_(False)`` on every layer's ``self_attn``, ``mlp``, ``q_proj`` …): each
+  layer keeps what its input's gradient needs and, for the modules still training, what their weights' gradients
+  need: a norm's normalised input for each trained norm weight, the norms' outputs for trained projections reading
+  them, ``o_proj``'s and ``down_proj``'s own inputs where they train, the experts' grouped-GEMM inputs where the
+  experts train. Where the embedding is frozen too and the lowest modules of the first trained layer are frozen, no
+  gradient reaches them and that one layer keeps less than counted here (an over-count of at most one layer's
+  attention, never an under-count).
 
 Modelled for the families of :data:`WALKED_FAMILIES` (:func:`trains_walked`; LoRA on their experts is refused where
 the adapters are made), whose saved entries carry
@@ -34,7 +41,10 @@ WALKED_FAMILIES = (
 )  # fmt: skip
 # the projections reading the pre-norms' outputs (Phi-3's fused ones by their own names)
 ATTENTION_INPUTS = frozenset({"q_proj", "k_proj", "v_proj", "qkv_proj"})
-MLP_INPUTS = frozenset({"gate_proj", "up_proj", "gate_up_proj"})
+MLP_INPUTS = frozenset({"gate_proj", "up_proj", "gate_up_proj", "gate"})  # gate: a MoE block's router
+# the layer's own norms (of width h), whose normalised inputs their weights keep (not q_norm and k_norm: per head)
+LAYER_NORMS = frozenset({"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                         "post_feedforward_layernorm"})  # fmt: skip
 
 
 def trains_walked(arch: Architecture) -> bool:
@@ -46,14 +56,17 @@ def trains_walked(arch: Architecture) -> bool:
 @dataclass(frozen=True, slots=True)
 class Trains:
     """What trains, as the activation ledger needs it: LoRA's rank, the leaf names of the layer modules it wraps
-    (every one of them for all-linear) and how many it wraps per layer, or the frozen prefix of layers and the
-    embedding."""
+    (every one of them for all-linear) and how many it wraps per layer, or the frozen prefix of layers, the
+    embedding, and with modules frozen by name the leaf names of the layer modules still training and how many
+    norms of width h a layer has."""
 
     lora_rank: int = 0
     targets: frozenset[str] = frozenset()
     modules: int = 0
     frozen_layers: int = 0
     freeze_embed: bool = False
+    trained_modules: frozenset[str] = frozenset()  # empty: every module of the trained layers trains
+    layer_norms: int = 0
 
     @property
     def head_frozen(self) -> bool:
@@ -61,14 +74,28 @@ class Trains:
         return self.lora_rank > 0
 
 
-def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: bool) -> Saved | None:
-    """``x`` as a layer keeps it: all of it, half (the norm outputs, read by the attention and the MLP), or none."""
+def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: int = 0, heads: tuple[int, int] = (1, 1)
+          ) -> Saved | None:  # fmt: skip
+    """``x`` as a layer keeps it where ``trained`` are the leaf names of its modules that train: all of it, a part
+    (the norm outputs, read by the attention and the MLP; the normalised inputs of the norms that train, of
+    ``norms``; q_norm's or k_norm's share of their ``heads``, (a, kv)), or none."""
     if not flows:
         return None
     if x.needs == "norm_w":
-        return x if norms else None
-    if x.needs == "experts_w":  # LoRA never targets the experts: kept only where the whole layer trains
-        return None
+        k = len(trained & LAYER_NORMS)
+        if k in (0, norms):
+            return x if k else None
+        return Saved(f"{x.what}: the {k} trained norms' of {norms}", f"{k}·s·b·h", x.elements // norms * k, x.width,
+                     x.split)  # fmt: skip
+    if x.needs == "qk_norm_w":
+        q, k = "q_norm" in trained, "k_norm" in trained
+        if q == k:
+            return x if q else None
+        a, kv = heads
+        return Saved(f"{x.what}: {'q_norm' if q else 'k_norm'}'s alone", f"s·b·{'a' if q else 'kv'}·d",
+                     x.elements // (a + kv) * (a if q else kv), x.width, x.split)  # fmt: skip
+    if x.needs == "experts_w":  # kept only where the experts train (LoRA never targets them)
+        return x if "experts" in trained else None
     if x.needs in ("down_w", "o_w"):
         return x if ("down_proj" if x.needs == "down_w" else "o_proj") in trained else None
     if x.needs == "in_w":
@@ -85,7 +112,7 @@ def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: bool) -> Saved 
 
 def lora_layer(full_set: tuple[Saved, ...], trains: Trains, s: int, b: int, w: int) -> tuple[Saved, ...]:
     """A layer whose base is frozen and ``trains.modules`` of whose linear modules carry adapters."""
-    kept = [k for x in full_set if (k := _kept(x, True, trains.targets, False)) is not None]
+    kept = [k for x in full_set if (k := _kept(x, True, trains.targets)) is not None]
     r, modules = trains.lora_rank, trains.modules
     kept.append(Saved("LoRA lora_B inputs (lora_A outputs), one per targeted module", f"{modules}·s·b·r",
                       modules * s * b * r, w, True))  # fmt: skip
@@ -94,7 +121,14 @@ def lora_layer(full_set: tuple[Saved, ...], trains: Trains, s: int, b: int, w: i
 
 def frozen_layer(full_set: tuple[Saved, ...], flows: bool) -> tuple[Saved, ...]:
     """A frozen layer: what its input's gradient needs where one flows (``flows``), else nothing."""
-    return tuple(k for x in full_set if (k := _kept(x, flows, frozenset(), False)) is not None)
+    return tuple(k for x in full_set if (k := _kept(x, flows, frozenset())) is not None)
+
+
+def partial_layer(full_set: tuple[Saved, ...], trains: Trains, heads: tuple[int, int]) -> tuple[Saved, ...]:
+    """A layer some of whose modules are frozen by name: what the input's gradient needs (a gradient flows through
+    every trained layer) and what the weights still training need."""
+    trained, norms = trains.trained_modules, trains.layer_norms
+    return tuple(k for x in full_set if (k := _kept(x, True, trained, norms, heads)) is not None)
 
 
 def head_kept(saved: tuple[Saved, ...], trains: Trains | None, tied: bool) -> tuple[Saved, ...]:

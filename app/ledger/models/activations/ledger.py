@@ -29,7 +29,14 @@ from app.ledger.models.activations.ends import all_to_all_saved, embedding_saved
 from app.ledger.models.activations.entries import Saved
 from app.ledger.models.activations.explain import assumptions, formula
 from app.ledger.models.activations.figures import ActivationInputError, ActivationLedger
-from app.ledger.models.activations.frozen import Trains, frozen_layer, head_kept, lora_layer, trains_walked
+from app.ledger.models.activations.frozen import (
+    Trains,
+    frozen_layer,
+    head_kept,
+    lora_layer,
+    partial_layer,
+    trains_walked,
+)
 from app.ledger.models.activations.recompute import recompute_fraction
 from app.ledger.models.activations.ring import local_seq_len, ring_kv_bytes
 from app.ledger.models.activations.saved import (
@@ -165,7 +172,9 @@ def _trained_kinds(
         lora = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100,
                            trained=lambda full: lora_layer(full, trains, s, b, w))  # fmt: skip
         return lora, lora, 0
-    trained = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100)
+    heads = (arch.heads, arch.kv_heads)
+    partly = (lambda full: partial_layer(full, trains, heads)) if trains.trained_modules else None
+    trained = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100, trained=partly)
     flows = not trains.freeze_embed
     frozen = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100,
                          trained=lambda full: frozen_layer(full, flows))  # fmt: skip

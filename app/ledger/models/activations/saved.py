@@ -93,7 +93,7 @@ def _qk_norms(arch: Architecture, sb: int, w: int, norms: str) -> list[Saved]:
         upcast = "q_norm and k_norm FP32 upcasts of the inputs (kept by pow and mul)"
         before_weight = f"q_norm and k_norm normalised inputs before the weight ({norms})"
         kept = [Saved(upcast, shape, elements, FP32, True),
-                Saved(before_weight, shape, elements, normalised, True, needs="norm_w")]  # fmt: skip
+                Saved(before_weight, shape, elements, normalised, True, needs="qk_norm_w")]  # fmt: skip
     if arch.qk_norm == "projection":
         return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, True)]
     if arch.sandwich_norms and norms != "fused":  # Gemma3RMSNorm: (1 + weight) in FP32, one of head_dim per norm

@@ -39,7 +39,7 @@ def not_schedulable(s: Scenario) -> str | None:
 def _trains_not_walked(s: Scenario) -> str | None:
     """Why a model of which only part trains has no schedule to walk, or None: the walk knows LoRA and frozen
     modules (:mod:`.trained`) on the dense families whose saved tensors it knows by what needs them."""
-    if not (s.lora_rank or s.frozen_layers or s.freeze_embed):
+    if not (s.lora_rank or s.frozen_layers or s.freeze_embed or s.frozen_modules):
         return "trainable_params typed: which units hold gradients is not known (LoRA or frozen modules say it)"
     md = s.model_defaults()
     arch = md.model.architecture if md is not None else None

@@ -74,7 +74,9 @@ class Pieces(MicroBatches):
             return self.u
         md = s.model_defaults()
         assert md is not None  # the schedule is walked with a model only
-        return trained_layout(self.u, s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), self.mesh, padded)
+        return trained_layout(
+            self.u, s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), md.frozen_modules, self.mesh, padded
+        )
 
     def _buffers(self) -> tuple[int, str]:
         """Registered buffers every rank holds whole (FSDP2 shards parameters only): torchtitan's RoPE caches,

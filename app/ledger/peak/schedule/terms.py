@@ -82,7 +82,7 @@ class ActivationTerms:
 
 
 def activation_terms(s: Scenario) -> ActivationTerms:
-    trains = (s.lora_rank, s.lora_targets, s.frozen_layers, s.freeze_embed)
+    trains = (s.lora_rank, s.lora_targets, s.frozen_layers, s.freeze_embed, s.frozen_modules)
     return _activation_terms(
         s.model, s.seq_len, s.micro_batch, s.act_bytes, s.act_policy, s.logits_bytes, s.norms, s.ac_every, s.gqa,
         trains, s.cp,
@@ -92,10 +92,11 @@ def activation_terms(s: Scenario) -> ActivationTerms:
 @lru_cache(maxsize=1024)
 def _activation_terms(
     model: str, seq: int, b: int, w: int, policy: str, lw: int, norms: str, every: int, gqa: str,
-    trains: tuple[int, str, int, int], cp: int,
+    trains: tuple[int, str, int, int, str], cp: int,
 ) -> ActivationTerms:  # fmt: skip
-    # tp = pp = ep = 1: not_schedulable(s) is None; trains: (lora_rank, lora_targets, frozen_layers, freeze_embed)
-    rank, targets, frozen, embed = trains
+    # tp = pp = ep = 1: not_schedulable(s) is None; trains: (lora_rank, lora_targets, frozen_layers, freeze_embed,
+    # frozen_modules)
+    rank, targets, frozen, embed, modules = trains
     md = model_defaults(
         ModelQuery(
             model,
@@ -111,6 +112,7 @@ def _activation_terms(
             lora_targets=targets,
             frozen_layers=frozen,
             freeze_embed=embed,
+            frozen_modules=modules,
             cp=cp,
         )
     )

@@ -7,7 +7,8 @@ padded shards × D), the gradient shards, the optimizer's temporaries — reads 
 reads the model's. With LoRA every layer's trained parameters are its adapters (``lora_A`` r × in, ``lora_B`` out ×
 r, in the layer's unit) and the root trains nothing; with frozen layers, the first N layers are a second kind of
 layer with no trained parameter (the layout's ``dense_`` run, as deepseek_v3's dense first layers are the other
-kind there), and a frozen embedding leaves the root its final norm and an untied head.
+kind there), a frozen embedding leaves the root its final norm and an untied head, and modules frozen by name leave
+each other layer the parameters outside them (its reduce-scatter input their padded shards × D).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from functools import lru_cache
 from app.ledger.models.fsdp2 import padded_rows_elements
 from app.ledger.models.inventory import Tensor
 from app.ledger.models.reference import resolve
-from app.ledger.models.trains import Lora
+from app.ledger.models.trains import Lora, frozen_by
 from app.ledger.peak.schedule.layout import Layout
 from app.ledger.state.persistent import shard
 
@@ -55,14 +56,24 @@ def _lora(u: Layout, adapters: Lora, dp: int, padded: bool) -> Layout:
     return _largest(out, tensors, dp, padded)
 
 
-def _frozen(u: Layout, model: str, layers: int, embed: bool, dp: int, padded: bool) -> Layout:
+def _frozen(u: Layout, model: str, layers: int, embed: bool, modules: frozenset[str], dp: int, padded: bool) -> Layout:
     inv = resolve(model).inventory
     tied = u.tied
     root = (() if embed else inv.embed.tensors) + inv.final.tensors
     root_shard = _shard_of(root, dp, padded)
+    layer = tuple(t for t in inv.units[1].tensors if not frozen_by(t.name, modules))
+    out = u
+    if modules:
+        per_rank = _shard_of(layer, dp, padded)
+        params = sum(t.numel for t in layer)
+        down = any("down_proj" in t.name for t in layer)  # the MLP's (experts') output projection trains
+        out = replace(
+            u, layer_params=params, layer_shard=per_rank, layer_unsharded=dp * per_rank if padded else params,
+            mlp_out_params=u.mlp_out_params if down else 0,
+        )  # fmt: skip
     out = replace(
-        u, dense_layers=layers, dense_params=0, dense_shard=0, dense_unsharded=0, dense_mlp_out_params=0,
-        padded_total=root_shard + (u.layers - layers) * u.layer_shard,
+        out, dense_layers=layers, dense_params=0, dense_shard=0, dense_unsharded=0, dense_mlp_out_params=0,
+        padded_total=root_shard + (u.layers - layers) * out.layer_shard,
     )  # fmt: skip
     if embed:
         out = replace(
@@ -71,17 +82,19 @@ def _frozen(u: Layout, model: str, layers: int, embed: bool, dp: int, padded: bo
             head_grad_params=u.norm_params if tied else u.head_grad_params, embed_params=0, embed_shard=0,
             embed_unsharded=0, tied_params=0,
         )  # fmt: skip
-    trained = root + (inv.units[1].tensors if layers < u.layers else ())
+    trained = root + (layer if layers < u.layers else ())
     return _largest(out, trained, dp, padded)
 
 
 @lru_cache(maxsize=1024)
 def trained_layout(
-    u: Layout, model: str, adapters: Lora | None, frozen_layers: int, freeze_embed: bool, dp: int, padded: bool
-) -> Layout:
-    """What trains of ``u`` (the model's units at D): ``u`` itself when everything trains."""
+    u: Layout, model: str, adapters: Lora | None, frozen_layers: int, freeze_embed: bool, modules: frozenset[str],
+    dp: int, padded: bool,
+) -> Layout:  # fmt: skip
+    """What trains of ``u`` (the model's units at D): ``u`` itself when everything trains; ``modules``: the layers'
+    modules frozen by name."""
     if adapters is not None:
         return _lora(u, adapters, dp, padded)
-    if frozen_layers or freeze_embed:
-        return _frozen(u, model, frozen_layers, freeze_embed, dp, padded)
+    if frozen_layers or freeze_embed or modules:
+        return _frozen(u, model, frozen_layers, freeze_embed, modules, dp, padded)
     return u
