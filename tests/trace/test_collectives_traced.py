@@ -27,6 +27,8 @@ VOCAB = 4096
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": VOCAB}  # fmt: skip
 TIED = compact({**LLAMA, "tie_word_embeddings": True})
+QWEN3_MOE = compact({**LLAMA, "model_type": "qwen3_moe", "head_dim": 64, "moe_intermediate_size": 128,
+                     "num_experts": 8, "num_experts_per_tok": 2})  # fmt: skip
 TITAN = pytest.mark.skipif(not titan_installed(), reason="torchtitan is not installed (scripts/setup installs it)")
 CASES: dict[str, Any] = {
     "hf": {},
@@ -37,6 +39,10 @@ CASES: dict[str, Any] = {
     "frozen-2": {"frozen_layers": 2},
     "frozen-2-embed": {"frozen_layers": 2, "freeze_embed": 1},
     "frozen-1-embed": {"frozen_layers": 1, "freeze_embed": 1},
+    "modules-self-attn": {"frozen_modules": "self_attn"},
+    "modules-mlp-norm-embed-frozen-1": {"frozen_modules": "mlp,input_layernorm", "freeze_embed": 1, "frozen_layers": 1},
+    "moe-modules-experts": {"model": QWEN3_MOE, "frozen_modules": "experts"},
+    "moe-lora-q-v": {"model": QWEN3_MOE, "lora_rank": 8, "lora_targets": "q_proj,v_proj"},
     "frozen-all-embed": {"frozen_layers": 4, "freeze_embed": 1},
     "tied-frozen-2-embed": {"model": TIED, "frozen_layers": 2, "freeze_embed": 1},
     "tied-embed": {"model": TIED, "freeze_embed": 1},

@@ -31,6 +31,8 @@ CASES = [
     ("gpt2", 8, ""),  # Conv1D: c_attn
     ("gpt2", 4, "c_proj"),  # the attention's and the MLP's, both
     ("gpt-neox-20b", 8, "all-linear"),
+    ("qwen3-30b-a3b", 8, "q_proj,v_proj"),  # a mixture of experts: adapters on its attention
+    ("mixtral-8x7b-v0.1", 16, "q_proj,k_proj,v_proj,o_proj"),
 ]
 
 

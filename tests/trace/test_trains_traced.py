@@ -3,11 +3,12 @@ PEFT 0.21.0's ``get_peft_model`` (the adapters injected beside fake tensors: :mo
 ``requires_grad_(False)`` on the first layers and the embedding, Accelerate's own FSDP2 units, FSDPMemTracker.
 
 What is held: the walked peak within 5 % of the traced one (Llama, Qwen3, OLMo 2, Gemma 2 and 3, Phi-3; Qwen3-MoE's
-and Mixtral's frozen layers), with and without recomputation, two LoRA ranks and target sets (PEFT's default q_proj
-and v_proj, all-linear, the MLP alone), frozen layers with the embedding trained (gradients still flow through them)
-and frozen (they keep nothing), modules frozen by name in every layer (the attention, the MLP, some projections and
-norms, the experts), accumulation without sync; and that what trains changes the peak as the trace says (a frozen
-prefix saves less than a trained one; what a frozen module stops keeping is the trace's, to the byte).
+and Mixtral's frozen layers and LoRA on their attention), with and without recomputation, two LoRA ranks and target
+sets (PEFT's default q_proj and v_proj, all-linear, the MLP alone), frozen layers with the embedding trained
+(gradients still flow through them) and frozen (they keep nothing), modules frozen by name in every layer (the
+attention, the MLP, some projections and norms, the experts), accumulation without sync; and that what trains
+changes the peak as the trace says (a frozen prefix saves less than a trained one; what a frozen module stops
+keeping is the trace's, to the byte).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ OLMO2 = {**LLAMA, "model_type": "olmo2", "num_key_value_heads": 4}
 GEMMA2 = {**LLAMA, "model_type": "gemma2", "head_dim": 64}
 GEMMA3 = {**LLAMA, "model_type": "gemma3_text", "head_dim": 64, "num_hidden_layers": 8}
 PHI3 = {**LLAMA, "model_type": "phi3"}
-# mixtures of experts: frozen experts keep no grouped-GEMM input (LoRA on experts is refused)
+# mixtures of experts: frozen experts keep no grouped-GEMM input (LoRA on the attention; on experts refused)
 QWEN3_MOE = {**QWEN3, "model_type": "qwen3_moe", "moe_intermediate_size": 128, "num_experts": 8,
              "num_experts_per_tok": 2}  # fmt: skip
 MIXTRAL = {**LLAMA, "model_type": "mixtral", "intermediate_size": 344, "num_local_experts": 4, "num_experts_per_tok": 2}
@@ -81,6 +82,12 @@ CASES: dict[str, dict[str, object]] = {
     "phi3-modules-qkv-full": {"model": compact(PHI3), "frozen_modules": "qkv_proj", "act_policy": "full"},
     "qwen3-moe-modules-experts": {"model": compact(QWEN3_MOE), "frozen_modules": "experts"},
     "mixtral-modules-attn-embed": {"model": compact(MIXTRAL), "frozen_modules": "self_attn", "freeze_embed": 1},
+    # LoRA on a mixture of experts' attention: the experts and the router frozen, a gradient through them
+    "qwen3-moe-lora-8-q-v": {"model": compact(QWEN3_MOE), "lora_rank": 8, "lora_targets": "q_proj,v_proj"},
+    "qwen3-moe-lora-16-attention-full": {"model": compact(QWEN3_MOE), "lora_rank": 16,
+                                         "lora_targets": "q_proj,k_proj,v_proj,o_proj", "act_policy": "full"},
+    "mixtral-lora-8-k-o-accum": {"model": compact(MIXTRAL), "lora_rank": 8, "lora_targets": "k_proj,o_proj",
+                                 "grad_accum": 2},
 }  # fmt: skip
 
 

@@ -180,4 +180,7 @@ def _quant(ref: ModelRef, q: ModelQuery, adapters: bool) -> Quant | None:
     if not trains_walked(arch):
         raise LoraError("base_quant", f"a 4-bit base is modelled for {', '.join(WALKED_FAMILIES)}, not {arch.family}",
                         "none for this model")  # fmt: skip
+    if arch.experts:  # bitsandbytes quantizes nn.Linear modules: not the router nor the fused 3-D experts
+        raise LoraError("base_quant", f"a 4-bit base of {arch.family}'s mixture of experts is not modelled",
+                        "none for this model")  # fmt: skip
     return quantized(ref.inventory, arch.layers, q.base_quant)

@@ -17,9 +17,11 @@ last component of the module's path (``c_proj`` names both of GPT-2's); ``all-li
 the output layer (``tuners_utils._maybe_include_all_linear_layers``); none given is PEFT's default for the model
 type (``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``), where it has one.
 
-Modelled for the dense decoder families (their linear modules are the layers' 2-D weights of the inventory); a
-mixture of experts (fused 3-D experts, routers) and DeepSeek's latent attention are refused, as are tensor, pipeline
-and expert parallelism with adapters.
+Modelled for the dense decoder families (their linear modules are the layers' 2-D weights of the inventory) and,
+on Qwen3-MoE and Mixtral, for the attention's projections: there PEFT 0.21.0's ``all-linear`` also wraps the
+router and, through ``target_parameters``, the fused 3-D experts (a ``ParamWrapper`` per expert tensor), which are
+not modelled and are refused with the router and the experts as targets. DeepSeek's latent attention is refused, as
+are tensor, pipeline and expert parallelism with adapters.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ PEFT_DEFAULTS: dict[str, tuple[str, ...]] = {
     "gpt2": ("c_attn",),
     "gpt_neox": ("query_key_value",),
 }
-# the dense decoder families, whose layers' linear modules are the inventory's 2-D layer weights
-MODELLED = (*PEFT_DEFAULTS, "olmo2", "phi3")
+# the dense decoder families, whose layers' linear modules are the inventory's 2-D layer weights, and the mixtures
+# of experts whose attention's are (PEFT 0.21.0 has no default targets for these four)
+MODELLED = (*PEFT_DEFAULTS, "olmo2", "phi3", "qwen3_moe", "mixtral")
+MOE_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # a mixture of experts' modelled targets: its attention
 TARGETS_ALLOWED = f"{ALL_LINEAR}, or module names separated by commas"
 
 
@@ -90,6 +94,9 @@ def frozen_modules(arch: Architecture, inv: Inventory, text: str) -> frozenset[s
     :class:`LoraError` naming ``frozen_modules`` for a name the family's layers lack, or names that leave no
     parameter of a layer to train (that is ``frozen_layers``)."""
     names = targets_of(text)
+    if arch.two_kinds:  # the trained layout and the walk read one kind of layer's modules
+        raise LoraError("frozen_modules", f"modules frozen by name in {arch.family}'s two kinds of layer (dense, then "
+                        "MoE) are not modelled", "empty for this model (frozen_layers, freeze_embed)")  # fmt: skip
     known = layer_modules(inv)
     unknown = [m for m in names if m not in known]
     if unknown:
@@ -146,12 +153,19 @@ def lora(arch: Architecture, inv: Inventory, rank: int, targets: str) -> Lora | 
         if targets.strip():
             raise LoraError("lora_targets", "needs lora_rank ≥ 1 (LoRA is off at 0)", "empty with lora_rank 0")
         return None
-    if arch.experts or arch.mla or arch.two_kinds or arch.family not in MODELLED:
-        raise LoraError("lora_rank", f"LoRA on {arch.family} (experts, latent attention) is not modelled",
+    if arch.mla or arch.two_kinds or arch.family not in MODELLED:
+        raise LoraError("lora_rank", f"LoRA on {arch.family} (latent attention, two kinds of layer) is not modelled",
                         "0 for this model")  # fmt: skip
     linears = [(t.name.removesuffix(".weight"), t.shape) for t in inv.units[1].tensors if len(t.shape) == 2]
     names = {name.rsplit(".", 1)[-1] for name, _ in linears}
     wanted = targets_of(targets)
+    if arch.experts and (wanted == (ALL_LINEAR,) or any(w in names - set(MOE_TARGETS) for w in wanted)):
+        raise LoraError(
+            "lora_targets",
+            f"adapters on {arch.family}'s router and 3-D experts (PEFT's all-linear "
+            "wraps them with target_parameters) are not modelled",
+            f"some of {', '.join(MOE_TARGETS)}",
+        )
     if not wanted:
         if arch.family not in PEFT_DEFAULTS:
             raise LoraError("lora_targets", f"PEFT 0.21.0 has no default target modules for {arch.family}: name "

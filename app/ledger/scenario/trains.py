@@ -31,8 +31,8 @@ LORA_RANK_FIELD: Any = optional(
     le=LORA_RANK[1],
     title="LoRA rank",
     description="PEFT LoraConfig's r: each targeted module of weight [a, b] gains r × (a + b) adapter parameters in "
-    "its layer's unit, and they alone train. At most the narrowest target's width; a dense model, tp = pp = ep = 1. "
-    "0: no LoRA.",
+    "its layer's unit, and they alone train. At most the narrowest target's width; a dense model or a mixture of "
+    "experts' attention, tp = pp = ep = 1. 0: no LoRA.",
     examples=[16],
     json_schema_extra=form("model", "rank", 0),
 )

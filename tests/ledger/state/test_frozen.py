@@ -155,7 +155,32 @@ def test_frozen_modules_the_model_cannot_take_are_refused_naming_the_field(raw: 
     assert says in str(refused.value)
 
 
+def test_frozen_modules_of_two_kinds_of_layer_are_refused() -> None:
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario({"model": "deepseek-v3", "frozen_modules": "self_attn"})
+    assert [e.field for e in refused.value.errors] == ["frozen_modules"]
+    assert "two kinds of layer" in str(refused.value)
+
+
 def test_frozen_modules_need_a_model() -> None:
     with pytest.raises(ScenarioError) as refused:
         parse_scenario({"params": 1_000_000, "frozen_modules": "mlp"})
     assert [e.field for e in refused.value.errors] == ["frozen_modules"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "says"),
+    [({"lora_targets": "all-linear"}, "lora_targets", "router and 3-D experts"),
+     ({"lora_targets": "q_proj,gate"}, "lora_targets", "router and 3-D experts"),
+     ({"lora_targets": ""}, "lora_targets", "no default target modules for qwen3_moe"),
+     ({"lora_targets": "q_proj", "base_quant": "nf4", "stack": "hf-fsdp2"}, "base_quant", "mixture of experts")],
+)  # fmt: skip
+def test_lora_on_a_mixture_of_experts_is_its_attentions(raw: dict[str, object], field: str, says: str) -> None:
+    """PEFT 0.21.0's all-linear wraps a MoE block's router and, with target_parameters, its 3-D experts: not
+    modelled, so refused naming the targets; the attention's projections are walked (tests/trace)."""
+    s = parse_scenario({"model": "qwen3-30b-a3b", "lora_rank": 8, "lora_targets": "q_proj,v_proj"})
+    assert estimate(s, with_kill_lists=False).ledger.stages[3].peak.schedule is not None
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario({"model": "qwen3-30b-a3b", "lora_rank": 8, **raw})
+    assert [e.field for e in refused.value.errors] == [field]
+    assert says in str(refused.value)

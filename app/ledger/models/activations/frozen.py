@@ -85,8 +85,8 @@ def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: int = 0, heads:
         k = len(trained & LAYER_NORMS)
         if k in (0, norms):
             return x if k else None
-        return Saved(f"{x.what}: the {k} trained norms' of {norms}", f"{k}·s·b·h", x.elements // norms * k, x.width,
-                     x.split)  # fmt: skip
+        said = f"{x.what}: of the {k} of {norms} norms whose weights train"
+        return Saved(said, f"{k}·s·b·h", x.elements // norms * k, x.width, x.split)
     if x.needs == "qk_norm_w":
         q, k = "q_norm" in trained, "k_norm" in trained
         if q == k:
