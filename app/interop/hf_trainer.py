@@ -177,6 +177,8 @@ def _frozen_code(s: Scenario) -> str:
     said = []
     if s.freeze_embed:
         said.append("model.get_input_embeddings().requires_grad_(False)")
+        if md is not None and md.model.architecture.learned_positions:  # GPT-2's wpe belongs with its embedding
+            said.append("model.transformer.wpe.requires_grad_(False)")
     if s.frozen_layers:
         said.append(f"for layer in {layers}[:{s.frozen_layers}]: layer.requires_grad_(False)")
     names = targets_of(s.frozen_modules)

@@ -191,7 +191,8 @@ def _header_lines(e: Estimate) -> Iterator[str]:
     quant = f", {s.base_quant} base" if s.base_quant != "none" else ""
     trains = ""
     if s.frozen_params:
-        what = f": {e.model.freezes.what}" if e.model is not None and e.model.freezes is not None else ""
+        freezes = e.model.freezes if e.model is not None and s.source_of("trainable_params") == "from config" else None
+        what = f": {freezes.what}" if freezes is not None else ""
         trains = f" ({integer(s.trainable_params)} train, {integer(s.frozen_params)} frozen{what}{quant})"
     yield f"zero3-lab — {title}: {integer(s.params)} params{trains}, D = {s.dp}, U = {integer(s.unit_params)}"
     yield (

@@ -34,6 +34,9 @@ def apply_trains(model: Any, setup: TraceSetup) -> Any:
     else:
         if setup.freeze_embed:
             model.get_input_embeddings().requires_grad_(False)  # a tied head shares its weight: frozen with it
+            positions = getattr(getattr(model, "transformer", None), "wpe", None)  # GPT-2's learned positions
+            if positions is not None:
+                positions.requires_grad_(False)
         for layer in decoder_layers(model)[: setup.frozen_layers]:
             layer.requires_grad_(False)
         for layer in decoder_layers(model):

@@ -105,7 +105,7 @@ def test_modules_frozen_by_name_are_what_requires_grad_false_leaves(model: str, 
 
 @pytest.mark.parametrize(
     "trains", [{"frozen_modules": "self_attn,post_attention_layernorm"}, {"frozen_layers": 3, "freeze_embed": 1},
-               {"frozen_layers": 2, "frozen_modules": "c_attn", "model": "gpt2"}],
+               {"frozen_layers": 2, "frozen_modules": "c_attn", "freeze_embed": 1, "model": "gpt2"}],
 )  # fmt: skip
 def test_the_hf_trainer_snippet_freezes_what_the_scenario_freezes(trains: dict[str, object]) -> None:
     """The code the HF Trainer snippet's note gives for what is frozen, run on transformers' own class, leaves

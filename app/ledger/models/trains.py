@@ -45,7 +45,8 @@ PEFT_DEFAULTS: dict[str, tuple[str, ...]] = {
     "gpt_neox": ("query_key_value",),
 }
 # the dense decoder families, whose layers' linear modules are the inventory's 2-D layer weights, and the mixtures
-# of experts whose attention's are (PEFT 0.21.0 has no default targets for these four)
+# of experts whose attention's are (none of these four has PEFT 0.21.0 default targets that match transformers
+# 5.23.0's class: mixtral's entry, q_proj and v_proj, leaves get_peft_model raising NoMatchingPeftModuleError)
 MODELLED = (*PEFT_DEFAULTS, "olmo2", "phi3", "qwen3_moe", "mixtral")
 MOE_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # a mixture of experts' modelled targets: its attention
 TARGETS_ALLOWED = f"{ALL_LINEAR}, or module names separated by commas"
@@ -166,16 +167,18 @@ def lora(arch: Architecture, inv: Inventory, rank: int, targets: str) -> Lora | 
             "wraps them with target_parameters) are not modelled",
             f"some of {', '.join(MOE_TARGETS)}",
         )
+    linear = f"{ALL_LINEAR} or some of {', '.join(sorted(names))}"
+    allowed = f"some of {', '.join(MOE_TARGETS)}" if arch.experts else linear
     if not wanted:
-        if arch.family not in PEFT_DEFAULTS:
-            raise LoraError("lora_targets", f"PEFT 0.21.0 has no default target modules for {arch.family}: name "
-                            "them", f"{ALL_LINEAR} or some of {', '.join(sorted(names))}")  # fmt: skip
+        if arch.family not in PEFT_DEFAULTS:  # mixtral's mapping entry matches nothing in transformers 5.23.0's class
+            raise LoraError("lora_targets", f"PEFT 0.21.0 has no default target modules for {arch.family} that match "
+                            "transformers' class (get_peft_model raises): name them", allowed)  # fmt: skip
         wanted = PEFT_DEFAULTS[arch.family]
     if wanted != (ALL_LINEAR,):
         unknown = [w for w in wanted if w not in names]
         if unknown:
             raise LoraError("lora_targets", f"{', '.join(unknown)}: not a linear module of {arch.family}'s layers",
-                            f"{ALL_LINEAR} or some of {', '.join(sorted(names))}")  # fmt: skip
+                            allowed)  # fmt: skip
     chosen = [(name, a, b) for name, (a, b) in linears if wanted == (ALL_LINEAR,) or name.rsplit(".", 1)[-1] in wanted]
     narrowest = min(min(a, b) for _, a, b in chosen)
     if rank > narrowest:

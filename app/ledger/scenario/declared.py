@@ -76,6 +76,7 @@ from app.ledger.scenario.readers import (
     Load,
     LogitsW,
     Loss,
+    Names,
     Norms,
     Offload,
     OptimizerKind,
@@ -138,11 +139,11 @@ class ScenarioFields(BaseModel):
         json_schema_extra=form("model", "parameters", None),
     )
     lora_rank: Plain = LORA_RANK_FIELD
-    lora_targets: Text = LORA_TARGETS_FIELD
+    lora_targets: Names = LORA_TARGETS_FIELD
     base_quant: BaseQuant = BASE_QUANT_FIELD
     frozen_layers: Plain = FROZEN_LAYERS_FIELD
     freeze_embed: Flag = FREEZE_EMBED_FIELD
-    frozen_modules: Text = FROZEN_MODULES_FIELD
+    frozen_modules: Names = FROZEN_MODULES_FIELD
     trainable_params: Count = TRAINABLE_FIELD
     stack: Stack = STACK_FIELD
     loss: Loss = LOSS_FIELD

@@ -123,6 +123,8 @@ FIELD_BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
 
 def allowed_text(field: Field) -> str:
     """The allowed range in words, as every error message states it."""
+    if field.kind == "text" and field.unit == "modules":  # lora_targets, frozen_modules: their names pattern
+        return f"module names (letters, digits, _ and -) with commas, up to {field.maximum} characters"
     if field.kind == "text":
         return f"up to {field.maximum} printable characters"
     if field.options is not None:

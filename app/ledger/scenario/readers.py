@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
 from app.ledger.bounds import (
@@ -32,6 +32,7 @@ from app.ledger.bounds import (
     TrainingStack,
     Wrapping,
 )
+from app.ledger.models.trains import targets_of
 from app.ledger.scenario.sizes import SizeError, parse_bytes, parse_count, parse_plain
 
 Kind = Literal["count", "bytes", "int", "text", "choice"]
@@ -88,6 +89,12 @@ def _read_text(raw: object) -> str | None:
     return raw.strip()
 
 
+def _canonical_names(text: str | None) -> str | None:
+    """Module names with commas, once the pattern has passed them, as one canonical text: each name trimmed, empty
+    ones and repeats dropped (``"q_proj, v_proj,"`` → ``"q_proj,v_proj"``; only commas → empty)."""
+    return ",".join(targets_of(text)) if text is not None else None
+
+
 def _read_choice(raw: object) -> object:
     """A choice, trimmed; which values are allowed is the field's ``Literal``."""
     return raw.strip() if isinstance(raw, str) else raw
@@ -116,6 +123,7 @@ Count = Annotated[int | None, BeforeValidator(read_count), _kind("count")]
 Bytes = Annotated[int | None, BeforeValidator(read_bytes), _kind("bytes")]
 Plain = Annotated[int | None, BeforeValidator(read_plain), _kind("int")]
 Text = Annotated[str | None, BeforeValidator(_read_text), _kind("text")]
+Names = Annotated[str | None, BeforeValidator(_read_text), AfterValidator(_canonical_names), _kind("text")]
 # Supported widths and flags: anything else (3, 16, …) is refused, never rounded.
 W124 = Annotated[Literal[1, 2, 4] | None, BeforeValidator(read_plain), _kind("int")]
 W24 = Annotated[Literal[2, 4] | None, BeforeValidator(read_plain), _kind("int")]

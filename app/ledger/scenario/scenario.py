@@ -267,6 +267,8 @@ MAX_UNKNOWN_REPORTED = 10  # a pasted blob of junk keys gets a short answer, not
 _ALL_NAMES = "one of " + ", ".join(f.name for f in FIELDS)
 _ORDER = {f.name: i for i, f in enumerate(FIELDS)}
 _NON_PRINTABLE = "contains a non-printable character (a control, format or separator character)"
+_NOT_NAMES = "holds something other than module names (letters, digits, _ and -), commas and spaces"
+_NAME_FIELDS = ("lora_targets", "frozen_modules")  # their pattern: module names (LORA_TARGETS_PATTERN)
 
 
 def _field_order(e: FieldError) -> tuple[int, str]:
@@ -324,6 +326,8 @@ def _message(field: str, detail: Mapping[str, Any]) -> str:
             return f"{shown_int(value)} is not a supported value"
     if kind == "string_too_long" and isinstance(value, str):
         return f"is {len(value):,} characters long"
+    if kind == "string_pattern_mismatch" and field in _NAME_FIELDS:
+        return _NOT_NAMES
     if kind in ("string_pattern_mismatch", "string_unicode"):
         return _NON_PRINTABLE
     return str(detail.get("msg", "is not valid"))

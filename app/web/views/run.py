@@ -92,6 +92,13 @@ class HostVerdict:
     change: str
 
 
+def _frozen_what(e: Estimate) -> str:
+    """What of the model's own is frozen, in words, where the model says what trains (not a typed count)."""
+    freezes = e.model.freezes if e.model is not None else None
+    typed = e.scenario.source_of("trainable_params") != "from config"
+    return freezes.what if freezes is not None and not typed else ""
+
+
 def host_verdict(e: Estimate) -> HostVerdict:
     s = e.scenario
     st = e.ledger.host.stages[s.stage]
@@ -210,5 +217,5 @@ def run(e: Estimate, *, with_change: bool) -> Run:
         change=run_change(e) if search and with_change else None,
         change_pending=search and not with_change,
         host=host_verdict(e),
-        frozen=e.model.freezes.what if e.model is not None and e.model.freezes is not None else "",
+        frozen=_frozen_what(e),
     )

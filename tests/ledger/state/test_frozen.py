@@ -184,3 +184,24 @@ def test_lora_on_a_mixture_of_experts_is_its_attentions(raw: dict[str, object], 
         parse_scenario({"model": "qwen3-30b-a3b", "lora_rank": 8, **raw})
     assert [e.field for e in refused.value.errors] == [field]
     assert says in str(refused.value)
+
+
+def test_module_names_are_read_as_one_canonical_list() -> None:
+    """Spaces, empty names and repeats do not change what is frozen, nor the link: only commas is nothing frozen
+    (so nothing is refused for frozen parameters); a dotted path is not a module name, and is told so."""
+    s = parse_scenario({"model": "llama-3.2-1b", "frozen_modules": " self_attn , mlp,,self_attn"})
+    assert s.frozen_modules == "self_attn,mlp"
+    assert s.frozen_params == parse_scenario({"model": "llama-3.2-1b", "frozen_modules": "mlp,self_attn"}).frozen_params
+    nothing = parse_scenario({"model": "llama-3.2-1b", "frozen_modules": ",", "hpz": 2, "stack": "hf-fsdp2"})
+    assert nothing.frozen_modules == "" and nothing.frozen_params == 0
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario({"model": "llama-3.2-1b", "frozen_modules": "self_attn.q_proj"})
+    assert "holds something other than module names" in str(refused.value)
+    assert "module names (letters, digits, _ and -) with commas" in refused.value.errors[0].allowed
+
+
+def test_a_mixture_of_experts_is_told_the_targets_it_may_take() -> None:
+    for targets in ("", "experts"):
+        with pytest.raises(ScenarioError) as refused:
+            parse_scenario({"model": "mixtral-8x7b-v0.1", "lora_rank": 8, "lora_targets": targets})
+        assert refused.value.errors[0].allowed == "some of q_proj, k_proj, v_proj, o_proj"

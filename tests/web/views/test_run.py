@@ -141,5 +141,7 @@ def test_the_run_says_what_trains(client: TestClient) -> None:
         "6,162,747,392 of 8,030,261,248 parameters train, 1,867,513,856 frozen (the embedding, every layer's "
         "self_attn)" in said
     )
+    typed = _plain(_run_block(client.get("/", params={**frozen, "trainable_params": "6B"}).text))
+    assert "6,000,000,000 of 8,030,261,248 parameters train" in typed and "self_attn" not in typed  # a typed count
     refused = client.get("/", params={**frozen, "frozen_modules": "self_attn,cross_attn"}).text
     assert 'role="alert"' in refused and "cross_attn: not a module of llama" in refused
