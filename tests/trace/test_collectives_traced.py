@@ -6,7 +6,8 @@ units are all-gathered again in backward (the root recipe's root never; Accelera
 the layers a gradient reaches, and the one below them, prefetched), what trains (LoRA's adapters, frozen layers and
 embeddings), accumulation with and without sync, units kept gathered after forward or between micro batches (the
 carved tail still all-gathered again after its own post-backward; the chunked loss's root callback reshards every
-unit), tied embeddings, and torchtitan's own units and chunked loss.
+unit), tied embeddings, torchtitan's own units and chunked loss, and at D 6 (and HSDP's shard group of 3) every
+parameter padded on dim 0 to a multiple of the group, as FSDP2 shards it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ CASES: dict[str, Any] = {
     "modules-mlp-norm-embed-frozen-1": {"frozen_modules": "mlp,input_layernorm", "freeze_embed": 1, "frozen_layers": 1},
     "moe-modules-experts": {"model": QWEN3_MOE, "frozen_modules": "experts"},
     "moe-lora-q-v": {"model": QWEN3_MOE, "lora_rank": 8, "lora_targets": "q_proj,v_proj"},
+    # D 6 divides no dim 0 of these models: every parameter padded to a multiple of 6, as FSDP2 shards it
+    "d6": {"dp": 6},
+    "d6-plain": {"stack": "plain-fsdp2", **FSDP2, "dp": 6},
+    "d6-tied-accum-last": {"model": TIED, "dp": 6, "grad_accum": 2},
+    "d6-lora": {"dp": 6, "lora_rank": 8},
+    "d6-frozen-1-embed-modules": {"dp": 6, "frozen_layers": 1, "freeze_embed": 1, "frozen_modules": "mlp"},
+    "d6-moe": {"model": QWEN3_MOE, "dp": 6},
     "frozen-all-embed": {"frozen_layers": 4, "freeze_embed": 1},
     "tied-frozen-2-embed": {"model": TIED, "frozen_layers": 2, "freeze_embed": 1},
     "tied-embed": {"model": TIED, "freeze_embed": 1},
@@ -81,12 +89,14 @@ def test_stage_3_communication_is_what_fsdp2_hands_its_collectives(case: dict[st
         assert row["lab"] == row["traced"], (kind, row)
 
 
-@pytest.mark.parametrize("reduce_bytes", [2, 4])
-def test_hsdp_reduce_scatters_within_its_group_and_all_reduces_the_shard_across_replicas(reduce_bytes: int) -> None:
-    """The plain decoder sharded over a 2 × 2 mesh (two replicas of a shard group of 2, FSDP2's HSDP): the
+@pytest.mark.parametrize(("reduce_bytes", "shard"), [(2, 2), (4, 2), (4, 3)])
+def test_hsdp_reduce_scatters_within_its_group_and_all_reduces_the_shard_across_replicas(
+    reduce_bytes: int, shard: int
+) -> None:
+    """The plain decoder sharded over a 2 × S mesh (two replicas of a shard group of S, FSDP2's HSDP): the
     all-gathers and the reduce-scatter within the group, the gradient shard all-reduced across the replicas in the
-    reduce dtype — the lab's terms for ``shard_group`` 2, to the byte (the lab's all-reduce term counts the ring's two
-    passes over its one buffer)."""
+    reduce dtype — the lab's terms for ``shard_group`` S, to the byte (the lab's all-reduce term counts the ring's two
+    passes over its one buffer); at S = 3 every parameter padded on dim 0, and the all-reduce on the padded shard."""
     from contextlib import nullcontext
 
     import torch
@@ -100,13 +110,13 @@ def test_hsdp_reduce_scatters_within_its_group_and_all_reduces_the_shard_across_
     from app.trace import step
     from app.trace.collectives import CollectiveBytes
 
-    raw = {"model": compact(LLAMA), "stack": "plain-fsdp2", "dp": 4, "seq_len": 512, **FSDP2,
+    raw = {"model": compact(LLAMA), "stack": "plain-fsdp2", "dp": 2 * shard, "seq_len": 512, **FSDP2,
            "reduce_bytes": reduce_bytes}  # fmt: skip
     setup = trace_setup(parse_scenario(raw))  # the model and its units as the flat trace builds them
     counted = CollectiveBytes()
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2 * shard)
     try:
-        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+        mesh = init_device_mesh("cpu", (2, shard), mesh_dim_names=("replicate", "shard"))
         with FakeTensorMode():
             sharded = step.shard(step.build(setup, lambda *_: None), setup, mesh, lambda *_: None)
             tokens = torch.randint(0, VOCAB, (1, 512))
@@ -119,7 +129,7 @@ def test_hsdp_reduce_scatters_within_its_group_and_all_reduces_the_shard_across_
                     sharded.optimizer.step()
     finally:
         dist.destroy_process_group()
-    terms = communication(parse_scenario({**raw, "shard_group": 2}), 3).terms
+    terms = communication(parse_scenario({**raw, "shard_group": shard}), 3).terms
     lab = {kind: sum(t.buffer for t in terms if t.what.startswith(kind.replace("_", "-"))) for kind in counted.sums}
     assert {**lab, "all_reduce": lab["all_reduce"] // 2} == counted.sums
-    assert {t.group for t in terms} == {2}
+    assert {t.group for t in terms} == {shard, 2}  # the group, and across the two replicas

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from app.ledger.arithmetic import n
 from app.ledger.models.architecture import Architecture
-from app.ledger.models.inventory import Inventory
+from app.ledger.models.inventory import Inventory, Tensor
 
 ALL_LINEAR = "all-linear"  # PEFT's INCLUDE_LINEAR_LAYERS_SHORTHAND
 # peft 0.21.0 utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the families modelled here
@@ -75,6 +75,26 @@ class Lora:
     def formula(self) -> str:
         terms = " + ".join(f"({n(a)} + {n(b)})" for _, a, b in self.modules)
         return f"{n(self.params // self.per_layer)} layers × {self.rank} × ({terms}) = {n(self.params)}"
+
+
+def adapter_tensors(adapters: Lora) -> tuple[Tensor, ...]:
+    """One decoder layer's adapter tensors: ``lora_A`` (r × in) and ``lora_B`` (out × r) per targeted module."""
+    r = adapters.rank
+    return tuple(
+        t for name, a, b in adapters.modules
+        for t in (Tensor(f"{name}.lora_A", (r, b), r * b), Tensor(f"{name}.lora_B", (a, r), a * r))
+    )  # fmt: skip
+
+
+def trained_root(inv: Inventory, embed_frozen: bool) -> tuple[Tensor, ...]:
+    """What trains of the model's own tensors outside its layers: the embedding unless frozen (a tied head with it),
+    the final norm and an untied head (LoRA trains none of them: not asked here)."""
+    return (() if embed_frozen else inv.embed.tensors) + inv.final.tensors
+
+
+def trained_layer(tensors: tuple[Tensor, ...], modules: frozenset[str]) -> tuple[Tensor, ...]:
+    """What trains of one decoder layer's tensors when its modules of those names are frozen."""
+    return tuple(t for t in tensors if not frozen_by(t.name, modules))
 
 
 def layer_modules(inv: Inventory) -> tuple[str, ...]:

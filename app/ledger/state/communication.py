@@ -41,6 +41,7 @@ from app.ledger.arithmetic import ceil_div, n
 from app.ledger.formula import Formula
 from app.ledger.models.defaults import ModelDefaults
 from app.ledger.scenario import Scenario
+from app.ledger.state.gathered import Units, units
 from app.ledger.state.persistent import shard
 
 COLLECTIVES: dict[int, str] = {
@@ -108,7 +109,13 @@ class Communication:
 
     @property
     def evidence(self) -> str:
-        return EVIDENCE
+        group = _padded_to(self.scenario, self.stage)
+        if not group:
+            return EVIDENCE
+        return (
+            f"{EVIDENCE}; FSDP2 pads each parameter's dim 0 to a multiple of the {n(group)} ranks it shards "
+            "over, and its collectives move the padded shards (torch 2.13 foreach_all_gather, foreach_reduce)"
+        )
 
     @property
     def formula(self) -> Formula:
@@ -182,6 +189,15 @@ def _widths(s: Scenario, stage: int) -> str:
     return f" ({'; '.join(said)})" if said else ""
 
 
+def _padded_to(s: Scenario, stage: int) -> int:
+    """The shard group whose multiple stage 3's units are padded to on dim 0, where that adds anything; else 0."""
+    (params, group), md = s.shards()[0], _unit_model(s)
+    whole = params == s.params  # one part: the terms follow the units (not with expert parallelism's two)
+    if stage == 3 and whole and md is not None and s.base_quant == "none" and units(s, md, group).padded:
+        return group
+    return 0
+
+
 Gathered = tuple[int, str]  # elements all-gathered in one pass, and how the formula spells them
 
 
@@ -191,35 +207,33 @@ def _unit_model(s: Scenario) -> ModelDefaults | None:
     return s.model_defaults() if s.tp == 1 and s.pp == 1 else None
 
 
-def _units(s: Scenario, stored: int) -> tuple[Gathered, Gathered, int]:
+def _units(s: Scenario, stored: int, el: Units | None) -> tuple[Gathered, Gathered, int]:
     """(what each forward all-gathers, what each backward all-gathers again of the units resharded after forward,
     the elements a unit's own post-backward resharded and a later backward gathers again) at stage 3: everything,
-    everything and nothing; or with a model (tp = pp = 1) as its units are (the module docstring)."""
+    everything and nothing; or with a model (tp = pp = 1, ``el`` its units) as its units are (the module docstring)."""
     md = _unit_model(s)
-    if md is None:
+    if md is None or el is None:
         return (stored, "Ψ_p"), (stored, "Ψ_p"), 0
-    inv = md.model.inventory
-    outside = inv.embed.params + inv.final.params  # the embedding, the final norm and the head (a tied one once)
     tied, carved, peft = md.model.architecture.tied_embeddings, s.wrap == "embed-tail", md.lora is not None
     # a tied model's one tail unit is all-gathered for the embedding and again for the head (under PEFT, whose
     # wrapper hides the final norm from the carve, the unit holds the embedding alone); torchtitan's chunked loss
     # all-gathers its tail again after the forward resharded it
-    extra = (inv.embed.params if peft else outside) if tied else inv.final.params if s.loss == "chunked" else 0
+    extra = (el.embed if peft else el.outside) if tied else el.final if s.loss == "chunked" else 0
     ahead = (stored + extra, "(Ψ_p + Ψ_tail)") if carved and extra else (stored, "Ψ_p")
-    layers, first = _layers_back(s, md)
-    below = inv.embed.params if first == 0 else 0  # layer 0's backward runs and prefetches the embedding's unit
+    layers, first = _layers_back(s, md, el)
+    below = el.embed if first == 0 else 0  # layer 0's backward runs and prefetches the embedding's unit
     if not carved:  # the root recipe's root stays unsharded from its forward into its backward
         return ahead, (layers, "(Ψ_p − Ψ_root)"), 0
     if tied:  # the tail unit, resharded by the head's post-backward, prefetched by layer 0 (not under PEFT: the head's
         # use, last in forward, orders it last)
-        return ahead, (layers, "Ψ_layers"), 0 if peft or not below else outside
+        return ahead, (layers, "Ψ_layers"), 0 if peft or not below else el.outside
     if peft:  # the head alone, kept from forward; the norm in the root
         return ahead, (layers + below, "(Ψ_p − Ψ_tail)"), 0
     # the tail again for the final norm, after the head's post-backward resharded it
-    return ahead, (layers + below, "(Ψ_p − Ψ_tail)"), inv.final.params
+    return ahead, (layers + below, "(Ψ_p − Ψ_tail)"), el.final
 
 
-def _tail_reduced_again(s: Scenario) -> int:
+def _tail_reduced_again(s: Scenario, el: Units) -> int:
     """Elements Accelerate's carved tail reduce-scatters a second time in the last micro batch when accumulating
     without sync: its group runs a post-backward per module, the first reduce-scatters every accumulated gradient of
     the unit, the second what has a gradient again — the final norm's, or a tied unit's embedding and norm (traced,
@@ -227,13 +241,11 @@ def _tail_reduced_again(s: Scenario) -> int:
     md = _unit_model(s)
     if md is None or s.wrap != "embed-tail" or md.lora is not None or not s.accumulates_unsharded(3):
         return 0
-    inv = md.model.inventory
-    norm = sum(t.numel for t in inv.final.tensors if "norm" in t.name)
     tied = md.model.architecture.tied_embeddings
-    return inv.embed.params + norm if tied and not s.freeze_embed else norm
+    return el.embed + el.final_norm if tied and not s.freeze_embed else el.final_norm
 
 
-def _layers_back(s: Scenario, md: ModelDefaults) -> tuple[int, int]:
+def _layers_back(s: Scenario, md: ModelDefaults, el: Units) -> tuple[int, int]:
     """(the decoder layers' stored elements all-gathered in backward, the first layer whose backward runs): those a
     gradient reaches (every layer with LoRA's adapters, else from the first trained one up, or all when the
     embedding trains) and the one below the lowest of them, which its backward prefetches (FSDP2's implicit backward
@@ -241,11 +253,10 @@ def _layers_back(s: Scenario, md: ModelDefaults) -> tuple[int, int]:
     layers = md.model.architecture.layers
     first = 0 if md.lora is not None or not s.freeze_embed else s.frozen_layers
     low = max(0, first - 1)
-    adapters = md.lora.per_layer if md.lora is not None else 0
     packed = (md.quant.values - md.quant.storage) // layers if md.quant is not None else 0  # a 4-bit base's saving
     total = 0
-    for start, count, unit in md.model.inventory.layer_kinds:
-        total += (start + count - max(low, start) if start + count > low else 0) * (unit.params + adapters - packed)
+    for start, count, each in el.layers:
+        total += (start + count - max(low, start) if start + count > low else 0) * (each - packed)
     return total, first
 
 
@@ -279,13 +290,19 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
     terms: list[Term] = []
     parts = s.shards()
     syncs = _syncs(s)  # gradient reductions per step
+    dense_trained = 0  # stage 3 with a model: what the dense part reduce-scatters, padded
     for params, group in parts:
         tag = " (experts)" if group != parts[0][1] else ""  # the first part is the dense one
         # only what trains has a gradient to reduce (frozen parameters: one part, experts never split); the stored
         # elements: a 4-bit base's packed codes for its frozen linear weights
         whole = params == s.params
-        trained = s.trainable_params if whole else params
-        stored = params + (s.frozen_elements - s.frozen_params if whole else 0)
+        md = _unit_model(s) if whole and stage == 3 else None
+        # FSDP2's padded units (a 4-bit base's packed codes are counted unpadded)
+        el = units(s, md, group if s.base_quant == "none" else 1) if md is not None else None
+        trained = el.trained if el is not None else s.trainable_params if whole else params
+        dense_trained = el.trained if el is not None else dense_trained
+        stored = el.stored if el is not None else params
+        stored += s.frozen_elements - s.frozen_params if whole else 0
         p_, g_ = ("Ψ_p(experts)", "Ψ_g(experts)") if tag else ("Ψ_p", "Ψ_g")
         if stage == 0:
             # Plain data parallelism all-reduces over every data-parallel rank (the experts' over theirs), the
@@ -294,15 +311,18 @@ def _terms(s: Scenario, stage: int) -> list[Term]:
                               _times(syncs, f"2 × {g_}")))  # fmt: skip
             continue
         if stage == 3:
-            terms += _gathers(s, tag, group, stored, _units(s, stored) if whole else ((stored, p_), (stored, p_), 0))
-        again = _tail_reduced_again(s) if stage == 3 and whole else 0
+            gathered = _units(s, stored, el) if whole else ((stored, p_), (stored, p_), 0)
+            terms += _gathers(s, tag, group, stored, gathered)
+        again = _tail_reduced_again(s, el) if el is not None else 0
         terms.append(Term("reduce-scatter" + tag, (syncs * trained + again) * s.reduce_bytes, group,
                           _times(syncs, g_) + (" + Ψ_g(tail again)" if again else "")))  # fmt: skip
         if stage in (1, 2):
             terms.append(Term("all-gather" + tag, params * s.param_bytes, group, p_))
     replicas = _replicas(s)
     if stage >= 1 and replicas > 1:
-        grad_shard = shard(s.trainable_params, s.shard_group * s.cp) * s.reduce_bytes  # the dense part's group
+        # the dense part's group; at stage 3 the padded shard its reduce-scatter leaves
+        reduced = dense_trained if stage == 3 and dense_trained else s.trainable_params
+        grad_shard = shard(reduced, s.shard_group * s.cp) * s.reduce_bytes
         trained_ = "N" if s.trainable_params == s.params else "T"  # T: the parameters that train
         spelled = _times(syncs, f"2 × ⌈{trained_} ÷ {n(s.shard_group * s.cp)}⌉ × {s.reduce_bytes} B")
         terms.append(Term("all-reduce of the gradient shard", syncs * 2 * grad_shard, replicas, spelled, across=True))

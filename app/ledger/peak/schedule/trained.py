@@ -19,7 +19,7 @@ from functools import lru_cache
 from app.ledger.models.fsdp2 import padded_rows_elements
 from app.ledger.models.inventory import Tensor
 from app.ledger.models.reference import resolve
-from app.ledger.models.trains import Lora, frozen_by
+from app.ledger.models.trains import Lora, adapter_tensors, trained_layer, trained_root
 from app.ledger.peak.schedule.layout import Layout
 from app.ledger.state.persistent import shard
 
@@ -39,14 +39,10 @@ def _largest(u: Layout, tensors: tuple[Tensor, ...], dp: int, padded: bool) -> L
 
 
 def _lora(u: Layout, adapters: Lora, dp: int, padded: bool) -> Layout:
-    r = adapters.rank
-    tensors = tuple(
-        t for name, a, b in adapters.modules
-        for t in (Tensor(f"{name}.lora_A", (r, b), r * b), Tensor(f"{name}.lora_B", (a, r), a * r))
-    )  # fmt: skip
+    tensors = adapter_tensors(adapters)
     per_rank = _shard_of(tensors, dp, padded)
     whole = dp * per_rank if padded else adapters.per_layer
-    down = sum(r * (a + b) for name, a, b in adapters.modules if name.endswith("down_proj"))
+    down = sum(adapters.rank * (a + b) for name, a, b in adapters.modules if name.endswith("down_proj"))
     out = replace(
         u, layer_params=adapters.per_layer, layer_shard=per_rank, layer_unsharded=whole, root_params=0,
         head_grad_params=0, root_shard=0, root_unsharded=0, padded_total=u.layers * per_rank, mlp_out_params=down,
@@ -59,9 +55,9 @@ def _lora(u: Layout, adapters: Lora, dp: int, padded: bool) -> Layout:
 def _frozen(u: Layout, model: str, layers: int, embed: bool, modules: frozenset[str], dp: int, padded: bool) -> Layout:
     inv = resolve(model).inventory
     tied = u.tied
-    root = (() if embed else inv.embed.tensors) + inv.final.tensors
+    root = trained_root(inv, embed)
     root_shard = _shard_of(root, dp, padded)
-    layer = tuple(t for t in inv.units[1].tensors if not frozen_by(t.name, modules))
+    layer = trained_layer(inv.units[1].tensors, modules)
     out = u
     if modules:
         per_rank = _shard_of(layer, dp, padded)
