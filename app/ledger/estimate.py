@@ -9,7 +9,7 @@ from functools import cached_property
 
 from app.ledger.ledger import Ledger, compute_ledger
 from app.ledger.models.defaults import ModelDefaults, model_defaults
-from app.ledger.models.fsdp2 import Fsdp2Shard, fsdp2_shard
+from app.ledger.models.fsdp2 import Fsdp2Shard, experts_dim, fsdp2_shard
 from app.ledger.peak.declared import training_peak
 from app.ledger.peak.fit import FitFinder, find_fit
 from app.ledger.pipeline import PipelineEnds, pipeline_ends
@@ -94,6 +94,6 @@ def estimate(s: Scenario, *, with_kill_lists: bool = True) -> Estimate:
         # (nor with a 4-bit base, whose packed codes are not the inventory's tensors: the walk's layout counts them)
         fsdp2=None
         if md is None or (s.tp, s.pp, s.ep, s.cp) != (1, 1, 1, 1) or s.base_quant != "none"
-        else fsdp2_shard(md.model.inventory, s.dp, 1),
+        else fsdp2_shard(md.model.inventory, s.dp, 1, experts_dim(md.model.architecture, s.stack, s.dp)),
         pipeline=pipeline_ends(s, ledger),
     )

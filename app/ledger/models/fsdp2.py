@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from app.ledger.arithmetic import ceil_div, n
 from app.ledger.bounds import DP
+from app.ledger.models.architecture import Architecture
 from app.ledger.models.inventory import Inventory, Tensor
 
 DP_BOUNDS = DP  # the scenario's dp bounds
@@ -46,19 +47,29 @@ class Fsdp2Shard:
     note: str
 
 
-def padded_rows_elements(t: Tensor, dp: int) -> int:
-    """One rank's elements of one tensor of ``t``: ⌈dim0 ÷ dp⌉ rows × (numel ÷ dim0). A 0-d tensor is one row."""
-    dim0 = t.shape[0] if t.shape else 1
-    if dim0 == 0:
+def padded_rows_elements(t: Tensor, dp: int, experts_dim: int = 0) -> int:
+    """One rank's elements of one tensor of ``t``: ⌈size ÷ dp⌉ × (numel ÷ size) along the dim FSDP2 shards it on
+    (``size`` that dim's): dim 0 (``fully_shard``'s default), or for a mixture of experts' fused 3-D experts
+    ``experts_dim`` (:func:`experts_dim`). A 0-d tensor is one row."""
+    dim = experts_dim if len(t.shape) == 3 else 0
+    size = t.shape[dim] if t.shape else 1
+    if size == 0:
         return 0
-    return ceil_div(dim0, dp) * (t.numel // dim0)
+    return ceil_div(size, dp) * (t.numel // size)
 
 
-def _padded(tensors: tuple[Tensor, ...], dp: int) -> int:
-    return sum(padded_rows_elements(t, dp) for t in tensors)
+def experts_dim(arch: Architecture, stack: str, degree: int) -> int:
+    """The dim FSDP2 shards a mixture of experts' fused 3-D experts on over ``degree`` ranks: torchtitan 0.3.0's
+    ``apply_fsdp`` (``distributed/fsdp.py``) gives them ``Shard(1)`` where its FSDP degree exceeds the experts, which
+    would otherwise leave ranks a padding expert each; everything else shards dim 0 (``fully_shard``'s default)."""
+    return 1 if stack == "torchtitan" and arch.fused_experts and degree > arch.experts else 0
 
 
-def fsdp2_shard(inv: Inventory, dp: int, width: int) -> Fsdp2Shard:
+def _padded(tensors: tuple[Tensor, ...], dp: int, experts: int = 0) -> int:
+    return sum(padded_rows_elements(t, dp, experts) for t in tensors)
+
+
+def fsdp2_shard(inv: Inventory, dp: int, width: int, experts: int = 0) -> Fsdp2Shard:
     """The FSDP2 per-rank shard of ``inv`` over ``dp`` ranks at ``width`` bytes per element.
 
     Example (hand-worked in the tests): one [5, 3] tensor at dp = 4 holds ⌈5 ÷ 4⌉ = 2 rows × 3
@@ -70,7 +81,7 @@ def fsdp2_shard(inv: Inventory, dp: int, width: int) -> Fsdp2Shard:
         raise ShardInputError(f"width must be one of {', '.join(map(str, WIDTHS))} bytes per element")
     embed, final = inv.embed, inv.final
     kinds = inv.layer_kinds  # (first, count, unit) per run of alike layers
-    per_layer = [_padded(unit.tensors, dp) for _, _, unit in kinds]
+    per_layer = [_padded(unit.tensors, dp, experts) for _, _, unit in kinds]  # experts: :func:`experts_dim`
     ends = {"embed": _padded(embed.tensors, dp), "final": _padded(final.tensors, dp)}
     padded = ends["embed"] + sum(count * p for (_, count, _), p in zip(kinds, per_layer, strict=True)) + ends["final"]
     lower = ceil_div(inv.params, dp)

@@ -19,6 +19,7 @@ from app.ledger.bounds import DEFAULT_UNIT_PARAMS_CAP, TWO_46
 from app.ledger.models.activations import ActivationInputError
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
+from app.ledger.models.fsdp2 import experts_dim
 from app.ledger.models.parallel import ParallelLayoutError
 from app.ledger.models.reference import resolve
 from app.ledger.models.trains import LoraError
@@ -282,7 +283,31 @@ def _sharding_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[P
             why = "expert parallelism with frozen parameters is not modelled (which experts train is not an input)"
         if why:
             problems.append(Problem("ep", "expert_parallel", why, f"1, or a divisor of dp ({dp:,}) and the experts"))
+    problems += _titan_experts_problems(inp, unchecked, dp)
     return problems
+
+
+def _titan_experts_problems(inp: ScenarioFields, unchecked: frozenset[str], dp: int) -> list[Problem]:
+    """torchtitan shards a mixture of experts' fused experts on dim 1 where its FSDP degree (D × cp) exceeds the
+    experts (:func:`~app.ledger.models.fsdp2.experts_dim`), and FSDP2 (torch 2.13 ``FSDPParam``) refuses a dim-1
+    shard that does not divide evenly: such a run stops at ``fully_shard``."""
+    if unchecked & {"model", "stack", "cp"} or not inp.model or _value(inp, "stack") != "torchtitan":
+        return []
+    try:
+        inv = resolve(str(inp.model)).inventory
+    except ModelConfigError:
+        return []
+    degree = dp * _int(inp, "cp")
+    if not experts_dim(inv.architecture, "torchtitan", degree):
+        return []
+    uneven = sorted({t.shape[1] for _, _, unit in inv.layer_kinds for t in unit.tensors
+                     if len(t.shape) == 3 and t.shape[1] % degree})  # fmt: skip
+    if not uneven:
+        return []
+    rows, experts = ", ".join(f"{u:,}" for u in uneven), inv.architecture.experts
+    return [Problem("dp", "experts_even_dim_1", f"torchtitan shards the {experts} experts on dim 1 past D × cp > E, "
+                    f"and FSDP2 refuses an uneven dim-1 shard: {rows} rows over {degree:,} ranks",
+                    f"D × cp dividing {rows}, or at most {experts}")]  # fmt: skip
 
 
 def _context_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelFill | None) -> list[Problem]:

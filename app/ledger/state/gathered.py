@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.ledger.models.defaults import ModelDefaults
-from app.ledger.models.fsdp2 import padded_rows_elements
+from app.ledger.models.fsdp2 import experts_dim, padded_rows_elements
 from app.ledger.models.inventory import Tensor
 from app.ledger.models.reference import resolve
 from app.ledger.models.trains import Lora, adapter_tensors, trained_layer, trained_root
 from app.ledger.scenario import Scenario
 
 
-def _gathered(tensors: Iterable[Tensor], group: int) -> int:
-    """Elements of the buffer a collective over ``group`` ranks moves for these parameters (padded on dim 0)."""
-    return group * sum(padded_rows_elements(t, group) for t in tensors)
+def _gathered(tensors: Iterable[Tensor], group: int, experts: int = 0) -> int:
+    """Elements of the buffer a collective over ``group`` ranks moves for these parameters (padded on the dim each is
+    sharded on: ``experts``, :func:`~app.ledger.models.fsdp2.experts_dim`, for fused 3-D experts)."""
+    return group * sum(padded_rows_elements(t, group, experts) for t in tensors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,28 +53,31 @@ class Units:
 
 def units(s: Scenario, md: ModelDefaults, group: int) -> Units:
     """The units of ``md`` (tp = pp = 1, one dense part) in the buffers of collectives over ``group`` ranks."""
-    return _units(s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), md.frozen_modules, group)
+    experts = experts_dim(md.model.architecture, s.stack, group)
+    return _units(s.model, md.lora, s.frozen_layers, bool(s.freeze_embed), md.frozen_modules, group, experts)
 
 
 # Cached: the layout search asks for the communication of hundreds of layouts of one model, a few groups each.
 @lru_cache(maxsize=256)
-def _units(model: str, lora: Lora | None, frozen_layers: int, freeze_embed: bool, modules: frozenset[str], group: int
-           ) -> Units:  # fmt: skip
+def _units(model: str, lora: Lora | None, frozen_layers: int, freeze_embed: bool, modules: frozenset[str], group: int,
+           experts: int) -> Units:  # fmt: skip
     ref = resolve(model)
     inv = ref.inventory
     adapters = adapter_tensors(lora) if lora is not None else ()
-    layers = tuple((start, count, _gathered(unit.tensors + adapters, group)) for start, count, unit in inv.layer_kinds)
+    layers = tuple(
+        (start, count, _gathered(unit.tensors + adapters, group, experts)) for start, count, unit in inv.layer_kinds
+    )
     if lora is not None:  # the adapters alone train, in every layer
         trained = ref.architecture.layers * _gathered(adapters, group)
     else:
         trained = _gathered(trained_root(inv, freeze_embed), group)
         for start, count, unit in inv.layer_kinds:
             kept = count - max(0, min(frozen_layers, start + count) - start)  # the frozen prefix takes no gradient
-            trained += kept * _gathered(trained_layer(unit.tensors, modules), group)
+            trained += kept * _gathered(trained_layer(unit.tensors, modules), group, experts)
     norm = _gathered((t for t in inv.final.tensors if "norm" in t.name), group)
     embed, final = _gathered(inv.embed.tensors, group), _gathered(inv.final.tensors, group)
     if group == 1:
         return Units(embed, final, norm, layers, trained, False)
-    plain = _units(model, lora, frozen_layers, freeze_embed, modules, 1)
+    plain = _units(model, lora, frozen_layers, freeze_embed, modules, 1, 0)
     padded = (plain.stored, plain.trained) != (embed + final + sum(c * e for _, c, e in layers), trained)
     return Units(embed, final, norm, layers, trained, padded)

@@ -6,6 +6,7 @@ from typing import Any, Literal, cast
 
 from app.ledger.bounds import ActPolicy as Policy
 from app.ledger.estimate import Estimate
+from app.ledger.models.fsdp2 import experts_dim
 from app.ledger.peak.schedule.layout import layout
 from app.ledger.peak.schedule.trained import trained_layout
 from app.ledger.state.persistent import LedgerLine
@@ -141,7 +142,8 @@ def _trained_padded(e: Estimate) -> tuple[int, int] | None:
     if s.source_of("trainable_params") != "from config":  # a count alone: which units train is not known
         return None
     frozen = (s.frozen_layers, bool(s.freeze_embed), md.frozen_modules)
-    g = trained_layout(layout(s.model, s.dp), s.model, md.lora, *frozen, s.dp, True)
+    u = layout(s.model, s.dp, experts=experts_dim(md.model.architecture, s.stack, s.dp))
+    g = trained_layout(u, s.model, md.lora, *frozen, s.dp, True)
     # LoRA's adapters come beside the model's parameters, every one of which is frozen; else the trained are of them
     return g.padded_total, f.padded_elements - (0 if md.lora is not None else g.padded_total)
 

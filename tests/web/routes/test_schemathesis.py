@@ -93,6 +93,11 @@ def _with_a_model(data: dict[str, Any]) -> bool:
     return bool(data.get("model"))
 
 
+def _titan_experts(data: dict[str, Any]) -> bool:
+    """torchtitan shards a mixture of experts' experts on dim 1 past D × cp > E, which must then divide evenly."""
+    return bool(data.get("model")) and str(data.get("stack") or "").strip() == "torchtitan"
+
+
 def _int_of(data: dict[str, Any], name: str, default: int) -> int:
     try:
         return int(data.get(name, default))
@@ -240,6 +245,7 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "seq_len": _with_a_model,
     "micro_batch": _with_a_model,
     "pp": _with_a_model,  # must divide the model's layers
+    "dp": _titan_experts,
     "shard_group": _group_not_dividing,
     "hpz": _hpz_refused,
     "ep": _ep_refused,

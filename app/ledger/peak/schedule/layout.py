@@ -68,6 +68,7 @@ class Layout:
     largest_tensor_shard: int  # its FSDP2 rows per rank
     largest_tensor_name: str
     mlp_out_params: int  # the MLP's output projection (one expert's): the first weight gradient of a layer's backward
+    experts_dim: int  # the dim fused 3-D experts are sharded on (0: FSDP2's default; torchtitan's 1 past D > E)
     # wrap = embed-tail (untied): the embedding and the tail (final norm + head) as units of their own
     embed_params: int = 0
     embed_shard: int = 0
@@ -113,8 +114,8 @@ class Layout:
         return max(0, done - (self.layers - self.dense_layers))
 
 
-def _padded_shard(tensors: tuple[Tensor, ...], dp: int) -> int:
-    return sum(padded_rows_elements(t, dp) for t in tensors)
+def _padded_shard(tensors: tuple[Tensor, ...], dp: int, experts: int = 0) -> int:
+    return sum(padded_rows_elements(t, dp, experts) for t in tensors)
 
 
 def _packed(unit: Unit) -> Unit:
@@ -128,8 +129,9 @@ def _packed(unit: Unit) -> Unit:
 
 
 @lru_cache(maxsize=4096)
-def layout(model: str, dp: int, padded: bool = True, quant: str = "none") -> Layout:
-    """The units of ``model`` sharded over ``dp`` ranks (cached: the fit finder asks at many D).
+def layout(model: str, dp: int, padded: bool = True, quant: str = "none", experts: int = 0) -> Layout:
+    """The units of ``model`` sharded over ``dp`` ranks (cached: the fit finder asks at many D); ``experts``: the dim
+    a mixture of experts' fused experts are sharded on (:func:`~app.ledger.models.fsdp2.experts_dim`).
 
     ``padded=False`` gives the same units without FSDP2's dim-0 padding (shards ⌈x ÷ D⌉, units
     whole): a lower bound of every term that never grows with D, for the fit finder. ``quant`` (QLoRA's
@@ -155,11 +157,11 @@ def layout(model: str, dp: int, padded: bool = True, quant: str = "none") -> Lay
     if padded:
         embed_shard, tail_shard = _padded_shard(inv.embed.tensors, dp), _padded_shard(inv.final.tensors, dp)
         head_whole = dp * _padded_shard(head_tensors, dp)
-        layer_shard, root_shard = _padded_shard(layer.tensors, dp), _padded_shard(root_tensors, dp)
+        layer_shard, root_shard = _padded_shard(layer.tensors, dp, experts), _padded_shard(root_tensors, dp)
         dense_shard = _padded_shard(dense.tensors, dp) if dense is not None else 0
         layer_whole, root_whole, dense_whole = dp * layer_shard, dp * root_shard, dp * dense_shard
         total = root_shard + (arch.layers - dense_count) * layer_shard + dense_count * dense_shard
-        largest_shard = padded_rows_elements(largest, dp)
+        largest_shard = padded_rows_elements(largest, dp, experts)
     else:
         embed_shard, tail_shard, head_whole = shard(inv.embed.params, dp), shard(inv.final.params, dp), head_params
         layer_shard, root_shard = shard(layer.params, dp), shard(root_params, dp)
@@ -198,4 +200,5 @@ def layout(model: str, dp: int, padded: bool = True, quant: str = "none") -> Lay
         dense_shard=dense_shard,
         dense_unsharded=dense_whole,
         dense_mlp_out_params=arch.hidden * arch.dense_intermediate,
+        experts_dim=experts if padded else 0,
     )

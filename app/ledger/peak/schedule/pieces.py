@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.ledger.arithmetic import ceil_div, n
+from app.ledger.models.fsdp2 import experts_dim
+from app.ledger.models.reference import resolve
 from app.ledger.peak.schedule.layout import Layout, layout
 from app.ledger.peak.schedule.micro import MicroBatches
 from app.ledger.peak.schedule.sinks import Sink
@@ -41,7 +43,8 @@ class Pieces(MicroBatches):
         self.mesh = s.dp * s.cp
         self.seq = n(s.seq_len) if s.cp == 1 else f"({n(s.seq_len)} ÷ {s.cp})"
         self.fsdp2 = stage == 3
-        self.u = layout(s.model, self.mesh, padded, s.base_quant)
+        arch = resolve(s.model).architecture
+        self.u = layout(s.model, self.mesh, padded, s.base_quant, experts_dim(arch, s.stack, self.mesh))
         self.g = self._trained(padded)  # what trains of each unit: the gradient terms read it (.trained)
         self.a = activation_terms(s)
         # Everything below is the same at every instant: worked out once here, not once per instant.

@@ -24,9 +24,9 @@ from app.ledger.peak.schedule.layout import Layout
 from app.ledger.state.persistent import shard
 
 
-def _shard_of(tensors: tuple[Tensor, ...], dp: int, padded: bool) -> int:
+def _shard_of(tensors: tuple[Tensor, ...], dp: int, padded: bool, experts: int = 0) -> int:
     if padded:
-        return sum(padded_rows_elements(t, dp) for t in tensors)
+        return sum(padded_rows_elements(t, dp, experts) for t in tensors)
     return shard(sum(t.numel for t in tensors), dp)
 
 
@@ -34,7 +34,7 @@ def _largest(u: Layout, tensors: tuple[Tensor, ...], dp: int, padded: bool) -> L
     if not tensors:
         return replace(u, largest_tensor=0, largest_tensor_shard=0, largest_tensor_name="(none trains)")
     big = max(tensors, key=lambda t: t.numel)
-    rows = padded_rows_elements(big, dp) if padded else shard(big.numel, dp)
+    rows = padded_rows_elements(big, dp, u.experts_dim) if padded else shard(big.numel, dp)
     return replace(u, largest_tensor=big.numel, largest_tensor_shard=rows, largest_tensor_name=big.name)
 
 
@@ -60,7 +60,7 @@ def _frozen(u: Layout, model: str, layers: int, embed: bool, modules: frozenset[
     layer = trained_layer(inv.units[1].tensors, modules)
     out = u
     if modules:
-        per_rank = _shard_of(layer, dp, padded)
+        per_rank = _shard_of(layer, dp, padded, u.experts_dim)
         params = sum(t.numel for t in layer)
         down = any("down_proj" in t.name for t in layer)  # the MLP's (experts') output projection trains
         out = replace(
