@@ -65,6 +65,16 @@ def experts_dim(arch: Architecture, stack: str, degree: int) -> int:
     return 1 if stack == "torchtitan" and arch.fused_experts and degree > arch.experts else 0
 
 
+def uneven_experts(inv: Inventory, stack: str, degree: int) -> tuple[int, ...]:
+    """The experts' dim-1 sizes that ``degree`` ranks do not divide where the stack shards them on dim 1
+    (:func:`experts_dim`): FSDP2 (torch 2.13 ``FSDPParam``) refuses an uneven shard on a dim other than 0, so a run
+    with any stops at ``fully_shard``. Empty: none, or the experts are sharded on dim 0."""
+    if not experts_dim(inv.architecture, stack, degree):
+        return ()
+    sizes = {t.shape[1] for _, _, unit in inv.layer_kinds for t in unit.tensors if len(t.shape) == 3}
+    return tuple(sorted(size for size in sizes if size % degree))
+
+
 def _padded(tensors: tuple[Tensor, ...], dp: int, experts: int = 0) -> int:
     return sum(padded_rows_elements(t, dp, experts) for t in tensors)
 

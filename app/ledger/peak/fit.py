@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.ledger.arithmetic import ceil_div
+from app.ledger.models.fsdp2 import uneven_experts
+from app.ledger.models.reference import resolve
 from app.ledger.peak.declared import contingency, declared_subtotal, gather_bytes, max_subtotal
 from app.ledger.peak.schedule.layout import layout, not_schedulable
 from app.ledger.peak.schedule.walk import floor, largest_totals, over, totals
@@ -351,9 +353,10 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
         sched = _SchedulePeak(s, activations_at)
         smallest, curve = _over_d(s.with_(dp=1, name=""))
         fits = tuple(
-            StageFit(stage, smallest[stage], None if activations_at is None else sched.largest_micro_batch(stage))
+            StageFit(stage, _shardable(s, stage, smallest[stage], sched.fits),
+                     None if activations_at is None else sched.largest_micro_batch(stage))
             for stage in STAGES
-        )
+        )  # fmt: skip
         return FitFinder(fits, curve, activations_at is not None)
     model = _PeakModel(s)
     act = s.activation_bytes
@@ -363,3 +366,15 @@ def find_fit(s: Scenario, activations_at: Callable[[int], int] | None = None) ->
         mb = None if activations_at is None else model.largest_micro_batch(stage, activations_at)
         stages.append(StageFit(stage, dp, mb))
     return FitFinder(tuple(stages), model.curve(act), activations_at is not None)
+
+
+def _shardable(s: Scenario, stage: int, dp: int | None, fits: Callable[[int, int], bool]) -> int | None:
+    """``dp``, or where the stack cannot shard the model over it (torchtitan's experts on an uneven dim 1,
+    :func:`~app.ledger.models.fsdp2.uneven_experts`) the next D it can that fits; None when none up to the bound."""
+    if dp is None or not s.model:
+        return dp
+    inv = resolve(s.model).inventory
+    for d in range(dp, DP_MAX + 1):
+        if not uneven_experts(inv, s.stack, d * s.cp) and (d == dp or fits(stage, d)):
+            return d
+    return None

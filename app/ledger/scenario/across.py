@@ -19,7 +19,7 @@ from app.ledger.bounds import DEFAULT_UNIT_PARAMS_CAP, TWO_46
 from app.ledger.models.activations import ActivationInputError
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
-from app.ledger.models.fsdp2 import experts_dim
+from app.ledger.models.fsdp2 import uneven_experts
 from app.ledger.models.parallel import ParallelLayoutError
 from app.ledger.models.reference import resolve
 from app.ledger.models.trains import LoraError
@@ -298,10 +298,7 @@ def _titan_experts_problems(inp: ScenarioFields, unchecked: frozenset[str], dp: 
     except ModelConfigError:
         return []
     degree = dp * _int(inp, "cp")
-    if not experts_dim(inv.architecture, "torchtitan", degree):
-        return []
-    uneven = sorted({t.shape[1] for _, _, unit in inv.layer_kinds for t in unit.tensors
-                     if len(t.shape) == 3 and t.shape[1] % degree})  # fmt: skip
+    uneven = uneven_experts(inv, "torchtitan", degree)
     if not uneven:
         return []
     rows, experts = ", ".join(f"{u:,}" for u in uneven), inv.architecture.experts

@@ -200,3 +200,16 @@ def test_the_stack_s_chunked_loss_is_one_slice_of_logits_at_a_time() -> None:
         assert any(e.bytes == slice_logits for i in loss for e in i.entries if e.what.startswith("the slice's logits"))
         whole_loss = max(i.total for i in whole_walk.instants if i.phase == "loss")
         assert max(i.total for i in loss) < whole_loss, stage
+
+
+def test_the_fit_finder_offers_torchtitan_only_a_d_it_can_shard() -> None:
+    """Qwen3-30B-A3B under torchtitan past D > 128 experts: the experts go on dim 1 (1,536 and 2,048 rows), which
+    only 256 and 512 of the degrees up to 512 divide. At 8.5 GB the peak first fits at D 158, which torchtitan's
+    fully_shard refuses: the finder offers 256, a D the scenario takes and at which it fits."""
+    from app.ledger.estimate import estimate
+
+    raw = {"model": "qwen3-30b-a3b", "stack": "torchtitan", "dp": 64, "act_policy": "full", "capacity_bytes": "8.5GB"}
+    found = next(f for f in estimate(parse_scenario(raw), with_kill_lists=False).fit.stages if f.stage == 3)
+    assert found.smallest_dp == 256
+    at = estimate(parse_scenario({**raw, "dp": 256}), with_kill_lists=False).ledger.stages[3]
+    assert at.peak.fits
