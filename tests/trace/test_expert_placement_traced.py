@@ -88,3 +88,7 @@ def test_an_uneven_dim_1_is_refused_by_fsdp2_and_by_the_lab() -> None:
         parse_scenario({"model": "qwen3-30b-a3b", "stack": "torchtitan", "dp": 192, "act_policy": "full"})
     assert [e.field for e in refused.value.errors] == ["dp"] and "uneven dim-1 shard" in str(refused.value)
     assert parse_scenario({"model": "qwen3-30b-a3b", "stack": "torchtitan", "dp": 256, "act_policy": "full"}).dp == 256
+    # torchtitan's own experts keep w1 and w3 apart, [128, 768, 2048] each: 768 rows do not divide over 512 ranks
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario({"model": "qwen3-30b-a3b", "stack": "torchtitan", "dp": 512, "act_policy": "full"})
+    assert "768 rows over 512 ranks" in str(refused.value)

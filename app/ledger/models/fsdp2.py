@@ -71,7 +71,10 @@ def uneven_experts(inv: Inventory, stack: str, degree: int) -> tuple[int, ...]:
     with any stops at ``fully_shard``. Empty: none, or the experts are sharded on dim 0."""
     if not experts_dim(inv.architecture, stack, degree):
         return ()
-    sizes = {t.shape[1] for _, _, unit in inv.layer_kinds for t in unit.tensors if len(t.shape) == 3}
+    # torchtitan's own MoE keeps w1 and w3 apart (``models/common/moe.py`` GroupedExperts): transformers' gate_up_proj
+    # of 2·i rows is two tensors of i rows there
+    sizes = {t.shape[1] // (2 if "gate_up" in t.name else 1)
+             for _, _, unit in inv.layer_kinds for t in unit.tensors if len(t.shape) == 3}  # fmt: skip
     return tuple(sorted(size for size in sizes if size % degree))
 
 
