@@ -19,7 +19,7 @@ from app.ledger.models.activations.frozen import LAYER_NORMS, WALKED_FAMILIES, T
 from app.ledger.models.parallel import RankShare, rank_share
 from app.ledger.models.quant import QUANT_KINDS, Quant, quantized
 from app.ledger.models.reference import ModelRef, resolve
-from app.ledger.models.trains import Frozen, Lora, LoraError, frozen_by, frozen_modules, frozen_params, lora
+from app.ledger.models.trains import Frozen, Lora, LoraError, frozen_modules, frozen_params, lora, trained_layer
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +163,7 @@ def _trained_modules(ref: ModelRef, modules: frozenset[str]) -> dict[str, Any]:
     if not modules:
         return {}
     tensors = ref.inventory.units[1].tensors
-    trained = frozenset(t.name.split(".")[-2] for t in tensors if "." in t.name and not frozen_by(t.name, modules))
+    trained = frozenset(t.name.split(".")[-2] for t in trained_layer(tensors, modules) if "." in t.name)
     norms = {t.name.split(".")[-2] for t in tensors if "." in t.name} & LAYER_NORMS
     return {"trained_modules": trained, "layer_norms": len(norms)}
 
