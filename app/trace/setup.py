@@ -302,4 +302,4 @@ def _targets(s: Scenario) -> tuple[str, ...]:
     md = s.model_defaults()
     assert md is not None and md.lora is not None  # a parsed scenario with a rank has its adapters
     given = targets_of(s.lora_targets)
-    return given or tuple(dict.fromkeys(name.rsplit(".", 1)[-1] for name, _, _ in md.lora.modules))
+    return given or tuple(dict.fromkeys(m.name.rsplit(".", 1)[-1] for m in md.lora.modules))

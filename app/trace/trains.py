@@ -1,15 +1,15 @@
-"""What trains, applied to transformers' model before it is sharded, as a fine-tuning script applies it: PEFT
-0.21.0's ``get_peft_model`` with a ``LoraConfig``, or ``requires_grad_(False)`` on the first decoder layers, the
-embedding, and every layer's modules of the names given (``layer.named_modules()``' last path component). Imports
-torch and (with LoRA) peft: call it from a trace only.
+"""What trains, applied to transformers' model before it is sharded, as a fine-tuning script applies it: PEFT 0.21.0's
+``get_peft_model`` with a ``LoraConfig``, or ``requires_grad_(False)`` on the first decoder layers, the embedding, and
+every layer's modules of the names given (``layer.named_modules()``' last path component). Imports torch and (with LoRA)
+peft: call it from a trace only.
 
-PEFT cannot inject adapters under ``FakeTensorMode`` (``_move_adapter_to_device_of_base_layer`` fails to swap the
-new weights in): the injection runs with the fake mode set aside, so the adapters are made as real tensors (their
-own size, r × (a + b) per module), and each is then handed to the trace's fake mode as a fake tensor of the same
-shape, dtype and ``requires_grad``. The base model stays fake throughout. Where only part of the model trains, the
+PEFT cannot inject adapters under ``FakeTensorMode`` (``_move_adapter_to_device_of_base_layer`` fails to swap the new
+weights in): the injection runs with the fake mode set aside and the meta device as the default, so the adapters are
+made on the meta device (no memory), and each is then replaced by a fake tensor of the same shape, dtype and
+``requires_grad`` on the base's device. The base model stays fake throughout. Where only part of the model trains, the
 stack loads the checkpoint in its own 16 bits (``from_pretrained(dtype="auto")``); Accelerate then upcasts only what
-trains (:mod:`app.trace.accelerate`): the frozen parameters are cast to the frozen width here and what trains stays
-in FP32, where Accelerate's upcast would put it (its log line needs an ``Accelerator`` the fake world has not).
+trains (:mod:`app.trace.accelerate`): the frozen parameters are cast to the frozen width here and what trains stays in
+FP32, where Accelerate's upcast would put it (its log line needs an ``Accelerator`` the fake world has not).
 """
 
 from __future__ import annotations
@@ -50,15 +50,24 @@ def apply_trains(model: Any, setup: TraceSetup) -> Any:
 
 
 def _with_adapters(model: Any, setup: TraceSetup) -> Any:
+    import warnings
+
     from peft import LoraConfig, get_peft_model
 
-    mode = next(model.parameters()).fake_mode
+    base = next(model.parameters())
+    mode, device = base.fake_mode, base.device
     targets: str | list[str] = "all-linear" if setup.lora_targets == ("all-linear",) else list(setup.lora_targets)
-    with unset_fake_temporarily():
+    # made on the meta device, which PEFT leaves where it is (_move_adapter_to_device_of_base_layer skips meta): no
+    # real memory however large the adapters (rank × E per expert stack: 60 GB in FP32 for a 235B MoE at rank 64)
+    with unset_fake_temporarily(), torch.device("meta"), warnings.catch_warnings():
+        # PEFT 0.21.0 warns that its fused gate_up's doubled rank and alpha matched no *module*, then applies them to
+        # the ParamWrapper of that tensor all the same (its lora_A has 2·r·E rows: tests/trace/test_lora_counts.py)
+        warnings.filterwarnings("ignore", "The following (rank|alpha)_pattern keys did not match", RuntimeWarning)
         peft_model = get_peft_model(model, LoraConfig(r=setup.lora_rank, target_modules=targets))
-        for module in peft_model.modules():
-            for name, p in list(module._parameters.items()):
-                if p is not None and not isinstance(p, FakeTensor):
-                    fake = mode.from_tensor(p.detach())  # FP32: PEFT's autocast_adapter_dtype
-                    module._parameters[name] = torch.nn.Parameter(fake, requires_grad=p.requires_grad)
+    for module in peft_model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is not None and not isinstance(p, FakeTensor):
+                with mode:  # FP32: PEFT's autocast_adapter_dtype
+                    fake = torch.empty(p.shape, dtype=p.dtype, device=device)
+                module._parameters[name] = torch.nn.Parameter(fake, requires_grad=p.requires_grad)
     return peft_model

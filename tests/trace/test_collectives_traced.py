@@ -44,6 +44,7 @@ CASES: dict[str, Any] = {
     "modules-mlp-norm-embed-frozen-1": {"frozen_modules": "mlp,input_layernorm", "freeze_embed": 1, "frozen_layers": 1},
     "moe-modules-experts": {"model": QWEN3_MOE, "frozen_modules": "experts"},
     "moe-lora-q-v": {"model": QWEN3_MOE, "lora_rank": 8, "lora_targets": "q_proj,v_proj"},
+    "moe-lora-all-linear": {"model": QWEN3_MOE, "lora_rank": 8, "lora_targets": "all-linear"},
     # D 6 divides no dim 0 of these models: every parameter padded to a multiple of 6, as FSDP2 shards it
     "d6": {"dp": 6},
     "d6-plain": {"stack": "plain-fsdp2", **FSDP2, "dp": 6},
@@ -51,6 +52,7 @@ CASES: dict[str, Any] = {
     "d6-lora": {"dp": 6, "lora_rank": 8},
     "d6-frozen-1-embed-modules": {"dp": 6, "frozen_layers": 1, "freeze_embed": 1, "frozen_modules": "mlp"},
     "d6-moe": {"model": QWEN3_MOE, "dp": 6},
+    "d6-moe-lora-router-experts": {"model": QWEN3_MOE, "dp": 6, "lora_rank": 4, "lora_targets": "gate,down_proj"},
     "frozen-all-embed": {"frozen_layers": 4, "freeze_embed": 1},
     "tied-frozen-2-embed": {"model": TIED, "frozen_layers": 2, "freeze_embed": 1},
     "tied-embed": {"model": TIED, "freeze_embed": 1},

@@ -19,6 +19,8 @@ pytestmark = [
     # PEFT reads transformers 5.23.0's deprecated alias, and sets fan_in_fan_out itself for GPT-2's Conv1D
     pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
     pytest.mark.filterwarnings("ignore:fan_in_fan_out is set to False:UserWarning"),
+    # PEFT's fused gate_up rank and alpha patterns, which it says matched no module and applies to the tensor anyway
+    pytest.mark.filterwarnings("ignore:The following (rank|alpha)_pattern keys did not match:RuntimeWarning"),
 ]
 
 CASES = [
@@ -33,6 +35,12 @@ CASES = [
     ("gpt-neox-20b", 8, "all-linear"),
     ("qwen3-30b-a3b", 8, "q_proj,v_proj"),  # a mixture of experts: adapters on its attention
     ("mixtral-8x7b-v0.1", 16, "q_proj,k_proj,v_proj,o_proj"),
+    # its router and 3-D experts by their transformers-4 names (target_parameters), gate and up fused at twice the rank
+    ("qwen3-30b-a3b", 16, "all-linear"),
+    ("qwen3-30b-a3b", 8, "gate_proj,up_proj,down_proj"),
+    ("qwen3-30b-a3b", 4, "gate"),
+    ("mixtral-8x7b-v0.1", 16, "all-linear"),  # rank 16 on a router of 8 outputs: PEFT adapts it all the same
+    ("mixtral-8x7b-v0.1", 8, "w2,q_proj"),
 ]
 
 

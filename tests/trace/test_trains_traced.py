@@ -88,6 +88,18 @@ CASES: dict[str, dict[str, object]] = {
                                          "lora_targets": "q_proj,k_proj,v_proj,o_proj", "act_policy": "full"},
     "mixtral-lora-8-k-o-accum": {"model": compact(MIXTRAL), "lora_rank": 8, "lora_targets": "k_proj,o_proj",
                                  "grad_accum": 2},
+    # ... and on its router and 3-D experts (PEFT's ParamWrapper folds each adapter into its whole weight)
+    "qwen3-moe-lora-8-attention": {"model": compact(QWEN3_MOE), "lora_rank": 8,
+                                   "lora_targets": "q_proj,k_proj,v_proj,o_proj"},
+    "qwen3-moe-lora-8-attention-experts": {"model": compact(QWEN3_MOE), "lora_rank": 8,
+                                           "lora_targets": "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"},
+    "qwen3-moe-lora-8-all-linear": {"model": compact(QWEN3_MOE), "lora_rank": 8, "lora_targets": "all-linear"},
+    "qwen3-moe-lora-16-experts-full": {"model": compact(QWEN3_MOE), "lora_rank": 16,
+                                       "lora_targets": "gate_proj,up_proj,down_proj", "act_policy": "full"},
+    "mixtral-lora-8-all-linear-b2-accum": {"model": compact(MIXTRAL), "lora_rank": 8, "lora_targets": "all-linear",
+                                           "micro_batch": 2, "grad_accum": 2},
+    "mixtral-lora-4-router-q-full": {"model": compact(MIXTRAL), "lora_rank": 4, "lora_targets": "gate,q_proj",
+                                     "act_policy": "full"},
 }  # fmt: skip
 
 
@@ -183,3 +195,23 @@ def test_what_a_module_frozen_by_name_stops_keeping_is_the_traces(traced: dict[s
     (traced_all, lab_all), (traced_part, lab_part) = activations(everything), activations(case)
     assert traced_part < traced_all
     assert traced_all - traced_part == lab_all - lab_part
+
+
+def test_what_adapters_on_the_experts_keep_is_the_traces(traced: dict[str, Any]) -> None:
+    """PEFT's ParamWrapper folds each expert adapter into its weight's whole stack (``baddbmm(W, B, A)``) every
+    forward, and the grouped GEMMs keep that new stack for their inputs' gradient and their inputs for its gradient:
+    adding the experts to the attention's targets raises the trace's activations by exactly what the lab's rise by,
+    and by more than the folded stacks alone."""
+    from app.ledger.estimate import estimate
+
+    def activations(name: str) -> tuple[int, int]:
+        md = estimate(_scenario(name)).model
+        assert md is not None
+        return traced[name].peak["activations"], md.activations.total_bytes
+
+    (traced_attn, lab_attn) = activations("qwen3-moe-lora-8-attention")
+    (traced_both, lab_both) = activations("qwen3-moe-lora-8-attention-experts")
+    e, i, h, layers = (int(str(QWEN3_MOE[k])) for k in ("num_experts", "moe_intermediate_size", "hidden_size",
+                                                         "num_hidden_layers"))  # fmt: skip
+    stacks = e * 3 * i * h * 2 * layers  # BF16
+    assert traced_both - traced_attn == lab_both - lab_attn > stacks

@@ -120,8 +120,9 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
     quant = _quant(ref, q, adapters is not None)
     trains = None
     if adapters is not None:
-        names = frozenset(name.rsplit(".", 1)[-1] for name, _, _ in adapters.modules)
-        trains = Trains(adapters.rank, names, len(adapters.modules))
+        names = frozenset(m.leaf for m in adapters.modules)
+        trains = Trains(adapters.rank, names, len(adapters.linear), folded=adapters.folded,
+                        folded_shape=adapters.folded_shape)  # fmt: skip
     elif q.frozen_layers or q.freeze_embed or modules:
         trains = Trains(
             frozen_layers=q.frozen_layers, freeze_embed=bool(q.freeze_embed), **_trained_modules(ref, modules)

@@ -17,16 +17,22 @@ last component of the module's path (``c_proj`` names both of GPT-2's); ``all-li
 the output layer (``tuners_utils._maybe_include_all_linear_layers``); none given is PEFT's default for the model
 type (``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``), where it has one.
 
-Modelled for the dense decoder families (their linear modules are the layers' 2-D weights of the inventory) and,
-on Qwen3-MoE and Mixtral, for the attention's projections: there PEFT 0.21.0's ``all-linear`` also wraps the
-router and, through ``target_parameters``, the fused 3-D experts (a ``ParamWrapper`` per expert tensor), which are
-not modelled and are refused with the router and the experts as targets. DeepSeek's latent attention is refused, as
-are tensor, pipeline and expert parallelism with adapters.
+Modelled for the dense decoder families (their linear modules are the layers' 2-D weights of the inventory) and
+for Qwen3-MoE and Mixtral, whose router and fused 3-D experts (transformers 5) PEFT 0.21.0 reaches through
+``target_parameters`` (``utils/transformers_weight_conversion.py`` ``_convert_peft_config_moe``): targets keep their
+transformers-4 names (:data:`MOE_NAMES`: ``gate`` the router, ``gate_proj`` and ``up_proj`` or ``w1`` and ``w3``
+together, fused into ``gate_up_proj`` at twice the rank and alpha, ``down_proj`` or ``w2``), and ``all-linear``
+resolves to all of them with the attention's. Each becomes a ``ParamWrapper``: ``lora_A`` (rank·E × in) and
+``lora_B`` (out × rank·E) over the E experts' stack (the router's: one matrix), which it **folds** into the weight
+every forward (``W + s·B·A``, a ``baddbmm`` over the experts): a new tensor the size of the weight the layer's
+GEMMs keep for backward (:attr:`Adapted.folded`). DeepSeek's latent attention is refused, as are tensor, pipeline
+and expert parallelism with adapters.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from app.ledger.arithmetic import n
 from app.ledger.models.architecture import Architecture
@@ -45,10 +51,17 @@ PEFT_DEFAULTS: dict[str, tuple[str, ...]] = {
     "gpt_neox": ("query_key_value",),
 }
 # the dense decoder families, whose layers' linear modules are the inventory's 2-D layer weights, and the mixtures
-# of experts whose attention's are (none of these four has PEFT 0.21.0 default targets that match transformers
-# 5.23.0's class: mixtral's entry, q_proj and v_proj, leaves get_peft_model raising NoMatchingPeftModuleError)
+# of experts (none of these four has PEFT 0.21.0 default targets that match transformers 5.23.0's class: mixtral's
+# entry, q_proj and v_proj, leaves get_peft_model raising NoMatchingPeftModuleError)
 MODELLED = (*PEFT_DEFAULTS, "olmo2", "phi3", "qwen3_moe", "mixtral")
-MOE_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")  # a mixture of experts' modelled targets: its attention
+# peft 0.21.0 utils/transformers_weight_conversion.py _MOE_TARGET_MODULE_MAPPING (qwen3_moe reads qwen2_moe's through
+# transformers' _MODEL_TO_CONVERSION_PATTERN): a target's transformers-4 name → the layer tensor it adapts
+MOE_NAMES: dict[str, dict[str, str]] = {
+    "qwen3_moe": {"gate": "mlp.gate.weight", "gate_proj": "mlp.experts.gate_up_proj",
+                  "up_proj": "mlp.experts.gate_up_proj", "down_proj": "mlp.experts.down_proj"},
+    "mixtral": {"gate": "mlp.gate.weight", "w1": "mlp.experts.gate_up_proj", "w3": "mlp.experts.gate_up_proj",
+                "w2": "mlp.experts.down_proj"},
+}  # fmt: skip
 TARGETS_ALLOWED = f"{ALL_LINEAR}, or module names separated by commas"
 
 
@@ -61,28 +74,86 @@ class LoraError(ValueError):
         super().__init__(message)
 
 
+class Adapted(NamedTuple):
+    """One adapted tensor of a decoder layer: its path, its matrix's two dimensions (out, in), the rows of its
+    ``lora_A`` (= the columns of its ``lora_B``: the rank, or rank × E over a stack of E experts, twice the rank for
+    the fused gate and up) and, for a ``ParamWrapper``, the elements of the weight it folds the adapter into every
+    forward (0: a ``lora.Linear``, which adds ``lora_B(lora_A(x))`` beside the frozen weight)."""
+
+    name: str
+    a: int
+    b: int
+    rows: int
+    folded: int = 0
+    experts: int = 0  # a stack's E (its rows are rank × the names fused × E)
+
+    @property
+    def params(self) -> int:
+        return self.rows * (self.a + self.b)
+
+    @property
+    def leaf(self) -> str:
+        """The name the walk knows it by: the module's own (PEFT matches a path's last component), or an expert
+        tensor's ``experts.<tensor>`` (a MoE's gate_up_proj reads the tokens gathered per expert, not the norm's
+        output as Phi-3's linear one does)."""
+        head, _, last = self.name.rpartition(".")
+        return f"experts.{last}" if head.endswith("experts") else last
+
+    @property
+    def folded_shape(self) -> str:
+        """The folded weight's elements in symbols (the router's E·h, the experts' E·2i·h and E·h·i)."""
+        return {"gate": "E·h", "experts.gate_up_proj": "E·2i·h", "experts.down_proj": "E·h·i"}[self.leaf]
+
+
 @dataclass(frozen=True, slots=True)
 class Lora:
-    """The adapters of one LoRA config on one model: per targeted module of one decoder layer (its name, its
-    weight's two dimensions), and the parameters they add per layer and in all."""
+    """The adapters of one LoRA config on one model: per adapted tensor of one decoder layer (:class:`Adapted`),
+    and the parameters they add per layer and in all."""
 
     rank: int
-    modules: tuple[tuple[str, int, int], ...]
+    modules: tuple[Adapted, ...]
     per_layer: int
     params: int
 
     @property
+    def linear(self) -> tuple[Adapted, ...]:
+        """The ``lora.Linear`` modules (each keeps its ``lora_A`` output for backward)."""
+        return tuple(m for m in self.modules if not m.folded)
+
+    @property
+    def folded(self) -> int:
+        """Elements of the weights a layer's ``ParamWrapper`` adapters fold, per layer."""
+        return sum(m.folded for m in self.modules)
+
+    @property
+    def folded_shape(self) -> str:
+        shapes = [m.folded_shape for m in self.modules if m.folded]
+        return shapes[0] if len(shapes) == 1 else f"({' + '.join(shapes)})"
+
+    @property
     def formula(self) -> str:
-        terms = " + ".join(f"({n(a)} + {n(b)})" for _, a, b in self.modules)
-        return f"{n(self.params // self.per_layer)} layers × {self.rank} × ({terms}) = {n(self.params)}"
+        layers = n(self.params // self.per_layer)
+        if all(m.rows == self.rank for m in self.modules):
+            terms = " + ".join(f"({n(m.a)} + {n(m.b)})" for m in self.modules)
+            return f"{layers} layers × {self.rank} × ({terms}) = {n(self.params)}"
+        terms = " + ".join(f"{_rows(m, self.rank)} × ({n(m.a)} + {n(m.b)})" for m in self.modules)
+        return f"{layers} layers × ({terms}) = {n(self.params)}"
+
+
+def _rows(m: Adapted, rank: int) -> str:
+    """An adapted tensor's rows as the rank times what multiplies it: 8, 8·128 (E), 2·8·128 (gate and up fused)."""
+    if not m.experts:
+        return str(rank)
+    fused = m.rows // (rank * m.experts)
+    return f"{fused}·{rank}·{m.experts}" if fused > 1 else f"{rank}·{m.experts}"
 
 
 def adapter_tensors(adapters: Lora) -> tuple[Tensor, ...]:
-    """One decoder layer's adapter tensors: ``lora_A`` (r × in) and ``lora_B`` (out × r) per targeted module."""
-    r = adapters.rank
+    """One decoder layer's adapter tensors: ``lora_A`` (rows × in) and ``lora_B`` (out × rows) per adapted tensor."""
     return tuple(
-        t for name, a, b in adapters.modules
-        for t in (Tensor(f"{name}.lora_A", (r, b), r * b), Tensor(f"{name}.lora_B", (a, r), a * r))
+        t for m in adapters.modules
+        for t in (Tensor(f"{m.name}.lora_A", (m.rows, m.b), m.rows * m.b),
+                  Tensor(f"{m.name}.lora_B", (m.a, m.rows), m.a * m.rows))
     )  # fmt: skip
 
 
@@ -177,32 +248,54 @@ def lora(arch: Architecture, inv: Inventory, rank: int, targets: str) -> Lora | 
     if arch.mla or arch.two_kinds or arch.family not in MODELLED:
         raise LoraError("lora_rank", f"LoRA on {arch.family} (latent attention, two kinds of layer) is not modelled",
                         "0 for this model")  # fmt: skip
-    linears = [(t.name.removesuffix(".weight"), t.shape) for t in inv.units[1].tensors if len(t.shape) == 2]
-    names = {name.rsplit(".", 1)[-1] for name, _ in linears}
+    moe = MOE_NAMES[arch.family] if arch.experts else {}
+    layer = {t.name: t.shape for t in inv.units[1].tensors}
+    linears = [(name.removesuffix(".weight"), shape) for name, shape in layer.items()
+               if len(shape) == 2 and name not in moe.values()]  # fmt: skip
+    names = list(dict.fromkeys([name.rsplit(".", 1)[-1] for name, _ in linears] + list(moe)))
+    allowed = f"{ALL_LINEAR} or some of {', '.join(sorted(names))}"
     wanted = targets_of(targets)
-    if arch.experts and (wanted == (ALL_LINEAR,) or any(w in names - set(MOE_TARGETS) for w in wanted)):
-        raise LoraError(
-            "lora_targets",
-            f"adapters on {arch.family}'s router and 3-D experts (PEFT's all-linear "
-            "wraps them with target_parameters) are not modelled",
-            f"some of {', '.join(MOE_TARGETS)}",
-        )
-    linear = f"{ALL_LINEAR} or some of {', '.join(sorted(names))}"
-    allowed = f"some of {', '.join(MOE_TARGETS)}" if arch.experts else linear
     if not wanted:
         if arch.family not in PEFT_DEFAULTS:  # mixtral's mapping entry matches nothing in transformers 5.23.0's class
             raise LoraError("lora_targets", f"PEFT 0.21.0 has no default target modules for {arch.family} that match "
                             "transformers' class (get_peft_model raises): name them", allowed)  # fmt: skip
         wanted = PEFT_DEFAULTS[arch.family]
-    if wanted != (ALL_LINEAR,):
-        unknown = [w for w in wanted if w not in names]
-        if unknown:
-            raise LoraError("lora_targets", f"{', '.join(unknown)}: not a linear module of {arch.family}'s layers",
-                            allowed)  # fmt: skip
-    chosen = [(name, a, b) for name, (a, b) in linears if wanted == (ALL_LINEAR,) or name.rsplit(".", 1)[-1] in wanted]
-    narrowest = min(min(a, b) for _, a, b in chosen)
+    if wanted == (ALL_LINEAR,):
+        wanted = tuple(names)
+    unknown = [w for w in wanted if w not in names]
+    if unknown:
+        raise LoraError("lora_targets", f"{', '.join(unknown)}: not a linear module of {arch.family}'s layers",
+                        allowed)  # fmt: skip
+    chosen = [Adapted(name, a, b, rank) for name, (a, b) in linears if name.rsplit(".", 1)[-1] in wanted]
+    chosen += _parameter_targets(moe, layer, rank, wanted, allowed)
+    narrowest = min((min(m.a, m.b) for m in chosen if m.leaf != "gate"), default=rank)
     if rank > narrowest:
         raise LoraError("lora_rank", f"{rank:,} is above the narrowest target's width ({narrowest:,})",
                         f"1 … {narrowest:,}")  # fmt: skip
-    per_layer = sum(rank * (a + b) for _, a, b in chosen)
+    per_layer = sum(m.params for m in chosen)
     return Lora(rank, tuple(chosen), per_layer, per_layer * arch.layers)
+
+
+def _parameter_targets(moe: dict[str, str], layer: dict[str, tuple[int, ...]], rank: int, wanted: tuple[str, ...],
+                       allowed: str) -> list[Adapted]:  # fmt: skip
+    """A MoE layer's router and 3-D experts as PEFT adapts them (``ParamWrapper``): the targets' transformers-4 names
+    mapped onto the tensors, both halves of the fused gate and up or neither (PEFT raises otherwise), at rank × the
+    names fused; the router's width does not bound the rank (its E outputs, 8 on Mixtral, are fewer than the ranks
+    all-linear runs use, and PEFT adapts it whatever the rank)."""
+    out = []
+    for tensor in dict.fromkeys(moe.values()):
+        fused = [old for old, new in moe.items() if new == tensor]
+        named = [old for old in fused if old in wanted]
+        if not named:
+            continue
+        if len(named) < len(fused):
+            missing = ", ".join(old for old in fused if old not in named)
+            raise LoraError("lora_targets", f"{', '.join(named)} without {missing}: PEFT fuses them into "
+                            f"{tensor.rsplit('.', 1)[-1]} (name both)", allowed)  # fmt: skip
+        shape = layer[tensor]
+        if len(shape) == 2:  # the router's [E, h] weight: one matrix
+            out.append(Adapted(tensor.removesuffix(".weight"), shape[0], shape[1], rank, shape[0] * shape[1]))
+        else:
+            e, a, b = shape
+            out.append(Adapted(tensor, a, b, rank * len(fused) * e, e * a * b, e))
+    return out

@@ -31,8 +31,8 @@ LORA_RANK_FIELD: Any = optional(
     le=LORA_RANK[1],
     title="LoRA rank",
     description="PEFT LoraConfig's r: each targeted module of weight [a, b] gains r × (a + b) adapter parameters in "
-    "its layer's unit, and they alone train. At most the narrowest target's width; a dense model or a mixture of "
-    "experts' attention, tp = pp = ep = 1. 0: no LoRA.",
+    "its layer's unit, and they alone train (a mixture of experts' stack of E: r·E × (a + b)). At most the narrowest "
+    "target's width; tp = pp = ep = 1. 0: no LoRA.",
     examples=[16],
     json_schema_extra=form("model", "rank", 0),
 )
@@ -41,7 +41,8 @@ LORA_TARGETS_FIELD: Any = optional(
     pattern=LORA_TARGETS_PATTERN,
     title="LoRA target modules",
     description="PEFT LoraConfig's target_modules: all-linear (every linear module but the head) or module names "
-    "with commas (q_proj,v_proj). Empty: PEFT 0.21.0's default for the model type.",
+    "with commas (q_proj,v_proj; a mixture of experts' router gate, and its experts as gate_proj,up_proj,down_proj "
+    "or w1,w3,w2). Empty: PEFT 0.21.0's default for the model type.",
     examples=["all-linear"],
     json_schema_extra=form("model", "modules", ""),
 )

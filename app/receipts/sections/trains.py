@@ -14,11 +14,15 @@ TrainsSource = Literal["all", "lora", "frozen modules", "declared"]
 
 
 class LoraModuleOut(Strict):
-    """One targeted linear module of a decoder layer: its weight's two dimensions; r × (a + b) adapters each."""
+    """One adapted tensor of a decoder layer (a linear module, or a MoE's router or 3-D experts): its matrix's two
+    dimensions; rows × (a + b) adapters each."""
 
-    name: str = Field(examples=["self_attn.q_proj"])
-    a: int
-    b: int
+    name: str = Field(examples=["self_attn.q_proj", "mlp.experts.gate_up_proj"])
+    a: int = Field(description="out: lora_B's rows")
+    b: int = Field(description="in: lora_A's columns")
+    rows: int = Field(description="lora_A's rows: the rank, or rank × experts (twice the rank for the fused gate_up)")
+    folded: int = Field(description="elements of the weight PEFT's ParamWrapper folds the adapter into each forward, "
+                        "kept for backward (0: a lora.Linear)")  # fmt: skip
 
 
 class LoraOut(Strict):
@@ -67,8 +71,9 @@ def trains_out(s: Scenario) -> TrainsSection:
         source = "declared" if not from_model else "lora" if adapters is not None else "frozen modules"
     lora = None
     if adapters is not None:
-        lora = LoraOut(rank=adapters.rank, modules=[LoraModuleOut(name=m, a=a, b=b) for m, a, b in adapters.modules],
-                       per_layer=adapters.per_layer, params=adapters.params, formula=adapters.formula)  # fmt: skip
+        modules = [LoraModuleOut(name=m.name, a=m.a, b=m.b, rows=m.rows, folded=m.folded) for m in adapters.modules]
+        lora = LoraOut(rank=adapters.rank, modules=modules, per_layer=adapters.per_layer, params=adapters.params,
+                       formula=adapters.formula)  # fmt: skip
     quant = md.quant if md is not None else None
     base = None
     if quant is not None:

@@ -170,16 +170,20 @@ def test_frozen_modules_need_a_model() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "field", "says"),
-    [({"lora_targets": "all-linear"}, "lora_targets", "router and 3-D experts"),
-     ({"lora_targets": "q_proj,gate"}, "lora_targets", "router and 3-D experts"),
+    [({"lora_targets": "gate_proj,down_proj"}, "lora_targets",
+      "gate_proj without up_proj: PEFT fuses them into gate_up_proj (name both)"),
+     ({"lora_targets": "gate_up_proj"}, "lora_targets", "gate_up_proj: not a linear module of qwen3_moe's layers"),
+     ({"lora_targets": "experts"}, "lora_targets", "experts: not a linear module"),
      ({"lora_targets": ""}, "lora_targets", "no default target modules for qwen3_moe"),
      ({"lora_targets": "q_proj", "base_quant": "nf4", "stack": "hf-fsdp2"}, "base_quant", "mixture of experts")],
 )  # fmt: skip
-def test_lora_on_a_mixture_of_experts_is_its_attentions(raw: dict[str, object], field: str, says: str) -> None:
-    """PEFT 0.21.0's all-linear wraps a MoE block's router and, with target_parameters, its 3-D experts: not
-    modelled, so refused naming the targets; the attention's projections are walked (tests/trace)."""
-    s = parse_scenario({"model": "qwen3-30b-a3b", "lora_rank": 8, "lora_targets": "q_proj,v_proj"})
-    assert estimate(s, with_kill_lists=False).ledger.stages[3].peak.schedule is not None
+def test_lora_on_a_mixture_of_experts_takes_peft_s_names(raw: dict[str, object], field: str, says: str) -> None:
+    """PEFT 0.21.0 reaches a MoE block's router and 3-D experts by their transformers-4 names (all-linear among
+    them), fusing gate and up: half of that pair, the tensors' own names, no names, or a 4-bit MoE base are refused
+    naming the field; the rest is walked (tests/trace)."""
+    for targets in ("q_proj,v_proj", "all-linear", "gate,down_proj"):
+        s = parse_scenario({"model": "qwen3-30b-a3b", "lora_rank": 8, "lora_targets": targets})
+        assert estimate(s, with_kill_lists=False).ledger.stages[3].peak.schedule is not None
     with pytest.raises(ScenarioError) as refused:
         parse_scenario({"model": "qwen3-30b-a3b", "lora_rank": 8, **raw})
     assert [e.field for e in refused.value.errors] == [field]
@@ -201,7 +205,8 @@ def test_module_names_are_read_as_one_canonical_list() -> None:
 
 
 def test_a_mixture_of_experts_is_told_the_targets_it_may_take() -> None:
-    for targets in ("", "experts"):
+    for targets in ("", "experts", "w1"):
         with pytest.raises(ScenarioError) as refused:
             parse_scenario({"model": "mixtral-8x7b-v0.1", "lora_rank": 8, "lora_targets": targets})
-        assert refused.value.errors[0].allowed == "some of q_proj, k_proj, v_proj, o_proj"
+        allowed = "all-linear or some of gate, k_proj, o_proj, q_proj, v_proj, w1, w2, w3"
+        assert refused.value.errors[0].allowed == allowed

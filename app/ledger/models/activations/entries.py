@@ -26,8 +26,9 @@ class Saved:
     (:mod:`~app.ledger.models.activations.frozen`): ``norm_w`` the layer norms' weights, ``qk_norm_w`` q_norm's and
     k_norm's, ``in_w`` the projections reading
     the norms' outputs (half for q/k/v, half for the MLP's gate and up), ``down_w`` the MLP's down projection,
-    ``o_w`` the attention's output projection where its input is a copy nothing else keeps, ``experts_w`` a MoE block's
-    experts (their grouped GEMMs' inputs), ``head_w`` the LM head;
+    ``o_w`` the attention's output projection where its input is a copy nothing else keeps, ``experts_w`` and
+    ``experts_down_w`` a MoE block's experts' gate and up and their down projection (their grouped GEMMs' inputs),
+    ``head_w`` the LM head;
     empty: kept whenever a gradient flows through the layer.
     """
 

@@ -136,12 +136,14 @@ def layer_formula(saved: tuple[Saved, ...], tp: int, sp: bool, numbers: bool) ->
     return f"({_terms(rep, numbers)}) + ⌈({_terms(split, numbers)}) ÷ {t}⌉"
 
 
-def _variables(arch: Architecture, s: int, b: int, t: int, sp: bool, subject: str) -> Formula:
+def _variables(arch: Architecture, s: int, b: int, t: int, sp: bool, subject: str, rank: int = 0) -> Formula:
     out = f"s={n(s)}, b={n(b)}, h={n(arch.hidden)}, i={n(arch.intermediate)}, a={arch.heads}"
     if arch.family not in GPT_FAMILIES:
         out += f", kv={arch.kv_heads}, d={arch.head_dim}"
         if arch.experts:
             out += f", E={arch.experts}, k={arch.experts_per_token}"
+    if rank:
+        out += f", r={rank}"
     if t > 1:
         out += f", t={t}"
     return Formula.of(out, Remark("with sequence parallelism", subject, bare=True) if t > 1 and sp else "")
@@ -216,15 +218,16 @@ def formula(
     sp: bool,
     logits_width: int,
     pp: int,
+    rank: int = 0,
 ) -> Formula:
     """``led``'s formula: one layer in symbols and in numbers, the recompute working set (``full``), the
-    logits and the total of the stage."""
+    logits and the total of the stage (``rank``: LoRA's r, which the layer's adapters' entries read)."""
     subject = _SUBJECTS[led.policy]
     lines = [
         Formula.of(
             *_LABELS[led.policy],
             f" = {layer_formula(kept, t, sp, False)} with ",
-            *_variables(arch, s, b, t, sp, subject).parts,
+            *_variables(arch, s, b, t, sp, subject, rank).parts,
         ),
         Formula.of(
             f"  = {layer_formula(kept, t, sp, True)} = {n(led.per_layer_bytes)} B",

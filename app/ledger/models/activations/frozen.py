@@ -10,6 +10,9 @@ norms' FP32 upcast and 1/rms, attention's Q, K, V, output and log-sum-exp, the M
 - **LoRA** (PEFT 0.21.0 ``lora.Linear.forward``: ``result + lora_B(lora_A(dropout(x))) * scaling``, dropout 0 an
   identity): a targeted module's input is kept again, by ``lora_A``, and ``lora_B`` keeps ``lora_A``'s output, r
   values per token per targeted module, in the activation width (FSDP2 casts the adapters to the compute dtype).
+  On a MoE's router and 3-D experts PEFT's ``ParamWrapper`` instead folds the adapter into the weight each forward
+  (``_LoraFactorsProxy``: ``baddbmm(W, B, A)`` over the experts' stack, the router's ``W + s·B·A``): the layer's
+  GEMMs keep that new weight, whole, for their inputs' gradient, and their inputs for its gradient.
 - **Frozen layers** (``requires_grad_(False)`` on the first N): with the embedding trained, the gradient still flows
   through them to it, and they keep what their inputs' gradients need; with the embedding frozen too, nothing below
   the first trained layer needs a gradient, autograd records no graph, and they keep nothing at all (no checkpoint
@@ -22,8 +25,7 @@ norms' FP32 upcast and 1/rms, attention's Q, K, V, output and log-sum-exp, the M
   gradient reaches them and that one layer keeps less than counted here (an over-count of at most one layer's
   attention, never an under-count).
 
-Modelled for the families of :data:`WALKED_FAMILIES` (:func:`trains_walked`; LoRA on their experts is refused where
-the adapters are made), whose saved entries carry
+Modelled for the families of :data:`WALKED_FAMILIES` (:func:`trains_walked`), whose saved entries carry
 ``needs`` (:class:`~app.ledger.models.activations.entries.Saved`); held to traces of transformers'
 classes with PEFT under FSDP2 (``tests/trace/test_trains_traced.py``).
 """
@@ -67,6 +69,8 @@ class Trains:
     freeze_embed: bool = False
     trained_modules: frozenset[str] = frozenset()  # empty: every module of the trained layers trains
     layer_norms: int = 0
+    folded: int = 0  # LoRA on a MoE's router or experts: the weights PEFT's ParamWrapper folds, elements per layer
+    folded_shape: str = ""
 
     @property
     def head_frozen(self) -> bool:
@@ -94,8 +98,9 @@ def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: int = 0, heads:
         a, kv = heads
         return Saved(f"{x.what}: {'q_norm' if q else 'k_norm'}'s alone", f"s·b·{'a' if q else 'kv'}·d",
                      x.elements // (a + kv) * (a if q else kv), x.width, x.split)  # fmt: skip
-    if x.needs == "experts_w":  # kept only where the experts train (LoRA never targets them)
-        return x if "experts" in trained else None
+    if x.needs in ("experts_w", "experts_down_w"):  # a grouped GEMM's input, kept where its weight trains
+        which = "experts.gate_up_proj" if x.needs == "experts_w" else "experts.down_proj"
+        return x if trained & {"experts", which} else None
     if x.needs in ("down_w", "o_w"):
         return x if ("down_proj" if x.needs == "down_w" else "o_proj") in trained else None
     if x.needs == "in_w":
@@ -114,8 +119,12 @@ def lora_layer(full_set: tuple[Saved, ...], trains: Trains, s: int, b: int, w: i
     """A layer whose base is frozen and ``trains.modules`` of whose linear modules carry adapters."""
     kept = [k for x in full_set if (k := _kept(x, True, trains.targets)) is not None]
     r, modules = trains.lora_rank, trains.modules
-    kept.append(Saved("LoRA lora_B inputs (lora_A outputs), one per targeted module", f"{modules}·s·b·r",
-                      modules * s * b * r, w, True))  # fmt: skip
+    if modules:
+        kept.append(Saved("LoRA lora_B inputs (lora_A outputs), one per targeted module", f"{modules}·s·b·r",
+                          modules * s * b * r, w, True))  # fmt: skip
+    if trains.folded:  # ParamWrapper: W + s·B·A made whole each forward, the GEMMs keep it for the input's gradient
+        kept.append(Saved("LoRA-folded weights W + s·B·A (PEFT's ParamWrapper: the router's, the experts' stacks)",
+                          trains.folded_shape, trains.folded, w, False))  # fmt: skip
     return tuple(kept)
 
 

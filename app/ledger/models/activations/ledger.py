@@ -309,5 +309,6 @@ def activation_ledger(
     figures = replace(
         figures, total_bytes=in_flight * (layers_bytes + embedding) + working + head + logits + all_to_all + ring_kv
     )
-    text = formula(figures, arch, kept, s=s, b=b, w=w, t=t, sp=sp, logits_width=logits_bytes, pp=pp)
+    rank = trains.lora_rank if trains is not None else 0
+    text = formula(figures, arch, kept, s=s, b=b, w=w, t=t, sp=sp, logits_width=logits_bytes, pp=pp, rank=rank)
     return replace(figures, formula=text)

@@ -196,7 +196,7 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int, dense: bool = False)
         ),
         Saved("expert gate and up outputs", "2·k·s·b·i", 2 * k * sb * i, w, True, slots=True),
         Saved("expert SiLU outputs", "k·s·b·i", k * sb * i, w, True, slots=True),
-        Saved("expert down_proj inputs", "k·s·b·i", k * sb * i, w, True, slots=True, needs="experts_w"),
+        Saved("expert down_proj inputs", "k·s·b·i", k * sb * i, w, True, slots=True, needs="experts_down_w"),
         Saved("expert outputs (for the routing-weight product)", "k·s·b·h", k * sb * h, w, False, slots=True),
     ]
     if arch.topk_renorm:

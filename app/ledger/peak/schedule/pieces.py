@@ -18,7 +18,7 @@ from app.ledger.peak.schedule.layout import Layout, layout
 from app.ledger.peak.schedule.micro import MicroBatches
 from app.ledger.peak.schedule.sinks import Sink
 from app.ledger.peak.schedule.terms import activation_terms
-from app.ledger.peak.schedule.trained import trained_layout
+from app.ledger.peak.schedule.trained import gathered_layout, trained_layout
 from app.ledger.scenario import Scenario
 from app.ledger.state.persistent import LedgerLine, shard
 from app.ledger.state.rules import Rules
@@ -44,7 +44,9 @@ class Pieces(MicroBatches):
         self.seq = n(s.seq_len) if s.cp == 1 else f"({n(s.seq_len)} ÷ {s.cp})"
         self.fsdp2 = stage == 3
         arch = resolve(s.model).architecture
-        self.u = layout(s.model, self.mesh, padded, s.base_quant, experts_dim(arch, s.stack, self.mesh))
+        base = layout(s.model, self.mesh, padded, s.base_quant, experts_dim(arch, s.stack, self.mesh))
+        md = s.model_defaults() if s.lora_rank else None
+        self.u = gathered_layout(base, md.lora if md is not None else None, self.mesh, padded)
         self.g = self._trained(padded)  # what trains of each unit: the gradient terms read it (.trained)
         self.a = activation_terms(s)
         # Everything below is the same at every instant: worked out once here, not once per instant.

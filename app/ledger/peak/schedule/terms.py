@@ -13,6 +13,7 @@ from functools import lru_cache
 from app.ledger.arithmetic import n
 from app.ledger.models.architecture import GPT_FAMILIES, Architecture
 from app.ledger.models.defaults import ModelQuery, model_defaults
+from app.ledger.models.trains import Lora
 from app.ledger.scenario import Scenario
 
 
@@ -123,6 +124,7 @@ def _activation_terms(
     kept_before = tuple(itertools.accumulate((a.kept(k) for k in range(a.layers)), initial=0)) if two_kinds else ()
     recomputed_each = tuple(a.recomputed(k) for k in range(a.layers)) if two_kinds else ()
     tokens = seq * b
+    folded = _folded_pair(md.lora, arch, tokens)
     return ActivationTerms(
         per_layer=a.per_layer_bytes,
         recomputed=a.recomputed(),
@@ -132,8 +134,8 @@ def _activation_terms(
         logits_out=tokens * arch.vocab * w,
         loss_temporaries=2 * tokens * arch.vocab * lw,
         activation_grad=tokens * arch.hidden * w,
-        op_pair=_op_pair(arch, seq, b) * w,
-        op_pair_formula=_op_pair_formula(arch, seq, b, w),
+        op_pair=max(_op_pair(arch, seq, b), folded[0]) * w,
+        op_pair_formula=_op_pair_formula(arch, seq, b, w, folded),
         modelled_total=a.total_bytes,
         vocab=arch.vocab,
         hidden=arch.hidden,
@@ -160,7 +162,26 @@ def _op_pair(arch: Architecture, seq: int, b: int) -> int:
     return max(mlp, scores)
 
 
-def _op_pair_formula(arch: Architecture, seq: int, b: int, w: int) -> str:
+def _folded_pair(adapters: Lora | None, arch: Architecture, tokens: int) -> tuple[int, str]:
+    """LoRA on a MoE's experts (PEFT's ParamWrapper): the backward of the first folded stack a layer's backward
+    reaches makes a gradient of the whole stack, E·out·in; elements and their formula, (0, "") without. down_proj's
+    comes beside its grouped GEMM's input gradient, k·s·b·i (its output's gradient replaces the expert outputs,
+    which the walk still counts). Where only gate_up's is folded, its gradient comes after the SiLU and the gate
+    and up outputs are freed (k·s·b·(3i + h) of the layer's set, with the expert outputs), beside the gate and up
+    gradients and its input's (k·s·b·(2i + h)): E·2i·h − k·s·b·i in all. The router's folded E·h is far below the
+    MLP's op pair."""
+    stacks = {m.leaf for m in adapters.modules} if adapters is not None else set()
+    slots, e, i, h = arch.experts_per_token * tokens, arch.experts, arch.intermediate, arch.hidden
+    if "experts.down_proj" in stacks:
+        return e * h * i + slots * i, f"(E·h·i + k·s·b·i) = ({e}·{n(h)}·{n(i)} + {n(slots)}·{n(i)})"
+    if "experts.gate_up_proj" in stacks:
+        return e * 2 * i * h - slots * i, f"(E·2i·h − k·s·b·i) = ({e}·{n(2 * i)}·{n(h)} − {n(slots)}·{n(i)})"
+    return 0, ""
+
+
+def _op_pair_formula(arch: Architecture, seq: int, b: int, w: int, folded: tuple[int, str]) -> str:
+    if folded[0] > _op_pair(arch, seq, b):
+        return f"{folded[1]} × {w} B = {n(folded[0])} × {w} B (a folded expert stack's gradient and its GEMM's)"
     mlp_tokens = _mlp_tokens(arch, seq * b)
     tokens = f"{arch.experts_per_token}·{n(seq * b)}" if arch.experts else f"{n(seq)}·{b}"
     mlp = f"2·{tokens}·{n(arch.intermediate)}"

@@ -1,14 +1,15 @@
 """The units' gradients when only part of the model trains: a :class:`Layout` of what trains in each unit.
 
 FSDP2 all-gathers a unit whole, frozen parameters with the rest, but gives a gradient only to the parameters that
-require one, and reduce-scatters only those (torch 2.13 ``FSDPParamGroup.post_backward``: ``fsdp_params_with_grad``).
-So every gradient term of the walk — a unit's whole gradients, its reduce-scatter input (the trained parameters'
-padded shards × D), the gradient shards, the optimizer's temporaries — reads this layout, while what is gathered
-reads the model's. With LoRA every layer's trained parameters are its adapters (``lora_A`` r × in, ``lora_B`` out ×
-r, in the layer's unit) and the root trains nothing; with frozen layers, the first N layers are a second kind of
-layer with no trained parameter (the layout's ``dense_`` run, as deepseek_v3's dense first layers are the other
-kind there), a frozen embedding leaves the root its final norm and an untied head, and modules frozen by name leave
-each other layer the parameters outside them (its reduce-scatter input their padded shards × D).
+require one, and reduce-scatters only those (torch 2.13 ``FSDPParamGroup.post_backward``: ``fsdp_params_with_grad``). So
+every gradient term of the walk — a unit's whole gradients, its reduce-scatter input (the trained parameters' padded
+shards × D), the gradient shards, the optimizer's temporaries — reads this layout, while what is gathered reads the
+model's (with LoRA its layers' adapters too: :func:`gathered_layout`). With LoRA every layer's trained parameters are
+its adapters (``lora_A`` r × in, ``lora_B`` out × r, in the layer's unit) and the root trains nothing; with frozen
+layers, the first N layers are a second kind of layer with no trained parameter (the layout's ``dense_`` run, as
+deepseek_v3's dense first layers are the other kind there), a frozen embedding leaves the root its final norm and an
+untied head, and modules frozen by name leave each other layer the parameters outside them (its reduce-scatter input
+their padded shards × D).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _lora(u: Layout, adapters: Lora, dp: int, padded: bool) -> Layout:
     tensors = adapter_tensors(adapters)
     per_rank = _shard_of(tensors, dp, padded)
     whole = dp * per_rank if padded else adapters.per_layer
-    down = sum(adapters.rank * (a + b) for name, a, b in adapters.modules if name.endswith("down_proj"))
+    down = sum(m.params for m in adapters.modules if m.name.endswith("down_proj"))
     out = replace(
         u, layer_params=adapters.per_layer, layer_shard=per_rank, layer_unsharded=whole, root_params=0,
         head_grad_params=0, root_shard=0, root_unsharded=0, padded_total=u.layers * per_rank, mlp_out_params=down,
@@ -80,6 +81,21 @@ def _frozen(u: Layout, model: str, layers: int, embed: bool, modules: frozenset[
         )  # fmt: skip
     trained = root + (layer if layers < u.layers else ())
     return _largest(out, trained, dp, padded)
+
+
+@lru_cache(maxsize=1024)
+def gathered_layout(u: Layout, adapters: Lora | None, dp: int, padded: bool) -> Layout:
+    """The units FSDP2 gathers: ``u``, each layer's unit holding its adapters beside its frozen base (PEFT puts them
+    inside the modules they wrap), so a layer's shard, its all-gather output and the model's padded total grow by
+    the adapters' padded shards."""
+    if adapters is None:
+        return u
+    extra = _shard_of(adapter_tensors(adapters), dp, padded)
+    return replace(
+        u, layer_params=u.layer_params + adapters.per_layer, layer_shard=u.layer_shard + extra,
+        layer_unsharded=u.layer_unsharded + (dp * extra if padded else adapters.per_layer),
+        padded_total=u.padded_total + u.layers * extra,
+    )  # fmt: skip
 
 
 @lru_cache(maxsize=1024)
