@@ -3,7 +3,8 @@ PEFT 0.21.0's ``get_peft_model`` (the adapters injected beside fake tensors: :mo
 ``requires_grad_(False)`` on the first layers and the embedding, Accelerate's own FSDP2 units, FSDPMemTracker.
 
 What is held: the walked peak within 5 % of the traced one (Llama, Qwen3, OLMo 2, Gemma 2 and 3, Phi-3; Qwen3-MoE's
-and Mixtral's frozen layers and LoRA on their attention), with and without recomputation, two LoRA ranks and target
+and Mixtral's frozen layers and LoRA on their attention, router and experts, which PEFT folds into whole stacks), with
+and without recomputation, two LoRA ranks and target
 sets (PEFT's default q_proj and v_proj, all-linear, the MLP alone), frozen layers with the embedding trained
 (gradients still flow through them) and frozen (they keep nothing), modules frozen by name in every layer (the
 attention, the MLP, some projections and norms, the experts), accumulation without sync; and that what trains
@@ -35,9 +36,11 @@ OLMO2 = {**LLAMA, "model_type": "olmo2", "num_key_value_heads": 4}
 GEMMA2 = {**LLAMA, "model_type": "gemma2", "head_dim": 64}
 GEMMA3 = {**LLAMA, "model_type": "gemma3_text", "head_dim": 64, "num_hidden_layers": 8}
 PHI3 = {**LLAMA, "model_type": "phi3"}
-# mixtures of experts: frozen experts keep no grouped-GEMM input (LoRA on the attention; on experts refused)
+# mixtures of experts: frozen experts keep no grouped-GEMM input; adapted ones keep it and their folded stack
 QWEN3_MOE = {**QWEN3, "model_type": "qwen3_moe", "moe_intermediate_size": 128, "num_experts": 8,
              "num_experts_per_tok": 2}  # fmt: skip
+# many wide experts over few tokens: a folded stack's gradient, in a layer's backward, sets the peak
+WIDE_MOE = {**QWEN3_MOE, "num_experts": 32, "moe_intermediate_size": 256, "vocab_size": 1024}
 MIXTRAL = {**LLAMA, "model_type": "mixtral", "intermediate_size": 344, "num_local_experts": 4, "num_experts_per_tok": 2}
 # wide layers over few tokens: each layer's gradient shard outgrows the checkpoint its backward frees
 WIDE = {**LLAMA, "hidden_size": 512, "intermediate_size": 1376, "vocab_size": 1024, "num_hidden_layers": 12}
@@ -100,6 +103,10 @@ CASES: dict[str, dict[str, object]] = {
                                            "micro_batch": 2, "grad_accum": 2},
     "mixtral-lora-4-router-q-full": {"model": compact(MIXTRAL), "lora_rank": 4, "lora_targets": "gate,q_proj",
                                      "act_policy": "full"},
+    "wide-moe-lora-8-q-gate-up-full": {"model": compact(WIDE_MOE), "lora_rank": 8, "seq_len": 256,
+                                       "lora_targets": "q_proj,gate_proj,up_proj", "act_policy": "full"},
+    "wide-moe-lora-8-all-linear-full": {"model": compact(WIDE_MOE), "lora_rank": 8, "seq_len": 256,
+                                        "lora_targets": "all-linear", "act_policy": "full"},
 }  # fmt: skip
 
 

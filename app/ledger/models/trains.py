@@ -75,7 +75,8 @@ class LoraError(ValueError):
 
 
 class Adapted(NamedTuple):
-    """One adapted tensor of a decoder layer: its path, its matrix's two dimensions (out, in), the rows of its
+    """One adapted tensor of a decoder layer: its path, its matrix's two dimensions (a out, b in; GPT-2's Conv1D
+    stores [in, out] and is read so), the rows of its
     ``lora_A`` (= the columns of its ``lora_B``: the rank, or rank × E over a stack of E experts, twice the rank for
     the fused gate and up) and, for a ``ParamWrapper``, the elements of the weight it folds the adapter into every
     forward (0: a ``lora.Linear``, which adds ``lora_B(lora_A(x))`` beside the frozen weight)."""
@@ -266,7 +267,9 @@ def lora(arch: Architecture, inv: Inventory, rank: int, targets: str) -> Lora | 
     if unknown:
         raise LoraError("lora_targets", f"{', '.join(unknown)}: not a linear module of {arch.family}'s layers",
                         allowed)  # fmt: skip
-    chosen = [Adapted(name, a, b, rank) for name, (a, b) in linears if name.rsplit(".", 1)[-1] in wanted]
+    conv1d = arch.family == "gpt2"  # GPT-2's Conv1D stores its weight [in, out]: PEFT's lora_A reads in, lora_B out
+    chosen = [Adapted(name, b, a, rank) if conv1d else Adapted(name, a, b, rank)
+              for name, (a, b) in linears if name.rsplit(".", 1)[-1] in wanted]  # fmt: skip
     chosen += _parameter_targets(moe, layer, rank, wanted, allowed)
     narrowest = min((min(m.a, m.b) for m in chosen if m.leaf != "gate"), default=rank)
     if rank > narrowest:

@@ -31,8 +31,8 @@ LORA_RANK_FIELD: Any = optional(
     le=LORA_RANK[1],
     title="LoRA rank",
     description="PEFT LoraConfig's r: each targeted module of weight [a, b] gains r × (a + b) adapter parameters in "
-    "its layer's unit, and they alone train (a mixture of experts' stack of E: r·E × (a + b)). At most the narrowest "
-    "target's width; tp = pp = ep = 1. 0: no LoRA.",
+    "its layer's unit, and they alone train (a mixture of experts' stack of E: r·E × (a + b), 2·r·E for the fused gate "
+    "and up). At most the narrowest target's width (a MoE router's E outputs aside); tp = pp = ep = 1. 0: no LoRA.",
     examples=[16],
     json_schema_extra=form("model", "rank", 0),
 )

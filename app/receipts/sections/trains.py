@@ -18,7 +18,7 @@ class LoraModuleOut(Strict):
     dimensions; rows × (a + b) adapters each."""
 
     name: str = Field(examples=["self_attn.q_proj", "mlp.experts.gate_up_proj"])
-    a: int = Field(description="out: lora_B's rows")
+    a: int = Field(description="out: lora_B's rows (GPT-2's Conv1D, whose weight is [in, out], read so)")
     b: int = Field(description="in: lora_A's columns")
     rows: int = Field(description="lora_A's rows: the rank, or rank × experts (twice the rank for the fused gate_up)")
     folded: int = Field(description="elements of the weight PEFT's ParamWrapper folds the adapter into each forward, "

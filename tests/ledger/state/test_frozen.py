@@ -9,7 +9,7 @@ import pytest
 
 from app.ledger.estimate import estimate
 from app.ledger.ledger import compute_ledger
-from app.ledger.scenario import ScenarioError, parse_scenario
+from app.ledger.scenario import Scenario, ScenarioError, parse_scenario
 from app.ledger.state.communication import communication
 from app.ledger.state.host import host_ledger
 
@@ -181,9 +181,16 @@ def test_lora_on_a_mixture_of_experts_takes_peft_s_names(raw: dict[str, object],
     """PEFT 0.21.0 reaches a MoE block's router and 3-D experts by their transformers-4 names (all-linear among
     them), fusing gate and up: half of that pair, the tensors' own names, no names, or a 4-bit MoE base are refused
     naming the field; the rest is walked (tests/trace)."""
-    for targets in ("q_proj,v_proj", "all-linear", "gate,down_proj"):
+    per_layer = {}
+    for targets in ("q_proj,k_proj,v_proj,o_proj", "all-linear", "gate,down_proj"):
         s = parse_scenario({"model": "qwen3-30b-a3b", "lora_rank": 8, "lora_targets": targets})
         assert estimate(s, with_kill_lists=False).ledger.stages[3].peak.schedule is not None
+        md = s.model_defaults()
+        assert md is not None
+        per_layer[targets] = md.activations.per_layer_bytes
+    # all-linear keeps the attention's and, beside them, the folded stacks (E·3i·h in BF16) and their GEMMs' inputs
+    folded = 128 * 3 * 768 * 2048 * 2
+    assert per_layer["all-linear"] - per_layer["q_proj,k_proj,v_proj,o_proj"] > folded
     with pytest.raises(ScenarioError) as refused:
         parse_scenario({"model": "qwen3-30b-a3b", "lora_rank": 8, **raw})
     assert [e.field for e in refused.value.errors] == [field]
@@ -210,3 +217,44 @@ def test_a_mixture_of_experts_is_told_the_targets_it_may_take() -> None:
             parse_scenario({"model": "mixtral-8x7b-v0.1", "lora_rank": 8, "lora_targets": targets})
         allowed = "all-linear or some of gate, k_proj, o_proj, q_proj, v_proj, w1, w2, w3"
         assert refused.value.errors[0].allowed == allowed
+
+
+def _instant(s: Scenario, key: str) -> dict[str, int]:
+    schedule = estimate(s, with_kill_lists=False).ledger.stages[3].peak.schedule
+    assert schedule is not None
+    instant = next(i for i in schedule.instants if i.key == key)
+    out: dict[str, int] = {}
+    for e in instant.entries:
+        out[e.what] = out.get(e.what, 0) + e.bytes
+    return out
+
+
+def test_a_layer_is_gathered_with_its_adapters() -> None:
+    """PEFT puts the adapters inside the modules they wrap, so FSDP2 all-gathers them with their layer: at D 6 the
+    unsharded layer grows by each adapter tensor's rows padded to a multiple of 6, times its columns, in BF16."""
+    d = 6
+    run = {"model": "qwen3-30b-a3b", "stack": "hf-fsdp2", "dp": d, "seq_len": 1024}
+    adapted = parse_scenario({**run, "lora_rank": 16, "lora_targets": "all-linear"})
+    base = parse_scenario({**run, "lora_rank": 16, "lora_targets": "q_proj"})
+    md = adapted.model_defaults()
+    assert md is not None and md.lora is not None
+    grown = 0
+    for m in md.lora.modules[1:]:  # what all-linear adds to q_proj's: lora_A rows × in, lora_B out × rows
+        grown += -(-m.rows // d) * d * m.b + -(-m.a // d) * d * m.rows
+    key, what = "backward-layer-1-unshard", "layer 1 unsharded"
+    assert _instant(adapted, key)[what] - _instant(base, key)[what] == grown * 2
+
+
+@pytest.mark.parametrize(
+    ("targets", "stack"),
+    [("all-linear", 128 * 2048 * 768 + 8 * 2048 * 768),  # down_proj's stack E·h·i and its GEMM's input k·s·b·i
+     ("gate_proj,up_proj", 128 * 1536 * 2048 - 8 * 2048 * 768)],  # gate_up's E·2i·h, the SiLU already freed
+)  # fmt: skip
+def test_a_folded_stack_s_gradient_is_a_layer_s_widest_temporary(targets: str, stack: int) -> None:
+    """In a layer's backward the first folded expert stack gets a gradient of its whole size (Qwen3-30B-A3B: E 128,
+    h 2,048, i 768, k 8; s 2,048): beside the gradient entering the layer, it is the layer's temporaries, in BF16."""
+    s = parse_scenario({"model": "qwen3-30b-a3b", "stack": "hf-fsdp2", "seq_len": 2048, "lora_rank": 16,
+                        "lora_targets": targets, "act_policy": "full"})  # fmt: skip
+    temporaries = _instant(s, "backward-layer-1")
+    what = "layer 1's backward: the activation gradient and the widest pair of op gradients"
+    assert temporaries[what] == (2048 * 2048 + stack) * 2
