@@ -103,6 +103,7 @@ CASES: dict[str, dict[str, object]] = {
                                            "micro_batch": 2, "grad_accum": 2},
     "mixtral-lora-4-router-q-full": {"model": compact(MIXTRAL), "lora_rank": 4, "lora_targets": "gate,q_proj",
                                      "act_policy": "full"},
+    "qwen3-moe-lora-8-experts": {"model": compact(QWEN3_MOE), "lora_rank": 8, "lora_targets": "gate_proj,up_proj"},
     "wide-moe-lora-8-q-gate-up-full": {"model": compact(WIDE_MOE), "lora_rank": 8, "seq_len": 256,
                                        "lora_targets": "q_proj,gate_proj,up_proj", "act_policy": "full"},
     "wide-moe-lora-8-all-linear-full": {"model": compact(WIDE_MOE), "lora_rank": 8, "seq_len": 256,
@@ -222,3 +223,19 @@ def test_what_adapters_on_the_experts_keep_is_the_traces(traced: dict[str, Any])
                                                          "num_hidden_layers"))  # fmt: skip
     stacks = e * 3 * i * h * 2 * layers  # BF16
     assert traced_both - traced_attn == lab_both - lab_attn > stacks
+
+
+@pytest.mark.parametrize("case", ["lora-16-mlp", "lora-8-default", "qwen3-lora-8-default", "qwen3-moe-lora-8-q-v"])
+def test_the_first_layer_keeps_what_a_layer_no_gradient_enters_keeps(traced: dict[str, Any], case: str) -> None:
+    """LoRA freezes the embedding, so no gradient enters the first layer: its input norm keeps nothing (nor q_norm or
+    k_norm where q_proj or k_proj has no adapter), and with adapters in the MLP alone neither do its other norm and
+    its attention. Counting that layer whole was 1.4 to 4.0 % over the trace on these 4-layer models; the walk is
+    now within 0.5 %, and its first layer keeps less than the others."""
+    from app.ledger.estimate import estimate
+
+    md = estimate(_scenario(case)).model
+    assert md is not None
+    first, others = md.activations.alt_per_layer_bytes, md.activations.per_layer_bytes
+    assert md.activations.alt_first == 1 and 0 < first < others
+    measured, walked = traced[case].peak["total"], _walked(case)
+    assert abs(walked - measured) * 200 <= measured, (walked, measured)

@@ -405,15 +405,20 @@ def test_one_f_one_b_activations(lay: Layout, policy: str) -> None:
     whole = model_defaults(s.model_query()._replace(pp=1, pp_stage="first")).activations
     layers = lay.arch.layers // lay.pp
 
-    def kept(j: int) -> int:
+    def other(j: int) -> bool:
         # two kinds of layer: deepseek_v3's first dense layers, gemma3_text's global layers (every N-th)
-        other = j < whole.alt_first or (whole.alt_every > 0 and (j + 1) % whole.alt_every == 0)
-        return whole.alt_per_layer_bytes if other else whole.per_layer_bytes
+        return j < whole.alt_first or (whole.alt_every > 0 and (j + 1) % whole.alt_every == 0)
+
+    def kept(j: int) -> int:
+        return whole.alt_per_layer_bytes if other(j) else whole.per_layer_bytes
 
     first = lay.pp == 1 or lay.pp_stage == "first"
-    own = sum(kept(j) for j in (range(layers) if first else range(lay.arch.layers - layers, lay.arch.layers)))
-    # one layer recomputes at a time: the larger kind's working set
-    fixed = max(whole.working_set_bytes, whole.alt_working_set_bytes) + whole.all_to_all_bytes
+    stage = range(layers) if first else range(lay.arch.layers - layers, lay.arch.layers)
+    own = sum(kept(j) for j in stage)
+    # one layer recomputes at a time: the larger working set of the kinds the stage holds (a stage of deepseek_v3's
+    # dense first layers alone, at pp = 61, rebuilds a dense layer's)
+    working = max(whole.alt_working_set_bytes if other(j) else whole.working_set_bytes for j in stage)
+    fixed = working + whole.all_to_all_bytes
     if lay.pp == 1:
         want = own + whole.embedding_bytes + whole.head_bytes + whole.logits_bytes + fixed
     elif lay.pp_stage == "first":

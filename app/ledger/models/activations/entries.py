@@ -22,6 +22,10 @@ class Saved:
     ``layer_input``: an input of the layer besides the hidden state, which a checkpoint keeps too (full policy).
     ``slots``: one per routed token slot an expert computes on, which the busiest rank under expert parallelism
     holds more of when the routing is imbalanced (:func:`routed`).
+    ``attention``: kept by the layer's norms or its attention (a pre-norm SwiGLU layer's: where no gradient enters
+    the layer and the attention has nothing that trains, none of it is kept: :func:`~.frozen.lora_first_layer`).
+    ``norms``: one equal share per each of the layer's ``norms`` RMSNorms, the input norm's first (whose input, in
+    a layer no gradient enters, takes none); ``qk``: a share per query and per key head (q_norm's and k_norm's).
     ``needs``: kept only for a weight's own gradient, so not kept when that weight is frozen
     (:mod:`~app.ledger.models.activations.frozen`): ``norm_w`` the layer norms' weights, ``qk_norm_w`` q_norm's and
     k_norm's, ``in_w`` the projections reading
@@ -41,6 +45,9 @@ class Saved:
     layer_input: bool = False
     slots: bool = False
     needs: str = ""
+    attention: bool = False
+    norms: int = 0
+    qk: bool = False
 
     @property
     def bytes(self) -> int:
@@ -63,8 +70,9 @@ def norm_inputs(sbh: int, w: int, norms: str, post: bool = False, count: int = 2
     if norms == "fused":
         read = "the attention's and the MLP's outputs" if post else "layer input, post-attention residual"
         read = "before and after each sublayer" if count == 4 else read
-        return [Saved(f"RMSNorm inputs ({read})", shape, elements, w, False)]
-    upcast = Saved("RMSNorm FP32 upcasts of the inputs (kept by pow and mul)", shape, elements, FP32, False)
+        return [Saved(f"RMSNorm inputs ({read})", shape, elements, w, False, norms=count)]
+    upcast = Saved("RMSNorm FP32 upcasts of the inputs (kept by pow and mul)", shape, elements, FP32, False,
+                   norms=count)  # fmt: skip
     if norms == "composite":
         return [upcast, Saved("RMSNorm normalised inputs in FP32 (composite: kept by the weight's mul)", shape,
                               elements, FP32, False, needs="norm_w")]  # fmt: skip

@@ -176,7 +176,8 @@ def _total_line(led: ActivationLedger, pp: int) -> Formula:
         kinds = ("sliding-window", "global") if led.alt_every else led.first_kinds
         frozen = sum(led.is_frozen(k) for k in range(led.layers))
         layers = f"{led.layers - alt} {kinds[0]} and {alt} {kinds[1]} layers"
-        layers += (f" ({frozen} frozen)" if frozen else "") + f" {kept} B"
+        entered = "frozen" if led.first_kinds[1] == "frozen" else "entered by no gradient"  # or LoRA's first layer
+        layers += (f" ({frozen} {entered})" if frozen else "") + f" {kept} B"
     elif led.every > 1:  # full, every N-th layer: the checkpointed layers and the others, each at their own size
         c = led.checkpointed(led.layers)
         others = led.layers - c
@@ -258,9 +259,10 @@ def formula(
         )
     elif led.alt_first:  # deepseek_v3's dense first layers, or the frozen first layers
         lines.append(Formula.of(f"{led.first_kinds[1]} layer = {n(led.alt_per_layer_bytes)} B"))
-    if led.frozen_kinds is not None:  # gemma3_text's frozen first layers, of either kind
+    if led.frozen_kinds is not None:  # gemma3_text's frozen first layers (or LoRA's first), of either kind
         sliding, global_ = led.frozen_kinds
-        lines.append(Formula.of(f"a frozen sliding-window layer keeps {n(sliding[0])} B, a frozen global one "
+        first = "frozen" if led.first_kinds[1] == "frozen" else "first"
+        lines.append(Formula.of(f"a {first} sliding-window layer keeps {n(sliding[0])} B, a {first} global one "
                                 f"{n(global_[0])} B"))  # fmt: skip
     lines.append(
         Formula.of(

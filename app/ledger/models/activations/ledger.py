@@ -33,6 +33,7 @@ from app.ledger.models.activations.frozen import (
     Trains,
     frozen_layer,
     head_kept,
+    lora_first_layer,
     lora_layer,
     partial_layer,
     trains_walked,
@@ -168,17 +169,28 @@ def _trained_kinds(
     arch: Architecture, s: int, b: int, w: int, t: int, sp: bool, policy: str, kernel: str, gqa: str, trains: Trains
 ) -> tuple[_Kind, _Kind, int]:
     """(the trained layers' kind, the frozen first layers' kind, how many of those) when part of the model trains."""
+    heads = (arch.heads, arch.kv_heads)
     if trains.lora_rank:
         lora = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100,
                            trained=lambda full: lora_layer(full, trains, s, b, w))  # fmt: skip
-        return lora, lora, 0
-    heads = (arch.heads, arch.kv_heads)
+        if arch.mla:
+            return lora, lora, 0
+        first = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100,
+                            trained=lambda full: lora_first_layer(full, trains, s, b, w, arch))  # fmt: skip
+        return lora, first, 1
     partly = (lambda full: partial_layer(full, trains, heads)) if trains.trained_modules else None
     trained = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100, trained=partly)
     flows = not trains.freeze_embed
     frozen = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100,
                          trained=lambda full: frozen_layer(full, flows))  # fmt: skip
     return trained, frozen, trains.frozen_layers
+
+
+def _first_kinds(trains: Trains | None, alt_first: int) -> tuple[str, str]:
+    """The names of (the others, the first ``alt_first`` layers)."""
+    if trains is None or not alt_first:
+        return "MoE", "dense"
+    return ("adapted", "first") if trains.lora_rank else ("trained", "frozen")
 
 
 def activation_ledger(
@@ -298,7 +310,7 @@ def activation_ledger(
         alt_every=alt_every,
         first_layer=first_layer,
         alt_first=alt_first,
-        first_kinds=("trained", "frozen") if trains is not None and alt_first else ("MoE", "dense"),
+        first_kinds=_first_kinds(trains, alt_first),
         alt_per_layer_bytes=alt[2],
         alt_full_layer_bytes=alt[4],
         alt_working_set_bytes=alt[3],

@@ -19,6 +19,8 @@ is rounded **up** to a whole byte, once per figure (:func:`per_rank`): per layer
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from app.ledger.arithmetic import ceil_div
 from app.ledger.models.activations.entries import FP32, INDEX, MASK, Saved, dense_swiglu, has_dropout, norm_inputs
 from app.ledger.models.activations.latent import latent_attention
@@ -87,18 +89,19 @@ def _qk_norms(arch: Architecture, sb: int, w: int, norms: str) -> list[Saved]:
     elements = sb * heads * arch.head_dim
     shape = "s·b·(a + kv)·d"
     if norms == "fused":
-        kept = [Saved("q_norm and k_norm inputs (q_proj and k_proj outputs)", shape, elements, w, True)]
+        kept = [Saved("q_norm and k_norm inputs (q_proj and k_proj outputs)", shape, elements, w, True, qk=True)]
     else:
         normalised = FP32 if norms == "composite" else w
         upcast = "q_norm and k_norm FP32 upcasts of the inputs (kept by pow and mul)"
         before_weight = f"q_norm and k_norm normalised inputs before the weight ({norms})"
-        kept = [Saved(upcast, shape, elements, FP32, True),
+        kept = [Saved(upcast, shape, elements, FP32, True, qk=True),
                 Saved(before_weight, shape, elements, normalised, True, needs="qk_norm_w")]  # fmt: skip
     if arch.qk_norm == "projection":
         return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, True)]
     if arch.sandwich_norms and norms != "fused":  # Gemma3RMSNorm: (1 + weight) in FP32, one of head_dim per norm
         kept.append(Saved("q_norm and k_norm (1 + weight) in FP32", "2·d", 2 * arch.head_dim, FP32, False))
-    return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per head per token)", "s·b·(a + kv)", sb * heads, FP32, True)]
+    return [*kept, Saved("q_norm and k_norm 1/rms (FP32, per head per token)", "s·b·(a + kv)", sb * heads, FP32, True,
+                         qk=True)]  # fmt: skip
 
 
 def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gqa: str) -> list[Saved]:
@@ -149,7 +152,7 @@ def _swiglu_attention(arch: Architecture, s: int, b: int, w: int, norms: str, gq
     return [
         *kept_by_norms,
         *tables,
-        Saved("RMSNorm 1/rms (FP32, per token per norm)", f"{count}·s·b", count * sb, FP32, False),
+        Saved("RMSNorm 1/rms (FP32, per token per norm)", f"{count}·s·b", count * sb, FP32, False, norms=count),
         Saved(read, "2·s·b·h", 2 * sb * h, w, False, needs="in_w"),
         *(_qk_norms(arch, sb, w, norms) if arch.qk_norm else ()),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
@@ -221,7 +224,8 @@ def _swiglu_layer(
     upcast of its input (for ``pow`` and the scaling ``mul``) and the normalised input (for the weight's ``mul``)
     instead of the input itself: 4·s·b·h bytes more per norm at any activation width; ``composite``: the
     normalised input in FP32 too, (4 − w)·s·b·h bytes more per norm again."""
-    return (*_swiglu_attention(arch, s, b, w, norms, gqa), *_swiglu_mlp(arch, s, b, w, dense))
+    attention = (replace(x, attention=True) for x in _swiglu_attention(arch, s, b, w, norms, gqa))
+    return (*attention, *_swiglu_mlp(arch, s, b, w, dense))
 
 
 def _gemma2_layer(arch: Architecture, s: int, b: int, w: int, norms: str) -> tuple[Saved, ...]:
@@ -240,7 +244,7 @@ def _gemma2_layer(arch: Architecture, s: int, b: int, w: int, norms: str) -> tup
     capped = [Saved("soft-capped scores (tanh output)", "a·s²·b", ass, w, True, core=True)] if arch.attn_softcap else []
     return (
         *norm_inputs,
-        Saved("RMSNorm 1/rms (FP32, per token per norm)", "4·s·b", 4 * sb, FP32, False),
+        Saved("RMSNorm 1/rms (FP32, per token per norm)", "4·s·b", 4 * sb, FP32, False, norms=4),
         Saved("RMSNorm outputs (q/k/v input, MLP input)", "2·s·b·h", 2 * sb * h, w, False, needs="in_w"),
         Saved("Q after RoPE (heads × head_dim)", "s·b·a·d", sb * a * d, w, True),
         Saved("K and V expanded to every head (repeat_kv)", "2·s·b·a·d", 2 * sb * a * d, w, True),

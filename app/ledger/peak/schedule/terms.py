@@ -62,7 +62,8 @@ class ActivationTerms:
         """:meth:`saved_before`'s arithmetic (without its result)."""
         if self.alt_every:
             alt = k // self.alt_every
-            frozen = f", the first {min(k, self.alt_first)} of them frozen" if self.alt_first else ""
+            what = "frozen" if self.first_kinds[1] == "frozen" else "entered by no gradient"  # LoRA's first layer
+            frozen = f", the first {min(k, self.alt_first)} of them {what}" if self.alt_first else ""
             return (f"the sum over {k - alt} sliding-window and {alt} global layers{frozen} "
                     f"({n(self.kept_before[k])} B)")  # fmt: skip
         if self.alt_first:
