@@ -121,8 +121,9 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
     trains = None
     if adapters is not None:
         names = frozenset(m.leaf for m in adapters.modules)
+        down = sum(m.folded for m in adapters.modules if m.leaf == "experts.down_proj")
         trains = Trains(adapters.rank, names, len(adapters.linear), folded=adapters.folded,
-                        folded_shape=adapters.folded_shape)  # fmt: skip
+                        folded_shape=adapters.folded_shape, folded_down=down)  # fmt: skip
     elif q.frozen_layers or q.freeze_embed or modules:
         trains = Trains(
             frozen_layers=q.frozen_layers, freeze_embed=bool(q.freeze_embed), **_trained_modules(ref, modules)

@@ -258,3 +258,18 @@ def test_a_folded_stack_s_gradient_is_a_layer_s_widest_temporary(targets: str, s
     temporaries = _instant(s, "backward-layer-1")
     what = "layer 1's backward: the activation gradient and the widest pair of op gradients"
     assert temporaries[what] == (2048 * 2048 + stack) * 2
+
+
+@pytest.mark.parametrize(
+    ("targets", "stack"), [("gate_proj,up_proj", 128 * 1536 * 2048), ("down_proj", 128 * 2048 * 768)]
+)
+def test_the_first_layer_keeps_no_folded_stack_whose_input_takes_no_gradient(targets: str, stack: int) -> None:
+    """A grouped GEMM keeps its folded expert stack for its input's gradient. With the experts' adapters alone no
+    gradient enters the first layer's MLP (the embedding and the attention frozen): the first layer keeps no stack,
+    which every other layer keeps (Qwen3-30B-A3B: E 128, h 2,048, i 768; BF16)."""
+    s = parse_scenario({"model": "qwen3-30b-a3b", "stack": "hf-fsdp2", "lora_rank": 8, "lora_targets": targets})
+    md = s.model_defaults()
+    assert md is not None
+    led = md.activations
+    assert led.alt_first == 1
+    assert led.per_layer_bytes - led.alt_per_layer_bytes >= stack * 2

@@ -73,6 +73,7 @@ class Trains:
     layer_norms: int = 0
     folded: int = 0  # LoRA on a MoE's router or experts: the weights PEFT's ParamWrapper folds, elements per layer
     folded_shape: str = ""
+    folded_down: int = 0  # of which the experts' down_proj stack's
 
     @property
     def head_frozen(self) -> bool:
@@ -126,7 +127,7 @@ def lora_layer(full_set: tuple[Saved, ...], trains: Trains, s: int, b: int, w: i
                           modules * s * b * r, w, True))  # fmt: skip
     if trains.folded:  # ParamWrapper: W + s·B·A made whole each forward, the GEMMs keep it for the input's gradient
         kept.append(Saved("LoRA-folded weights W + s·B·A (PEFT's ParamWrapper: the router's, the experts' stacks)",
-                          trains.folded_shape, trains.folded, w, False))  # fmt: skip
+                          trains.folded_shape, trains.folded, w, False, needs="folded"))  # fmt: skip
     return tuple(kept)
 
 
@@ -137,13 +138,23 @@ def lora_first_layer(full_set: tuple[Saved, ...], trains: Trains, s: int, b: int
     adapter (probed on transformers' layer: the input norm's FP32 upcast and 1/rms are all it keeps less with q and v
     adapted). Where the attention carries no adapter at all, nothing before the MLP needs a gradient: on a pre-norm
     SwiGLU layer its norms and attention keep nothing, and its MLP what the adapted layers' does (an over-count, on
-    a MoE, of what a frozen router's softmax and routing product would keep there); OLMo 2's and the Gemma families'
-    norms after the sublayers, which the MLP's gradient passes through, are then counted whole."""
+    a MoE, of what a frozen router's softmax and routing product would keep there), but for the folded expert stacks
+    whose GEMM's input takes no gradient; OLMo 2's and the Gemma families' norms after the sublayers, which the MLP's
+    gradient passes through, are then counted whole."""
     kept = lora_layer(full_set, trains, s, b, w)
     adapted = trains.targets & ATTENTION_TARGETS
     if not adapted:
         pre_norm = not (arch.post_norms or arch.sandwich_norms or arch.eager_attention)
-        return tuple(x for x in kept if not x.attention or x.needs == "in_w") if pre_norm else kept
+        if not pre_norm:
+            return kept
+        # a grouped GEMM keeps its folded stack for its input's gradient: the router's and gate_up's inputs take
+        # none here, down_proj's only behind an adapted gate_up (probed on transformers' Qwen3-MoE layer)
+        down = trains.folded_down if "experts.gate_up_proj" in trains.targets else 0
+        out = [x for x in kept if (not x.attention or x.needs == "in_w") and x.needs != "folded"]
+        if down:
+            out.append(Saved("LoRA-folded expert down_proj stack (its input takes a gradient from gate_up's adapter)",
+                             "E·h·i", down, w, False))  # fmt: skip
+        return tuple(out)
     q, k = bool(adapted & {"q_proj", "qkv_proj"}), bool(adapted & {"k_proj", "qkv_proj"})
     out = []
     for x in kept:
