@@ -10,8 +10,8 @@ norms' FP32 upcast and 1/rms, attention's Q, K, V, output and log-sum-exp, the M
 - **LoRA** (PEFT 0.21.0 ``lora.Linear.forward``: ``result + lora_B(lora_A(dropout(x))) * scaling``, dropout 0 an
   identity): a targeted module's input is kept again, by ``lora_A``, and ``lora_B`` keeps ``lora_A``'s output, r
   values per token per targeted module, in the activation width (FSDP2 casts the adapters to the compute dtype).
-  LoRA freezes the embedding, so no gradient enters the first layer: where its attention carries no adapter, its
-  norms and attention keep nothing (:func:`lora_first_layer`, the first layer a kind of its own).
+  LoRA freezes the embedding, so no gradient enters the first layer: its input norm keeps nothing, and where its
+  attention carries no adapter neither do its norms and attention (:func:`lora_first_layer`, a kind of its own).
   On a MoE's router and 3-D experts PEFT's ``ParamWrapper`` instead folds the adapter into the weight each forward
   (``_LoraFactorsProxy``: ``baddbmm(W, B, A)`` over the experts' stack, the router's ``W + s·B·A``): the layer's
   GEMMs keep that new weight, whole, for their inputs' gradient, and their inputs for its gradient.
@@ -45,6 +45,7 @@ WALKED_FAMILIES = (
 )  # fmt: skip
 # the projections reading the pre-norms' outputs (Phi-3's fused ones by their own names)
 ATTENTION_INPUTS = frozenset({"q_proj", "k_proj", "v_proj", "qkv_proj"})
+ATTENTION_TARGETS = ATTENTION_INPUTS | {"o_proj"}  # the attention's projections LoRA may adapt
 MLP_INPUTS = frozenset({"gate_proj", "up_proj", "gate_up_proj", "gate"})  # gate: a MoE block's router
 # the layer's own norms (of width h), whose normalised inputs their weights keep (not q_norm and k_norm: per head)
 LAYER_NORMS = frozenset({"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
@@ -98,9 +99,7 @@ def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: int = 0, heads:
         q, k = "q_norm" in trained, "k_norm" in trained
         if q == k:
             return x if q else None
-        a, kv = heads
-        return Saved(f"{x.what}: {'q_norm' if q else 'k_norm'}'s alone", f"s·b·{'a' if q else 'kv'}·d",
-                     x.elements // (a + kv) * (a if q else kv), x.width, x.split)  # fmt: skip
+        return _qk_share(x, q, heads, "")
     if x.needs in ("experts_w", "experts_down_w"):  # a grouped GEMM's input, kept where its weight trains
         which = "experts.gate_up_proj" if x.needs == "experts_w" else "experts.down_proj"
         return x if trained & {"experts", which} else None
@@ -116,6 +115,13 @@ def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: int = 0, heads:
         return Saved(f"RMSNorm output read by {which} (a trained weight's input)", "s·b·h", x.elements // 2, x.width,
                      x.split)  # fmt: skip
     return x
+
+
+def _qk_share(x: Saved, q: bool, heads: tuple[int, int], why: str) -> Saved:
+    """q_norm's share (``q``) or k_norm's of an entry over s·b·(a + kv) heads, ``heads`` = (a, kv)."""
+    a, kv = heads
+    return Saved(f"{x.what}: {'q_norm' if q else 'k_norm'}'s alone{why}", f"{'a' if q else 'kv'}/(a + kv) of {x.shape}",
+                 x.elements // (a + kv) * (a if q else kv), x.width, x.split)  # fmt: skip
 
 
 def lora_layer(full_set: tuple[Saved, ...], trains: Trains, s: int, b: int, w: int) -> tuple[Saved, ...]:
@@ -165,18 +171,11 @@ def lora_first_layer(full_set: tuple[Saved, ...], trains: Trains, s: int, b: int
             x = Saved(f"{x.what}: but the input norm's (no gradient enters the first layer)",
                       f"{x.norms - 1}/{x.norms} of {x.shape}", share, x.width, x.split)  # fmt: skip
         elif x.qk and q != k:
-            a, kv = arch.heads, arch.kv_heads
-            x = Saved(f"{x.what}: {'q_norm' if q else 'k_norm'}'s alone (no gradient enters the first layer)",
-                      f"{'a' if q else 'kv'}/(a + kv) of {x.shape}", x.elements // (a + kv) * (a if q else kv), x.width,
-                      x.split)  # fmt: skip
+            x = _qk_share(x, q, (arch.heads, arch.kv_heads), " (no gradient enters the first layer)")
         elif x.qk and not q:
             continue
         out.append(x)
     return tuple(out)
-
-
-# the attention's projections LoRA may adapt (Phi-3's fused one by its own name)
-ATTENTION_TARGETS = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"})
 
 
 def frozen_layer(full_set: tuple[Saved, ...], flows: bool) -> tuple[Saved, ...]:
