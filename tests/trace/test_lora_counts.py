@@ -41,6 +41,10 @@ CASES = [
     ("qwen3-30b-a3b", 4, "gate"),
     ("mixtral-8x7b-v0.1", 16, "all-linear"),  # rank 16 on a router of 8 outputs: PEFT adapts it all the same
     ("mixtral-8x7b-v0.1", 8, "w2,q_proj"),
+    # latent attention; the router and routed experts of its MoE layers, never its dense layers' MLP nor shared experts
+    ("deepseek-v3", 16, "all-linear"),
+    ("deepseek-v3", 8, "q_b_proj,kv_b_proj,o_proj"),
+    ("deepseek-v3", 8, "gate_proj,up_proj,down_proj"),
 ]
 
 

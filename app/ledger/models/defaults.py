@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, get_type_hints
 
 from app.ledger.models.activations import ActivationLedger, activation_ledger
 from app.ledger.models.activations.frozen import LAYER_NORMS, WALKED_FAMILIES, Trains, trains_walked
+from app.ledger.models.inventory import Tensor
 from app.ledger.models.parallel import RankShare, rank_share
 from app.ledger.models.quant import QUANT_KINDS, Quant, quantized
 from app.ledger.models.reference import ModelRef, resolve
@@ -116,14 +117,14 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         if (q.tp, q.pp, q.ep) != (1, 1, 1):
             raise LoraError(field, "frozen modules with tensor, pipeline or expert parallelism are not modelled",
                             f"{none} with tp, pp or ep above 1")  # fmt: skip
+        if modules and q.frozen_layers and ref.architecture.two_kinds:
+            raise LoraError("frozen_modules", "modules frozen by name beside frozen_layers in deepseek_v3's two kinds "
+                            "of layer are not modelled", "empty with frozen_layers")  # fmt: skip
         freezes = frozen_params(ref.architecture, ref.inventory, q.frozen_layers, bool(q.freeze_embed), modules)
     quant = _quant(ref, q, adapters is not None)
     trains = None
     if adapters is not None:
-        names = frozenset(m.leaf for m in adapters.modules)
-        down = sum(m.folded for m in adapters.modules if m.leaf == "experts.down_proj")
-        trains = Trains(adapters.rank, names, len(adapters.linear), folded=adapters.folded,
-                        folded_shape=adapters.folded_shape, folded_down=down)  # fmt: skip
+        trains = _adapted(adapters)
     elif q.frozen_layers or q.freeze_embed or modules:
         trains = Trains(
             frozen_layers=q.frozen_layers, freeze_embed=bool(q.freeze_embed), **_trained_modules(ref, modules)
@@ -152,19 +153,37 @@ def model_defaults(q: ModelQuery) -> ModelDefaults:
         frozen = freezes.params if freezes is not None else 0
         return ModelDefaults(ref, share.params, share.largest.params, share.largest.name, ledger, share, None, frozen,
                              freezes=freezes)  # fmt: skip
-    # the adapters live in the decoder layers' units (one kind of layer: lora() refuses two)
-    layer = ref.inventory.units[1]
+    # the adapters live in the decoder layers' units (deepseek_v3's MoE layers hold the most of them, and are larger)
+    layer = ref.inventory.layer_kinds[-1][2]
     grown = layer.params + adapters.per_layer
     largest, name = (grown, layer.name) if grown > share.largest.params else (share.largest.params, share.largest.name)
     return ModelDefaults(ref, share.params + adapters.params, largest, name, ledger, share, adapters, 0, quant)
 
 
+def _adapted(adapters: Lora) -> Trains:
+    """:class:`Trains` of a LoRA run: the leaf names of the layer's adapted tensors, its ``lora.Linear`` count, the
+    folded weights its GEMMs keep; deepseek_v3's dense first layers' as its ``dense`` (their attention's adapters)."""
+    names = frozenset(m.leaf for m in adapters.modules)
+    down = sum(m.folded for m in adapters.modules if m.leaf == "experts.down_proj")
+    dense = None
+    if adapters.dense_layers:
+        dense = Trains(adapters.rank, frozenset(m.leaf for m in adapters.dense), len(adapters.dense))
+    return Trains(adapters.rank, names, len(adapters.linear), folded=adapters.folded,
+                  folded_shape=adapters.folded_shape, folded_down=down, dense=dense)  # fmt: skip
+
+
 def _trained_modules(ref: ModelRef, modules: frozenset[str]) -> dict[str, Any]:
     """With modules frozen by name, :class:`Trains`' leaf names of the layer modules still training and how many
-    norms of width h a layer has (of the first kind of layer: deepseek_v3's two are not walked)."""
+    norms of width h a layer has (deepseek_v3: of its MoE layers, and its dense first layers' as ``dense``)."""
     if not modules:
         return {}
-    tensors = ref.inventory.units[1].tensors
+    kinds = ref.inventory.layer_kinds
+    found = [_still_training(unit.tensors, modules) for _, _, unit in kinds]
+    dense = Trains(**found[0]) if len(kinds) == 2 else None
+    return {**found[-1], "dense": dense}
+
+
+def _still_training(tensors: tuple[Tensor, ...], modules: frozenset[str]) -> dict[str, Any]:
     trained = frozenset(t.name.split(".")[-2] for t in trained_layer(tensors, modules) if "." in t.name)
     norms = {t.name.split(".")[-2] for t in tensors if "." in t.name} & LAYER_NORMS
     return {"trained_modules": trained, "layer_norms": len(norms)}

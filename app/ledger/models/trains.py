@@ -25,8 +25,12 @@ together, fused into ``gate_up_proj`` at twice the rank and alpha, ``down_proj``
 resolves to all of them with the attention's. Each becomes a ``ParamWrapper``: ``lora_A`` (rank·E × in) and
 ``lora_B`` (out × rank·E) over the E experts' stack (the router's: one matrix), which it **folds** into the weight
 every forward (``W + s·B·A``, a ``baddbmm`` over the experts): a new tensor the size of the weight the layer's
-GEMMs keep for backward (:attr:`Adapted.folded`). DeepSeek's latent attention is refused, as are tensor, pipeline
-and expert parallelism with adapters.
+GEMMs keep for backward (:attr:`Adapted.folded`). DeepSeek-V3 the same way (transformers maps deepseek_v3 onto
+qwen2_moe's conversion): its latent attention's linear modules, and in its MoE layers the router and routed experts;
+its dense first layers' MLP and its shared experts are never adapted (their ``gate_proj``/``up_proj``/``down_proj``
+names go to the routed experts), so those layers carry the attention's adapters alone (:attr:`Lora.dense`); its
+router multiplies by an FP32 copy of its weight, so its folded weight is not kept (:attr:`Lora.upcast_router`).
+Tensor, pipeline and expert parallelism with adapters are refused.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ PEFT_DEFAULTS: dict[str, tuple[str, ...]] = {
 # the dense decoder families, whose layers' linear modules are the inventory's 2-D layer weights, and the mixtures
 # of experts (none of these four has PEFT 0.21.0 default targets that match transformers 5.23.0's class: mixtral's
 # entry, q_proj and v_proj, leaves get_peft_model raising NoMatchingPeftModuleError)
-MODELLED = (*PEFT_DEFAULTS, "olmo2", "phi3", "qwen3_moe", "mixtral")
+MODELLED = (*PEFT_DEFAULTS, "olmo2", "phi3", "qwen3_moe", "mixtral", "deepseek_v3")
 # peft 0.21.0 utils/transformers_weight_conversion.py _MOE_TARGET_MODULE_MAPPING (qwen3_moe reads qwen2_moe's through
 # transformers' _MODEL_TO_CONVERSION_PATTERN): a target's transformers-4 name → the layer tensor it adapts
 MOE_NAMES: dict[str, dict[str, str]] = {
@@ -62,6 +66,9 @@ MOE_NAMES: dict[str, dict[str, str]] = {
     "mixtral": {"gate": "mlp.gate.weight", "w1": "mlp.experts.gate_up_proj", "w3": "mlp.experts.gate_up_proj",
                 "w2": "mlp.experts.down_proj"},
 }  # fmt: skip
+MOE_NAMES["deepseek_v3"] = MOE_NAMES["qwen3_moe"]  # transformers 5.23.0 conversion_mapping: deepseek_v3 → qwen2_moe
+# DeepseekV3TopkRouter: F.linear(x.float(), weight.float()): the FP32 copy, not the (folded) weight, is kept
+ROUTER_UPCAST = frozenset({"deepseek_v3"})
 TARGETS_ALLOWED = f"{ALL_LINEAR}, or module names separated by commas"
 
 
@@ -115,6 +122,13 @@ class Lora:
     modules: tuple[Adapted, ...]
     per_layer: int
     params: int
+    dense: tuple[Adapted, ...] = ()  # deepseek_v3's dense first layers' (their attention's alone)
+    dense_layers: int = 0
+    upcast_router: bool = False  # the router multiplies by an FP32 copy of its folded weight (ROUTER_UPCAST)
+
+    @property
+    def dense_per_layer(self) -> int:
+        return sum(m.params for m in self.dense)
 
     @property
     def linear(self) -> tuple[Adapted, ...]:
@@ -122,23 +136,33 @@ class Lora:
         return tuple(m for m in self.modules if not m.folded)
 
     @property
+    def _kept_folds(self) -> tuple[Adapted, ...]:
+        return tuple(m for m in self.modules if m.folded and not (self.upcast_router and m.leaf == "gate"))
+
+    @property
     def folded(self) -> int:
-        """Elements of the weights a layer's ``ParamWrapper`` adapters fold, per layer."""
-        return sum(m.folded for m in self.modules)
+        """Elements of the folded weights a layer's GEMMs keep for backward (``ParamWrapper``), per layer."""
+        return sum(m.folded for m in self._kept_folds)
 
     @property
     def folded_shape(self) -> str:
-        shapes = [m.folded_shape for m in self.modules if m.folded]
+        shapes = [m.folded_shape for m in self._kept_folds]
         return shapes[0] if len(shapes) == 1 else f"({' + '.join(shapes)})"
 
     @property
     def formula(self) -> str:
-        layers = n(self.params // self.per_layer)
-        if all(m.rows == self.rank for m in self.modules):
-            terms = " + ".join(f"({n(m.a)} + {n(m.b)})" for m in self.modules)
-            return f"{layers} layers × {self.rank} × ({terms}) = {n(self.params)}"
-        terms = " + ".join(f"{_rows(m, self.rank)} × ({n(m.a)} + {n(m.b)})" for m in self.modules)
-        return f"{layers} layers × ({terms}) = {n(self.params)}"
+        if self.dense == self.modules or not self.dense_layers:  # one kind of adapted layer
+            return f"{self._terms(self.params // self.per_layer, self.modules, 'layers')} = {n(self.params)}"
+        kinds = [((self.params - self.dense_layers * self.dense_per_layer) // self.per_layer, self.modules, "layers")]
+        kinds += [(self.dense_layers, self.dense, "dense layers")] if self.dense else []
+        return f"{' + '.join(self._terms(*kind) for kind in kinds)} = {n(self.params)}"
+
+    def _terms(self, layers: int, modules: tuple[Adapted, ...], what: str) -> str:
+        if all(m.rows == self.rank for m in modules):
+            terms = " + ".join(f"({n(m.a)} + {n(m.b)})" for m in modules)
+            return f"{n(layers)} {what} × {self.rank} × ({terms})"
+        terms = " + ".join(f"{_rows(m, self.rank)} × ({n(m.a)} + {n(m.b)})" for m in modules)
+        return f"{n(layers)} {what} × ({terms})"
 
 
 def _rows(m: Adapted, rank: int) -> str:
@@ -149,10 +173,11 @@ def _rows(m: Adapted, rank: int) -> str:
     return f"{fused}·{rank}·{m.experts}" if fused > 1 else f"{rank}·{m.experts}"
 
 
-def adapter_tensors(adapters: Lora) -> tuple[Tensor, ...]:
-    """One decoder layer's adapter tensors: ``lora_A`` (rows × in) and ``lora_B`` (out × rows) per adapted tensor."""
+def adapter_tensors(adapters: Lora, dense: bool = False) -> tuple[Tensor, ...]:
+    """One decoder layer's adapter tensors (``dense``: one of deepseek_v3's dense first layers'): ``lora_A`` (rows ×
+    in) and ``lora_B`` (out × rows) per adapted tensor."""
     return tuple(
-        t for m in adapters.modules
+        t for m in (adapters.dense if dense else adapters.modules)
         for t in (Tensor(f"{m.name}.lora_A", (m.rows, m.b), m.rows * m.b),
                   Tensor(f"{m.name}.lora_B", (m.a, m.rows), m.a * m.rows))
     )  # fmt: skip
@@ -187,9 +212,6 @@ def frozen_modules(arch: Architecture, inv: Inventory, text: str) -> frozenset[s
     :class:`LoraError` naming ``frozen_modules`` for a name the family's layers lack, or names that leave no
     parameter of a layer to train (that is ``frozen_layers``)."""
     names = targets_of(text)
-    if arch.two_kinds:  # the trained layout and the walk read one kind of layer's modules
-        raise LoraError("frozen_modules", f"modules frozen by name in {arch.family}'s two kinds of layer (dense, then "
-                        "MoE) are not modelled", "empty for this model (frozen_layers, freeze_embed)")  # fmt: skip
     known = layer_modules(inv)
     unknown = [m for m in names if m not in known]
     if unknown:
@@ -246,13 +268,15 @@ def lora(arch: Architecture, inv: Inventory, rank: int, targets: str) -> Lora | 
         if targets.strip():
             raise LoraError("lora_targets", "needs lora_rank ≥ 1 (LoRA is off at 0)", "empty with lora_rank 0")
         return None
-    if arch.mla or arch.two_kinds or arch.family not in MODELLED:
-        raise LoraError("lora_rank", f"LoRA on {arch.family} (latent attention, two kinds of layer) is not modelled",
-                        "0 for this model")  # fmt: skip
+    if arch.family not in MODELLED:
+        raise LoraError("lora_rank", f"LoRA on {arch.family} is not modelled", "0 for this model")
     moe = MOE_NAMES[arch.family] if arch.experts else {}
-    layer = {t.name: t.shape for t in inv.units[1].tensors}
+    kinds = inv.layer_kinds  # deepseek_v3: its dense first layers, then its MoE ones (the adapters' superset)
+    layer = {t.name: t.shape for t in kinds[-1][2].tensors}
+    # a linear module named as a MoE target is not one PEFT wraps: the name goes to the routed experts (deepseek_v3's
+    # shared experts and dense MLP), or is the router's
     linears = [(name.removesuffix(".weight"), shape) for name, shape in layer.items()
-               if len(shape) == 2 and name not in moe.values()]  # fmt: skip
+               if len(shape) == 2 and name.removesuffix(".weight").rsplit(".", 1)[-1] not in moe]  # fmt: skip
     names = list(dict.fromkeys([name.rsplit(".", 1)[-1] for name, _ in linears] + list(moe)))
     allowed = f"{ALL_LINEAR} or some of {', '.join(sorted(names))}"
     wanted = targets_of(targets)
@@ -276,7 +300,13 @@ def lora(arch: Architecture, inv: Inventory, rank: int, targets: str) -> Lora | 
         raise LoraError("lora_rank", f"{rank:,} is above the narrowest target's width ({narrowest:,})",
                         f"1 … {narrowest:,}")  # fmt: skip
     per_layer = sum(m.params for m in chosen)
-    return Lora(rank, tuple(chosen), per_layer, per_layer * arch.layers)
+    if len(kinds) == 1:
+        return Lora(rank, tuple(chosen), per_layer, per_layer * arch.layers)
+    (_, k, dense_unit), (_, rest, _) = kinds
+    in_dense = {t.name.removesuffix(".weight") for t in dense_unit.tensors}
+    dense = tuple(m for m in chosen if m.name in in_dense)
+    params = rest * per_layer + k * sum(m.params for m in dense)
+    return Lora(rank, tuple(chosen), per_layer, params, dense, k, arch.family in ROUTER_UPCAST)
 
 
 def _parameter_targets(moe: dict[str, str], layer: dict[str, tuple[int, ...]], rank: int, wanted: tuple[str, ...],

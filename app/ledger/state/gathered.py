@@ -63,12 +63,16 @@ def _units(model: str, lora: Lora | None, frozen_layers: int, freeze_embed: bool
            experts: int) -> Units:  # fmt: skip
     ref = resolve(model)
     inv = ref.inventory
-    adapters = adapter_tensors(lora) if lora is not None else ()
+
+    def adapters(start: int) -> tuple[Tensor, ...]:  # deepseek_v3's dense first layers: their attention's alone
+        return adapter_tensors(lora, dense=start < lora.dense_layers) if lora is not None else ()
+
     layers = tuple(
-        (start, count, _gathered(unit.tensors + adapters, group, experts)) for start, count, unit in inv.layer_kinds
+        (start, count, _gathered(unit.tensors + adapters(start), group, experts))
+        for start, count, unit in inv.layer_kinds
     )
     if lora is not None:  # the adapters alone train, in every layer
-        trained = ref.architecture.layers * _gathered(adapters, group)
+        trained = sum(count * _gathered(adapters(start), group) for start, count, _ in inv.layer_kinds)
     else:
         trained = _gathered(trained_root(inv, freeze_embed), group)
         for start, count, unit in inv.layer_kinds:

@@ -22,7 +22,8 @@ class LoraModuleOut(Strict):
     b: int = Field(description="in: lora_A's columns")
     rows: int = Field(description="lora_A's rows: the rank, or rank × experts (twice the rank for the fused gate_up)")
     folded: int = Field(description="elements of the weight PEFT's ParamWrapper folds the adapter into each forward, "
-                        "kept for backward (0: a lora.Linear)")  # fmt: skip
+                        "which the layer's GEMMs keep for backward (0: a lora.Linear; deepseek_v3's router keeps an "
+                        "FP32 copy of it instead)")  # fmt: skip
 
 
 class LoraOut(Strict):
@@ -31,6 +32,8 @@ class LoraOut(Strict):
     rank: int
     modules: list[LoraModuleOut] = Field(description="per decoder layer")
     per_layer: int = Field(description="adapter parameters per decoder layer")
+    dense_layers: int = Field(default=0, description="deepseek_v3's dense first layers, whose MLP PEFT never adapts")
+    dense_per_layer: int = Field(default=0, description="adapter parameters in each of those (their attention's)")
     params: int = Field(description="adapter parameters in all: what trains")
     formula: str
 
@@ -72,8 +75,9 @@ def trains_out(s: Scenario) -> TrainsSection:
     lora = None
     if adapters is not None:
         modules = [LoraModuleOut(name=m.name, a=m.a, b=m.b, rows=m.rows, folded=m.folded) for m in adapters.modules]
-        lora = LoraOut(rank=adapters.rank, modules=modules, per_layer=adapters.per_layer, params=adapters.params,
-                       formula=adapters.formula)  # fmt: skip
+        lora = LoraOut(rank=adapters.rank, modules=modules, per_layer=adapters.per_layer,
+                       dense_layers=adapters.dense_layers, dense_per_layer=adapters.dense_per_layer,
+                       params=adapters.params, formula=adapters.formula)  # fmt: skip
     quant = md.quant if md is not None else None
     base = None
     if quant is not None:

@@ -155,9 +155,10 @@ def test_frozen_modules_the_model_cannot_take_are_refused_naming_the_field(raw: 
     assert says in str(refused.value)
 
 
-def test_frozen_modules_of_two_kinds_of_layer_are_refused() -> None:
+def test_frozen_modules_beside_a_frozen_prefix_of_two_kinds_of_layer_are_refused() -> None:
+    parse_scenario({"model": "deepseek-v3", "frozen_modules": "self_attn"})  # alone, walked per kind
     with pytest.raises(ScenarioError) as refused:
-        parse_scenario({"model": "deepseek-v3", "frozen_modules": "self_attn"})
+        parse_scenario({"model": "deepseek-v3", "frozen_modules": "self_attn", "frozen_layers": 4})
     assert [e.field for e in refused.value.errors] == ["frozen_modules"]
     assert "two kinds of layer" in str(refused.value)
 
@@ -273,3 +274,23 @@ def test_the_first_layer_keeps_no_folded_stack_whose_input_takes_no_gradient(tar
     led = md.activations
     assert led.alt_first == 1
     assert led.per_layer_bytes - led.alt_per_layer_bytes >= stack * 2
+
+
+def test_deepseek_v3_s_dense_layers_carry_the_attention_s_adapters_alone() -> None:
+    """PEFT never adapts DeepSeek-V3's dense layers' MLP (its gate/up/down names go to the routed experts): with the
+    attention's projections targeted every layer carries the same adapters; with the experts alone the three dense
+    layers carry none, train nothing, and (no gradient reaching them) keep no activation, while the receipt says
+    so."""
+    from app.receipts.sections.trains import trains_out
+
+    both = parse_scenario({"model": "deepseek-v3", "dp": 64, "lora_rank": 16, "lora_targets": "q_b_proj,kv_b_proj"})
+    experts = parse_scenario({"model": "deepseek-v3", "dp": 64, "lora_rank": 8, "lora_targets": "down_proj"})
+    attention = 16 * ((24_576 + 1_536) + (32_768 + 512))  # r × (out + in) of q_b_proj and kv_b_proj
+    down = 8 * 256 * (7_168 + 2_048)  # r·E × (h + i): one ParamWrapper over the 256 routed experts' down_proj stack
+    assert both.trainable_params == 61 * attention
+    assert experts.trainable_params == 58 * down
+    md = estimate(experts).model
+    assert md is not None and md.activations.alt_first == 3
+    assert md.activations.alt_per_layer_bytes == 0 < md.activations.per_layer_bytes
+    lora = trains_out(experts).lora
+    assert lora is not None and (lora.dense_layers, lora.dense_per_layer, lora.per_layer) == (3, 0, down)

@@ -32,7 +32,9 @@ class Saved:
     the norms' outputs (half for q/k/v, half for the MLP's gate and up), ``down_w`` the MLP's down projection,
     ``o_w`` the attention's output projection where its input is a copy nothing else keeps, ``experts_w`` and
     ``experts_down_w`` a MoE block's experts' gate and up and their down projection (their grouped GEMMs' inputs),
-    ``head_w`` the LM head;
+    ``head_w`` the LM head, ``latent_in_w`` deepseek_v3's norm outputs (half for its latents' down-projections, half
+    for its dense MLP's or shared experts' gate and up), ``w:<name>`` the weight of the module of that leaf name
+    (deepseek_v3's ``q_b_proj``, its latent norms, its router);
     empty: kept whenever a gradient flows through the layer.
     """
 

@@ -29,7 +29,11 @@ norms' FP32 upcast and 1/rms, attention's Q, K, V, output and log-sum-exp, the M
 
 Modelled for the families of :data:`WALKED_FAMILIES` (:func:`trains_walked`), whose saved entries carry
 ``needs`` (:class:`~app.ledger.models.activations.entries.Saved`); held to traces of transformers'
-classes with PEFT under FSDP2 (``tests/trace/test_trains_traced.py``).
+classes with PEFT under FSDP2 (``tests/trace/test_trains_traced.py``, ``test_deepseek_trains_traced.py``).
+DeepSeek-V3's two kinds of layer each keep what trains of them (:attr:`Trains.dense`: its dense first layers'
+adapters, the attention's alone, or none; their modules still training); with a frozen prefix of layers, a third
+kind, each walked run stands for the larger of the kinds of layer it holds (the activation ledger's ``_larger``);
+its first layer a gradient enters is counted as one a gradient enters (an over-count: 3 % on a 5-layer model).
 """
 
 from __future__ import annotations
@@ -42,11 +46,16 @@ from app.ledger.models.architecture import Architecture
 # the families whose layer entries carry ``needs`` and whose layers are traced with LoRA and frozen layers
 WALKED_FAMILIES = (
     "llama", "mistral", "qwen2", "qwen3", "olmo2", "gemma2", "gemma3_text", "phi3", "qwen3_moe", "mixtral",
+    "deepseek_v3",
 )  # fmt: skip
 # the projections reading the pre-norms' outputs (Phi-3's fused ones by their own names)
 ATTENTION_INPUTS = frozenset({"q_proj", "k_proj", "v_proj", "qkv_proj"})
 ATTENTION_TARGETS = ATTENTION_INPUTS | {"o_proj"}  # the attention's projections LoRA may adapt
 MLP_INPUTS = frozenset({"gate_proj", "up_proj", "gate_up_proj", "gate"})  # gate: a MoE block's router
+# deepseek_v3's latent attention's projections reading the input norm's output; its MLP's readers of the other norm's
+# output are its dense MLP's or shared experts' gate and up (its router reads an FP32 copy, its experts a gather)
+LATENT_INPUTS = frozenset({"q_a_proj", "kv_a_proj_with_mqa", "q_proj"})
+LATENT_MLP_INPUTS = frozenset({"gate_proj", "up_proj"})
 # the layer's own norms (of width h), whose normalised inputs their weights keep (not q_norm and k_norm: per head)
 LAYER_NORMS = frozenset({"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
                          "post_feedforward_layernorm"})  # fmt: skip
@@ -54,8 +63,8 @@ LAYER_NORMS = frozenset({"input_layernorm", "post_attention_layernorm", "pre_fee
 
 def trains_walked(arch: Architecture) -> bool:
     """Whether what a layer of ``arch`` keeps is known entry by entry when only part of it trains: the families of
-    :data:`WALKED_FAMILIES` (not latent attention, nor deepseek_v3's two kinds of layer)."""
-    return arch.family in WALKED_FAMILIES and not (arch.mla or arch.two_kinds)
+    :data:`WALKED_FAMILIES`."""
+    return arch.family in WALKED_FAMILIES
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +84,7 @@ class Trains:
     folded: int = 0  # LoRA on a MoE's router or experts: the weights PEFT's ParamWrapper folds, elements per layer
     folded_shape: str = ""
     folded_down: int = 0  # of which the experts' down_proj stack's
+    dense: Trains | None = None  # deepseek_v3's dense first layers' (their adapters or their modules still training)
 
     @property
     def head_frozen(self) -> bool:
@@ -103,18 +113,27 @@ def _kept(x: Saved, flows: bool, trained: frozenset[str], norms: int = 0, heads:
     if x.needs in ("experts_w", "experts_down_w"):  # a grouped GEMM's input, kept where its weight trains
         which = "experts.gate_up_proj" if x.needs == "experts_w" else "experts.down_proj"
         return x if trained & {"experts", which} else None
+    if x.needs.startswith("w:"):  # kept for the named module's weight alone
+        return x if x.needs[2:] in trained else None
+    if x.needs == "latent_in_w":
+        return _halves(x, bool(trained & LATENT_INPUTS), bool(trained & LATENT_MLP_INPUTS), "the q/kv latents")
     if x.needs in ("down_w", "o_w"):
         return x if ("down_proj" if x.needs == "down_w" else "o_proj") in trained else None
     if x.needs == "in_w":
-        attention, mlp = bool(trained & ATTENTION_INPUTS), bool(trained & MLP_INPUTS)
-        if attention and mlp:
-            return x
-        if not (attention or mlp):
-            return None
-        which = "q/k/v" if attention else "the MLP's gate and up"
-        return Saved(f"RMSNorm output read by {which} (a trained weight's input)", "s·b·h", x.elements // 2, x.width,
-                     x.split)  # fmt: skip
+        return _halves(x, bool(trained & ATTENTION_INPUTS), bool(trained & MLP_INPUTS), "q/k/v")
     return x
+
+
+def _halves(x: Saved, attention: bool, mlp: bool, reader: str) -> Saved | None:
+    """The two norms' outputs (``x``, 2·s·b·h) as kept for the weights reading them: the attention's input half
+    (read by ``reader``), the MLP's, both or none."""
+    if attention and mlp:
+        return x
+    if not (attention or mlp):
+        return None
+    which = reader if attention else "the MLP's gate and up"
+    return Saved(f"RMSNorm output read by {which} (a trained weight's input)", "s·b·h", x.elements // 2, x.width,
+                 x.split)  # fmt: skip
 
 
 def _qk_share(x: Saved, q: bool, heads: tuple[int, int], why: str) -> Saved:

@@ -20,7 +20,7 @@ def latent_attention(arch: Architecture, s: int, b: int, w: int, norms: str) -> 
     out = [
         *norm_inputs(sb * h, w, norms),
         Saved("RMSNorm 1/rms (FP32, per token per norm)", "2·s·b", 2 * sb, FP32, False),
-        Saved("RMSNorm outputs (q/kv latent input, MLP input)", "2·s·b·h", 2 * sb * h, w, False),
+        Saved("RMSNorm outputs (q/kv latent input, MLP input)", "2·s·b·h", 2 * sb * h, w, False, needs="latent_in_w"),
     ]
     latents = [("q_a_layernorm", "q_b_proj", arch.q_lora_rank, "r_q")] if arch.q_lora_rank else []
     for norm, up, r, name in (*latents, ("kv_a_layernorm", "kv_b_proj", arch.kv_lora_rank, "r_kv")):
@@ -32,9 +32,9 @@ def latent_attention(arch: Architecture, s: int, b: int, w: int, norms: str) -> 
         else:
             out.append(Saved(f"{norm} FP32 upcast of its input", f"s·b·{name}", sb * r, FP32, False))
             out.append(Saved(f"{norm} normalised input ({norms})", f"s·b·{name}", sb * r,
-                             FP32 if norms == "composite" else w, False))  # fmt: skip
+                             FP32 if norms == "composite" else w, False, needs=f"w:{norm}"))  # fmt: skip
         out.append(Saved(f"{norm} 1/rms (FP32)", "s·b", sb, FP32, False))
-        out.append(Saved(f"{up} input ({norm} output)", f"s·b·{name}", sb * r, w, False))
+        out.append(Saved(f"{up} input ({norm} output)", f"s·b·{name}", sb * r, w, False, needs=f"w:{up}"))
     return [
         *out,
         Saved("Q (heads × d, the rotated part concatenated)", "s·b·a·d", sb * a * d, w, True),

@@ -168,8 +168,21 @@ def _figures(kind: _Kind) -> tuple[int, int, int]:
 def _trained_kinds(
     arch: Architecture, s: int, b: int, w: int, t: int, sp: bool, policy: str, kernel: str, gqa: str, trains: Trains
 ) -> tuple[_Kind, _Kind, int]:
-    """(the trained layers' kind, the frozen first layers' kind, how many of those) when part of the model trains."""
+    """(the trained layers' kind, the frozen first layers' kind, how many of those) when part of the model trains;
+    deepseek_v3 (no frozen prefix): its MoE layers' kind and its dense first layers', each with what trains of it."""
     heads = (arch.heads, arch.kv_heads)
+    if arch.two_kinds:
+        moe = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100, trained=_kept_when(trains, arch, s, b, w))
+        dense = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100, dense=True,
+                            trained=_kept_when(trains.dense or Trains(), arch, s, b, w))  # fmt: skip
+        n, k = trains.frozen_layers, arch.dense_layers
+        if not n:
+            return moe, dense, k
+        # a frozen prefix as well, a third kind: each walked kind stands for the larger of the layers it counts
+        flows = not trains.freeze_embed
+        prefix = [_layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100, dense=kind,
+                              trained=lambda full: frozen_layer(full, flows)) for kind in (True, False)]  # fmt: skip
+        return _larger(moe, dense) if n < k else moe, _larger(*prefix) if n > k else prefix[0], n
     if trains.lora_rank:
         lora = _layer_kind(arch, s, b, w, t, sp, policy, kernel, gqa, 100,
                            trained=lambda full: lora_layer(full, trains, s, b, w))  # fmt: skip
@@ -186,9 +199,31 @@ def _trained_kinds(
     return trained, frozen, trains.frozen_layers
 
 
-def _first_kinds(trains: Trains | None, alt_first: int) -> tuple[str, str]:
-    """The names of (the others, the first ``alt_first`` layers)."""
-    if trains is None or not alt_first:
+def _larger(a: _Kind, b: _Kind) -> _Kind:
+    """One kind standing for layers of two (deepseek_v3's dense and MoE layers in one run): the saved set of the one
+    that keeps more, each figure the larger of the two (an over-count of the difference, never an under-count)."""
+    big = a if a[2] >= b[2] else b
+    return big[0], big[1], max(a[2], b[2]), max(a[3], b[3]), max(a[4], b[4])
+
+
+def _kept_when(trains: Trains, arch: Architecture, s: int, b: int, w: int
+               ) -> Callable[[tuple[Saved, ...]], tuple[Saved, ...]] | None:  # fmt: skip
+    """What of a layer's whole saved set it keeps when ``trains`` says what trains of it (deepseek_v3's kinds): its
+    adapters', nothing where a LoRA run adapts nothing in it (no gradient reaches layers below every adapter: its
+    dense first layers when only the experts carry adapters), its modules' still training, or all."""
+    if trains.lora_rank:
+        if not trains.targets:
+            return lambda full: frozen_layer(full, False)
+        return lambda full: lora_layer(full, trains, s, b, w)
+    if trains.trained_modules:
+        return lambda full: partial_layer(full, trains, (arch.heads, arch.kv_heads))
+    return None
+
+
+def _first_kinds(trains: Trains | None, alt_first: int, two_kinds: bool) -> tuple[str, str]:
+    """The names of (the others, the first ``alt_first`` layers): deepseek_v3's own two kinds unless a frozen prefix
+    makes the first ones frozen."""
+    if trains is None or not alt_first or (two_kinds and not trains.frozen_layers):
         return "MoE", "dense"
     return ("adapted", "first") if trains.lora_rank else ("trained", "frozen")
 
@@ -310,7 +345,7 @@ def activation_ledger(
         alt_every=alt_every,
         first_layer=first_layer,
         alt_first=alt_first,
-        first_kinds=_first_kinds(trains, alt_first),
+        first_kinds=_first_kinds(trains, alt_first, arch.two_kinds),
         alt_per_layer_bytes=alt[2],
         alt_full_layer_bytes=alt[4],
         alt_working_set_bytes=alt[3],

@@ -208,7 +208,7 @@ def _swiglu_mlp(arch: Architecture, s: int, b: int, w: int, dense: bool = False)
     if arch.family == "deepseek_v3":  # DeepseekV3TopkRouter scores in FP32; DeepseekV3MoE's shared experts
         out[0] = Saved("router scores (FP32 sigmoid)", "s·b·E", sb * e, FP32, False)
         out += [
-            Saved("router input upcast to FP32", "s·b·h", sb * h, FP32, False),
+            Saved("router input upcast to FP32", "s·b·h", sb * h, FP32, False, needs="w:gate"),
             Saved("router weight upcast to FP32", "E·h", e * h, FP32, False),
             *dense_swiglu(sb, arch.shared_experts * i, w, shape="i_shared", whose="shared experts' "),
         ]

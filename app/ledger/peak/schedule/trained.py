@@ -40,15 +40,18 @@ def _largest(u: Layout, tensors: tuple[Tensor, ...], dp: int, padded: bool) -> L
 
 
 def _lora(u: Layout, adapters: Lora, dp: int, padded: bool) -> Layout:
-    tensors = adapter_tensors(adapters)
-    per_rank = _shard_of(tensors, dp, padded)
+    tensors, dense = adapter_tensors(adapters), adapter_tensors(adapters, dense=True)
+    per_rank, dense_rank = _shard_of(tensors, dp, padded), _shard_of(dense, dp, padded)
     whole = dp * per_rank if padded else adapters.per_layer
+    dense_whole = dp * dense_rank if padded else adapters.dense_per_layer
     down = sum(m.params for m in adapters.modules if m.name.endswith("down_proj"))
+    k = u.dense_layers  # deepseek_v3's dense first layers: their attention's adapters alone
     out = replace(
         u, layer_params=adapters.per_layer, layer_shard=per_rank, layer_unsharded=whole, root_params=0,
-        head_grad_params=0, root_shard=0, root_unsharded=0, padded_total=u.layers * per_rank, mlp_out_params=down,
-        embed_params=0, embed_shard=0, embed_unsharded=0, tail_shard=0, tail_unsharded=0, head_params=0,
-        head_unsharded=0, norm_params=0, tied_params=0,
+        head_grad_params=0, root_shard=0, root_unsharded=0, padded_total=(u.layers - k) * per_rank + k * dense_rank,
+        mlp_out_params=down, embed_params=0, embed_shard=0, embed_unsharded=0, tail_shard=0, tail_unsharded=0,
+        head_params=0, head_unsharded=0, norm_params=0, tied_params=0, dense_params=adapters.dense_per_layer,
+        dense_shard=dense_rank, dense_unsharded=dense_whole, dense_mlp_out_params=0,
     )  # fmt: skip
     return _largest(out, tensors, dp, padded)
 
@@ -58,7 +61,8 @@ def _frozen(u: Layout, model: str, layers: int, embed: bool, modules: frozenset[
     tied = u.tied
     root = trained_root(inv, embed)
     root_shard = _shard_of(root, dp, padded)
-    layer = trained_layer(inv.units[1].tensors, modules)
+    kinds = inv.layer_kinds  # deepseek_v3: its dense first layers, then its MoE ones
+    layer = trained_layer(kinds[-1][2].tensors, modules)
     out = u
     if modules:
         per_rank = _shard_of(layer, dp, padded, u.experts_dim)
@@ -68,10 +72,20 @@ def _frozen(u: Layout, model: str, layers: int, embed: bool, modules: frozenset[
             u, layer_params=params, layer_shard=per_rank, layer_unsharded=dp * per_rank if padded else params,
             mlp_out_params=u.mlp_out_params if down else 0,
         )  # fmt: skip
-    out = replace(
-        out, dense_layers=layers, dense_params=0, dense_shard=0, dense_unsharded=0, dense_mlp_out_params=0,
-        padded_total=root_shard + (u.layers - layers) * out.layer_shard,
-    )  # fmt: skip
+    if len(kinds) == 2 and not layers:  # deepseek_v3 without a frozen prefix: what trains of its dense layers
+        dense = trained_layer(kinds[0][2].tensors, modules)
+        dense_rank, params = _shard_of(dense, dp, padded), sum(t.numel for t in dense)
+        down = any("down_proj" in t.name for t in dense)
+        out = replace(
+            out, dense_params=params, dense_shard=dense_rank, dense_unsharded=dp * dense_rank if padded else params,
+            dense_mlp_out_params=u.dense_mlp_out_params if down else 0,
+            padded_total=root_shard + (u.layers - u.dense_layers) * out.layer_shard + u.dense_layers * dense_rank,
+        )  # fmt: skip
+    else:
+        out = replace(
+            out, dense_layers=layers, dense_params=0, dense_shard=0, dense_unsharded=0, dense_mlp_out_params=0,
+            padded_total=root_shard + (u.layers - layers) * out.layer_shard,
+        )  # fmt: skip
     if embed:
         out = replace(
             out, root_params=sum(t.numel for t in root), root_shard=root_shard,
@@ -91,10 +105,14 @@ def gathered_layout(u: Layout, adapters: Lora | None, dp: int, padded: bool) -> 
     if adapters is None:
         return u
     extra = _shard_of(adapter_tensors(adapters), dp, padded)
+    dense = _shard_of(adapter_tensors(adapters, dense=True), dp, padded)
+    k = u.dense_layers  # deepseek_v3's dense first layers hold their attention's adapters alone
     return replace(
         u, layer_params=u.layer_params + adapters.per_layer, layer_shard=u.layer_shard + extra,
         layer_unsharded=u.layer_unsharded + (dp * extra if padded else adapters.per_layer),
-        padded_total=u.padded_total + u.layers * extra,
+        padded_total=u.padded_total + (u.layers - k) * extra + k * dense,
+        dense_params=u.dense_params + adapters.dense_per_layer, dense_shard=u.dense_shard + dense,
+        dense_unsharded=u.dense_unsharded + (dp * dense if padded else adapters.dense_per_layer),
     )  # fmt: skip
 
 
