@@ -50,6 +50,11 @@ def hf_trainer_snippet(s: Scenario) -> Snippet:
             if every
             else []
         ),
+        *(
+            ["    use_liger_kernel=True,  # loss fused: Liger's lce_forward and fused linear cross-entropy"]
+            if s.loss == "fused"
+            else []
+        ),
         f"    bf16={s.gather_bytes == 2},  # Accelerate's mixed_precision: BF16 all-gather and reduce-scatter",
         f'    optim="{"adamw_torch_fused" if s.optimizer_impl == "fused" else "adamw_torch"}",',
         "    fsdp=True,",
@@ -139,7 +144,13 @@ def _precision(s: Scenario, notes: list[str]) -> None:
 
 def _choices(s: Scenario, notes: list[str]) -> None:
     """The choices the Trainer's and Accelerate's code fix."""
-    if s.loss != "inside":
+    if s.loss == "fused":
+        notes.append("loss fused: use_liger_kernel=True (liger-kernel 0.8.5) also swaps in Liger's RMSNorm (norms "
+                     "fused says what it keeps), RoPE and SwiGLU, whose MLP keeps one s·b·i tensor a layer less than "
+                     "transformers' (the lab counts transformers' MLP: an over-count); for the fused loss alone, "
+                     "apply_liger_kernel_to_<family>(model=model, rope=False, rms_norm=False, "
+                     "swiglu=False)")  # fmt: skip
+    elif s.loss != "inside":
         notes.append(f"loss {s.loss}: the Trainer calls model(**inputs) with labels (the loss inside the model); "
                      "computing it outside needs a compute_loss override")  # fmt: skip
     if s.wrap != "embed-tail":

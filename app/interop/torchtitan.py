@@ -98,8 +98,10 @@ def _checkpointing(s: Scenario, notes: list[str]) -> str:
 
 def _choices(s: Scenario, notes: list[str]) -> None:
     """The stack choices torchtitan's code fixes: where the loss runs, its units, its norms and buffers."""
-    if s.loss == "inside":
-        notes.append("loss inside: torchtitan's train step computes the loss outside the model")
+    if s.loss in ("inside", "fused"):
+        notes.append(f"loss {s.loss}: torchtitan's train step computes the loss outside the model"
+                     + (" (Liger's fused loss is an HF Trainer's use_liger_kernel; torchtitan chunks its own)"
+                        if s.loss == "fused" else ""))  # fmt: skip
     elif s.loss == "outside":
         notes.append(
             "loss outside (whole logits): torchtitan's llama3 configs chunk the loss (ChunkedLossWrapper); "

@@ -36,7 +36,10 @@ ROUTING_IMBALANCE = (100, 1_000)  # %: the busiest expert-parallel rank's routed
 
 # The training stacks a scenario names (its presets: app/ledger/scenario/stacks.py) and where its loss runs.
 TrainingStack = Literal["plain-fsdp2", "hf-fsdp2", "torchtitan"]
-LossPlace = Literal["outside", "inside", "chunked"]
+LossPlace = Literal["outside", "inside", "chunked", "fused"]
+# loss = fused: the families whose transformers class Liger Kernel 0.8.5 gives its lce_forward
+# (liger_kernel/transformers/model/<family>.py), untied ones walked on Accelerate's units
+LIGER_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "olmo2", "gemma2")
 Wrapping = Literal["root", "embed-tail"]
 ActPolicy = Literal["none", "selective", "op", "full"]
 NormsImpl = Literal["fused", "unfused", "composite"]

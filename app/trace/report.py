@@ -94,12 +94,24 @@ def _chunked_stretch(key: str, chunks: int) -> tuple[str, str] | None:
     }.get(key)
 
 
-def _traced_stretch(key: str, layers: list[str], carved: bool) -> tuple[str, str] | None:
+# Liger's fused loss (:mod:`app.ledger.peak.schedule.fused`): the tail's hooks run for the final norm alone
+_FUSED: dict[str, tuple[str, str] | None] = {
+    "loss-forward": ("forward tail: done" + LAST, "loss computed" + LAST),  # the last micro batch's
+    "loss-backward": None,  # Liger's backward allocates nothing: no instant of its own before the tail's hooks
+    "tail-unshard": ("loss computed" + LAST, "backward tail: unsharded" + LAST),
+    "tail-gradients": ("backward tail: unsharded" + LAST, "backward tail: gradients computed" + LAST),
+    "tail-reduce": ("backward tail: gradients computed" + LAST, "backward tail: reduce-scattered" + LAST),
+}
+
+
+def _traced_stretch(key: str, layers: list[str], carved: bool, fused: bool = False) -> tuple[str, str] | None:
     """(the trace's instant that opens the stretch, the one that closes it) for a modelled instant's key;
     ``layers`` are the trace's decoder units in order (``layers.0`` …, GPT-2's ``h.0`` …); ``carved``: the
     trace has the embedding's and the tail's own units. The highest total of a stretch includes the instant
     that opens it."""
     root = "tail" if carved else "root"  # the unit the backward starts with
+    if fused and key in _FUSED:
+        return _FUSED[key]
     if key in _CARVED:
         opens, closes = _CARVED[key]
         return (opens or f"backward {layers[0]}: reduce-scattered", closes)
@@ -153,7 +165,8 @@ def instants(result: TraceResult) -> list[dict[str, Any]]:
     chunks = result.setup.loss_chunks if result.setup.loss == "chunked" else 0
     out = []
     for i in walk.instants:
-        stretch = (chunks and _chunked_stretch(i.key, chunks)) or _traced_stretch(i.key, layers, carved)
+        fused = result.setup.loss == "fused"
+        stretch = (chunks and _chunked_stretch(i.key, chunks)) or _traced_stretch(i.key, layers, carved, fused)
         traced = None
         if stretch is not None:
             start, end = _at(labels, stretch[0]), _at(labels, stretch[1])

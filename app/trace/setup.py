@@ -187,6 +187,8 @@ def _stack_problems(s: Scenario, family: str) -> list[str]:
                 "reads grouped K/V natively"]  # fmt: skip
     if s.loss == "chunked" and s.stack != "torchtitan":
         return ["--loss chunked: traced with torchtitan's own ChunkedLossWrapper (--stack torchtitan)"]
+    if s.loss == "fused" and s.stack != "hf-fsdp2":
+        return ["--loss fused: traced with Liger's lce_forward on transformers' class (--stack hf-fsdp2)"]
     if s.stack == "plain-fsdp2":
         problems = []
         if s.loss == "inside":

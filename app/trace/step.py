@@ -8,7 +8,7 @@ loss, backward and optimizer step with the timeline's named instants.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,12 +82,21 @@ def step_counter_bytes(optimizer: Any) -> int:
     return total
 
 
-def stack_context(setup: TraceSetup) -> AbstractContextManager[None]:
+@contextmanager
+def stack_context(setup: TraceSetup) -> Iterator[None]:
     """What the stack's model needs around a trace: transformers' class takes fake tensors as real ones
     (:func:`app.trace.models.hf.as_real_tensors`: one sequence per row, no mask); with ``gqa = expand`` it is left
-    to take the batch as packed, as it takes a padded or packed batch: a mask, and K and V expanded. The other
-    stacks need nothing."""
-    return as_real_tensors() if setup.stack == "hf-fsdp2" and setup.gqa == "native" else nullcontext()
+    to take the batch as packed, as it takes a padded or packed batch: a mask, and K and V expanded; Liger's fused
+    loss its stand-ins (:func:`app.trace.liger.stand_ins`). The other stacks need nothing."""
+    real = as_real_tensors() if setup.stack == "hf-fsdp2" and setup.gqa == "native" else nullcontext()
+    if setup.loss == "fused":
+        from app.trace.liger import stand_ins
+
+        with real, stand_ins():
+            yield
+        return
+    with real:
+        yield
 
 
 def build(setup: TraceSetup, report: Progress) -> Any:
@@ -97,7 +106,12 @@ def build(setup: TraceSetup, report: Progress) -> Any:
         from app.trace.trains import apply_trains
 
         report("building the model (transformers)", 0, 1)
-        return apply_trains(build_hf_model(config_of(setup.scenario.model)), setup)
+        model = apply_trains(build_hf_model(config_of(setup.scenario.model)), setup)
+        if setup.loss == "fused":
+            from app.trace.liger import with_fused_loss
+
+            return with_fused_loss(model)
+        return model
     if setup.stack == "torchtitan":
         from app.trace.models.titan import build_titan_model
 
@@ -219,7 +233,7 @@ def iteration(
         if setup.grad_accum > 1:
             _next_micro_batch(tracker, model, setup, micro)
         tracker.phase = "forward"
-        if setup.loss == "inside":  # transformers' forward computes its loss from labels= (the HF Trainer's call)
+        if setup.loss in ("inside", "fused"):  # the model's forward computes its loss from labels= (HF Trainer)
             loss = model(input_ids=tokens, labels=labels).loss
         elif setup.loss == "chunked":
             from app.trace.titan import chunked_loss

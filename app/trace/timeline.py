@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from functools import wraps
 from typing import Any
 
-from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker, _FSDPModMemStats
 
 from app.trace.result import CATEGORIES, Instant, PeakAt
 
@@ -167,6 +167,10 @@ class TimelineTracker(FSDPMemTracker):  # type: ignore[no-untyped-call]
         @wraps(inner)
         def wrapped(*args: Any, **kwargs: Any) -> None:
             unit = self._unit(fsdp_mod)
+            # a module whose forward never ran but whose unit's backward does: Liger's fused loss reads the head's
+            # weight without calling the head (the tracker makes a module's statistics in its forward)
+            if fsdp_mod not in self.memory_tracking:
+                self.memory_tracking[fsdp_mod] = _FSDPModMemStats(unit)
             with self.hook(f"pre-backward of {unit} (unshard, prefetch)"):
                 inner(*args, **kwargs)
             self.instant(f"backward {unit}: unsharded", "backward", unit)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pydantic_core import PydanticCustomError
 
-from app.ledger.bounds import DEFAULT_UNIT_PARAMS_CAP, TWO_46
+from app.ledger.bounds import DEFAULT_UNIT_PARAMS_CAP, LIGER_FAMILIES, TWO_46
 from app.ledger.models.activations import ActivationInputError
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.defaults import MODEL_INPUTS, ModelQuery, model_defaults
@@ -204,7 +204,10 @@ def across_fields(inp: ScenarioFields, unchecked: frozenset[str] = frozenset()) 
 
 
 def _loss_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelFill | None) -> list[Problem]:
-    """The chunked loss (torchtitan's ChunkedLossWrapper) against the sequence and the units it is walked with."""
+    """The chunked loss (torchtitan's ChunkedLossWrapper) against the sequence and the units it is walked with;
+    the fused one (Liger's) against the units and the layouts it is walked with."""
+    if _value(inp, "loss") == "fused" and not unchecked.intersection(("loss", "stack", "wrap")):
+        return _fused_problems(inp, unchecked, fill)
     if unchecked.intersection(("loss", "loss_chunks", "stack", "wrap", "seq_len")) or _value(inp, "loss") != "chunked":
         return []
     chunks = _int(inp, "loss_chunks")
@@ -223,6 +226,27 @@ def _loss_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelFi
         why = ("grad_sync last with the chunked loss is not walked: torchtitan, whose loss it is, reduce-scatters "
                "every micro batch (its slices toggle the head's sync themselves)")  # fmt: skip
     return [Problem("loss", "chunked_loss", why, "outside or inside")] if why else []
+
+
+def _fused_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelFill | None) -> list[Problem]:
+    """Liger's fused linear cross-entropy is walked on Accelerate's carved units (its lce_forward reads the head's
+    weight from the tail unit, unsharded since the final norm's forward), on one data-parallel mesh."""
+    why = ""
+    family = resolve(str(inp.model)).architecture.family if fill is not None else None
+    if _value(inp, "wrap") != "embed-tail":
+        why = "the fused loss is walked with Accelerate's units (wrap embed-tail: the final norm and head in one unit)"
+    elif inp.model is None or (family is not None and family not in LIGER_FAMILIES):
+        why = f"Liger Kernel 0.8.5 gives its fused loss to {', '.join(LIGER_FAMILIES)}" + (
+            f", not {family}" if family else " (name the model)"
+        )
+    elif fill is not None and resolve(str(inp.model)).architecture.tied_embeddings:
+        why = ("a model with tied embeddings (its head is the embedding's weight, in a unit resharded after forward) "
+               "is not walked with the fused loss")  # fmt: skip
+    elif any(_int(inp, name) != 1 for name in ("tp", "pp", "cp", "ep") if name not in unchecked):
+        why = "the fused loss is walked on one data-parallel mesh: tp, pp, cp and ep 1"
+    elif _int(inp, "grad_accum") > 1 and _value(inp, "grad_sync") == "last" and "grad_sync" not in unchecked:
+        why = "grad_sync last with the fused loss over several micro batches is not walked yet (grad_sync every is)"
+    return [Problem("loss", "fused_loss", why, "outside, inside or chunked")] if why else []
 
 
 def _quant_problems(inp: ScenarioFields, unchecked: frozenset[str]) -> list[Problem]:

@@ -27,7 +27,10 @@ LOSS_FIELD: Any = optional(
     "(torchtitan 0.3.0's ChunkedLossWrapper, outside the model: the head and the loss run on loss_chunks slices "
     "of the sequence, each slice's backward at once, so the logits are never whole; the head's gradient "
     "accumulates across the slices in the reduce width; walked on torchtitan's units, wrap embed-tail, of a model "
-    "without tied embeddings, and not with grad_sync last over several micro batches). Default: the stack's.",
+    "without tied embeddings, and not with grad_sync last over several micro batches) or fused (Liger Kernel "
+    "0.8.5's fused linear cross-entropy, the HF Trainer's use_liger_kernel=True: the head's and the hidden state's "
+    "gradients computed in forward and kept, the logits never whole; walked on Accelerate's units of an untied model "
+    "of Liger's families, one mesh, grad_sync every). Default: the stack's.",
     examples=["inside"],
     json_schema_extra=form("stack", "place", None),
 )

@@ -160,7 +160,7 @@ def test_the_link_spells_only_what_differs_from_the_stack(raw: dict[str, str], q
 
 
 @pytest.mark.parametrize(
-    ("raw", "field"), [({"stack": "deepspeed"}, "stack"), ({"loss": "fused"}, "loss"), ({"wrap": "auto"}, "wrap")]
+    ("raw", "field"), [({"stack": "deepspeed"}, "stack"), ({"loss": "sampled"}, "loss"), ({"wrap": "auto"}, "wrap")]
 )
 def test_a_stack_or_loss_it_does_not_know_names_the_field(raw: dict[str, str], field: str) -> None:
     with pytest.raises(ScenarioError) as caught:
@@ -200,6 +200,42 @@ def test_the_stack_s_chunked_loss_is_one_slice_of_logits_at_a_time() -> None:
         assert any(e.bytes == slice_logits for i in loss for e in i.entries if e.what.startswith("the slice's logits"))
         whole_loss = max(i.total for i in whole_walk.instants if i.phase == "loss")
         assert max(i.total for i in loss) < whole_loss, stage
+
+
+@pytest.mark.parametrize(("raw", "says"), [
+    ({"stack": "plain-fsdp2"}, "walked with Accelerate's units"),
+    ({"model": "llama-3.2-1b"}, "tied embeddings"),
+    ({"model": "gpt-neox-20b"}, "not gpt_neox"),
+    ({"tp": "2"}, "one data-parallel mesh"),
+    ({"grad_accum": "4"}, "grad_sync last"),
+])  # fmt: skip
+def test_a_fused_loss_the_lab_cannot_walk_names_the_field(raw: dict[str, str], says: str) -> None:
+    """Liger's fused loss is walked on Accelerate's units of an untied model of Liger's families, one mesh, and
+    (over several micro batches) with grad_sync every; anything else says so, naming loss."""
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario({"model": "llama-3.1-8b", "stack": "hf-fsdp2", "loss": "fused", **raw})
+    errors = {e.field: e for e in caught.value.errors}
+    assert says in errors["loss"].message, errors
+
+
+def test_the_fused_loss_keeps_the_head_s_gradient_and_no_logits() -> None:
+    """Llama 3.1 8B under the HF stack, D 8, s 8,192: with Liger's fused loss no instant holds s·b·V logits; its loss
+    forward holds the head weight's gradient (V·h in BF16) and the hidden state's (s·b·h), made in forward, and one
+    chunk's logits (Liger's chunk: next_pow2(⌈8,192 ÷ ⌈128,256 ÷ 4,096⌉⌉) = 256 tokens); the peak falls below the
+    same run's with transformers' loss on whole logits."""
+    from app.ledger.ledger import compute_ledger
+
+    raw = {"model": "llama-3.1-8b", "stack": "hf-fsdp2", "dp": "8", "seq_len": "8192"}
+    fused = compute_ledger(parse_scenario({**raw, "loss": "fused"})).stages[3].peak
+    whole = compute_ledger(parse_scenario(raw)).stages[3].peak
+    assert fused.schedule is not None and fused.total < whole.total
+    loss = {i.key: i for i in fused.schedule.instants}["loss-forward"]
+    got = {e.what: e.bytes for e in loss.entries}
+    assert got["the head weight's gradient, computed in forward (Liger's grad_weight)"] == 128_256 * 4_096 * 2
+    assert got["the hidden state's gradient, computed in forward (Liger's grad_input)"] == 8_192 * 4_096 * 2
+    assert got["one chunk's logits, turned into their gradient in place (logits_storage)"] == 256 * 128_256 * 2
+    for instant in fused.schedule.instants:
+        assert all(e.bytes < 8_192 * 128_256 for e in instant.entries if "logits" in e.what), instant.key
 
 
 def test_the_fit_finder_offers_torchtitan_only_a_d_it_can_shard() -> None:

@@ -19,6 +19,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from app.ledger.bounds import LIGER_FAMILIES
 from app.ledger.models.architecture import ModelConfigError
 from app.ledger.models.reference import resolve
 from app.ledger.scenario import DEFAULT_SCENARIO
@@ -216,6 +217,30 @@ def _chunked_loss_refused(data: dict[str, Any]) -> bool:
         return False
 
 
+def _fused_loss_refused(data: dict[str, Any]) -> bool:
+    """loss fused: walked on Accelerate's units (wrap embed-tail) of a named model of Liger's families without tied
+    embeddings, on one data-parallel mesh (tp, pp, cp, ep 1), not with grad_sync last over several micro batches
+    (the field's description)."""
+    if data.get("loss") != "fused":
+        return False
+    stack = data.get("stack") or "plain-fsdp2"
+    wrap = data.get("wrap") or ("root" if stack == "plain-fsdp2" else "embed-tail")
+    sync = data.get("grad_sync") or ("last" if stack == "hf-fsdp2" else "every")
+    if wrap != "embed-tail" or any(_int_of(data, k, 1) > 1 for k in ("tp", "pp", "cp", "ep")):
+        return True
+    if int(data.get("grad_accum") or 1) > 1 and sync == "last":
+        return True
+    try:
+        arch = resolve(str(data.get("model") or "")).architecture
+    except ModelConfigError:
+        return True
+    return arch.family not in LIGER_FAMILIES or arch.tied_embeddings
+
+
+def _loss_refused(data: dict[str, Any]) -> bool:
+    return _chunked_loss_refused(data) or _fused_loss_refused(data)
+
+
 def _chunks_not_dividing(data: dict[str, Any]) -> bool:
     """loss_chunks must divide seq_len when the loss is chunked (the field's description)."""
     if not _chunked(data):
@@ -254,7 +279,7 @@ DOCUMENTED_RULES: dict[str, Callable[[dict[str, Any]], bool]] = {
     "act_policy": _op_without_a_dense_swiglu_model,
     "ac_every": _every_refused,
     "gqa": _expand_without_grouped_heads,
-    "loss": _chunked_loss_refused,
+    "loss": _loss_refused,
     "loss_chunks": _chunks_not_dividing,
 }
 

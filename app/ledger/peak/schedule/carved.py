@@ -147,7 +147,7 @@ class CarvedStep(Step):
         super().loss_backward(out)
 
     # ------------------------------------------------------------------ the tail's backward
-    def root_prefetch(self, out: Sink, why: str = "") -> None:
+    def root_prefetch(self, out: Sink, why: str = "", by: str = "the root's") -> None:
         """Nothing at the head: the tail's first pre-backward prefetches the tail itself, already unsharded."""
 
     def head_backward(self, out: Sink) -> None:
@@ -248,21 +248,24 @@ class CarvedStep(Step):
     def embedding_post_backward(self, out: Sink) -> None:
         """The embedding's reduce-scatter: its whole gradient, the input in the reduce width and the output,
         its gradient shard, all at once."""
-        u, w = self.g, self.grads_width * self.grad_line.copies
+        u = self.g
         self._embedding_backward(out)
-        self.unit_post_backward(
-            out,
-            u.embed_params,
-            lambda o: self.whole_gradients(o, "the embedding's gradient (whole)", u.embed_unsharded),
-        )
-        self.reduce_scatter_input(out, "reduce-scatter input of the embedding", u.embed_params, u.embed_unsharded)
+        self.unit_reduce_scatter(out, "the embedding's", u.embed_params, u.embed_unsharded, u.embed_shard)
+
+    def unit_reduce_scatter(self, out: Sink, whose: str, params: int, unsharded: int, shard: int) -> None:
+        """A carved unit's post-backward: its whole gradient, the reduce-scatter's input in the reduce width and its
+        output, the unit's gradient shard, all at once."""
+        w = self.grads_width * self.grad_line.copies
+        self.unit_post_backward(out, params, lambda o: self.whole_gradients(o, f"{whose} gradient (whole)",
+                                                                            unsharded))  # fmt: skip
+        self.reduce_scatter_input(out, f"{whose} reduce-scatter input", params, unsharded)
         if not self.reducing:  # a micro batch before the last, without sync: no reduce-scatter output
             return
-        shard_bytes = u.embed_shard * w
-        out.add("gradients", "the embedding's gradient shard (the reduce-scatter's output)", shard_bytes,
-                lambda: f"{n(u.embed_shard)} elements × {w} B = {n(shard_bytes)} B")  # fmt: skip
+        shard_bytes = shard * w
+        out.add("gradients", f"{whose} gradient shard (the reduce-scatter's output)", shard_bytes,
+                lambda: f"{n(shard)} elements × {w} B = {n(shard_bytes)} B")  # fmt: skip
         r = self.reduce
         if r != self.grads_width:  # the output lands in the reduce width first, then is cast into the shard
-            cast = u.embed_shard * r
+            cast = shard * r
             out.add("reduce_scatter", "the reduce-scatter's output in the reduce width, before its cast", cast,
-                    lambda: f"{n(u.embed_shard)} elements × {r} B = {n(cast)} B")  # fmt: skip
+                    lambda: f"{n(shard)} elements × {r} B = {n(cast)} B")  # fmt: skip

@@ -222,14 +222,14 @@ class Step(Pieces):
     def root_in_backward(self, out: Sink) -> None:
         self.unsharded(out, "root unit unsharded (until its post-backward)", 1, self.u.root_unsharded)
 
-    def root_prefetch(self, out: Sink, why: str = "") -> None:
+    def root_prefetch(self, out: Sink, why: str = "", by: str = "the root's") -> None:
         """The root's pre-backward prefetch (stage 3 resharding after forward, D > 1): the all-gather output of
-        the last max(1, P) layers."""
+        the last max(1, P) layers (``by``: whose pre-backward it is)."""
         u, s = self.u, self.s
         if self.fsdp2 and s.reshard_after_forward and self.mesh > 1:
             ahead = min(max(1, s.prefetch), u.layers)
             what = "the last layer" if ahead == 1 else f"the last {ahead} layers"
-            self.unsharded_layers(out, f"all-gather output of {what}, prefetched by the root's pre-backward{why}",
+            self.unsharded_layers(out, f"all-gather output of {what}, prefetched by {by} pre-backward{why}",
                                   u.layers - ahead, u.layers, "all_gather")  # fmt: skip
 
     def backward_at(self, k: int, moment: str, out: Sink) -> None:
