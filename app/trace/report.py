@@ -94,10 +94,11 @@ def _chunked_stretch(key: str, chunks: int) -> tuple[str, str] | None:
     }.get(key)
 
 
-# Liger's fused loss (:mod:`app.ledger.peak.schedule.fused`): the tail's hooks run for the final norm alone
+# Liger's fused loss (:mod:`app.ledger.peak.schedule.fused`): the tail's hooks run for the final norm alone; the last
+# micro batch's loss; Liger's backward allocates nothing (no instant of its own)
 _FUSED: dict[str, tuple[str, str] | None] = {
-    "loss-forward": ("forward tail: done" + LAST, "loss computed" + LAST),  # the last micro batch's
-    "loss-backward": None,  # Liger's backward allocates nothing: no instant of its own before the tail's hooks
+    "loss-forward": ("forward tail: done" + LAST, "loss computed" + LAST),
+    "loss-backward": None,
     "tail-unshard": ("loss computed" + LAST, "backward tail: unsharded" + LAST),
     "tail-gradients": ("backward tail: unsharded" + LAST, "backward tail: gradients computed" + LAST),
     "tail-reduce": ("backward tail: gradients computed" + LAST, "backward tail: reduce-scattered" + LAST),
@@ -160,12 +161,10 @@ def instants(result: TraceResult) -> list[dict[str, Any]]:
     if walk is None:
         return []
     labels = [i.label for i in result.timeline]
-    layers = result.layers
-    carved = "embed" in result.units
+    layers, carved, fused = result.layers, "embed" in result.units, result.setup.loss == "fused"
     chunks = result.setup.loss_chunks if result.setup.loss == "chunked" else 0
     out = []
     for i in walk.instants:
-        fused = result.setup.loss == "fused"
         stretch = (chunks and _chunked_stretch(i.key, chunks)) or _traced_stretch(i.key, layers, carved, fused)
         traced = None
         if stretch is not None:
