@@ -39,6 +39,75 @@ def fused_chunk(tokens: int, vocab: int, hidden: int) -> int:
     return min(chunk, tokens)
 
 
+def _tokens(step: Step) -> int:
+    return step.s.seq_len // step.s.cp * step.s.micro_batch
+
+
+def kept_gradients(step: Step, out: Sink) -> None:
+    """``grad_input`` and ``grad_weight``, made in forward and kept by the Function for its backward."""
+    a, s, w, g = step.a, step.s, step.s.act_bytes, step.gather
+    hidden = _tokens(step) * a.hidden * w
+    step.activations(
+        out,
+        "the hidden state's gradient, computed in forward (Liger's grad_input)",
+        hidden,
+        lambda: f"s·b·h × {w} B = {step.seq}·{s.micro_batch}·{n(a.hidden)} × {w} B = {n(hidden)} B",
+    )
+    head = a.vocab * a.hidden * g
+    step.activations(out, "the head weight's gradient, computed in forward (Liger's grad_weight)", head,
+                     lambda: f"V·h × {g} B = {n(a.vocab)}·{n(a.hidden)} × {g} B = {n(head)} B")  # fmt: skip
+
+
+def loss_temporaries(step: Step, out: Sink) -> None:
+    """The last chunk: its logits, the loss per token and its mask, the shifted labels."""
+    a, s, w, t = step.a, step.s, step.s.act_bytes, _tokens(step)
+    chunk = fused_chunk(t, a.vocab, a.hidden)
+    logits = chunk * a.vocab * w
+    out.add("temporaries", "one chunk's logits, turned into their gradient in place (logits_storage)", logits,
+            lambda: f"{n(chunk)} tokens × V × {w} B = {n(chunk)}·{n(a.vocab)} × {w} B = {n(logits)} B "
+            f"(chunk = min(next_pow2(⌈T ÷ ⌈V ÷ h⌉⌉), T), T = {n(t)})")  # fmt: skip
+    rows = t * 4 + t + (t + s.micro_batch) * 8 + t * 8
+    out.add("temporaries", "the loss per token (FP32), its mask, the shifted labels (int64, padded and sliced)",
+            rows, lambda: f"T × (4 + 1) B + b·(s + 1) × 8 B + T × 8 B = {n(rows)} B")  # fmt: skip
+
+
+def norm_backward(step: Step, out: Sink) -> None:
+    """The final norm's backward at its widest. transformers' RMSNorm in eager ops (``norms`` unfused, and counted
+    alike for composite) holds five FP32 s·b·h tensors at once and, below FP32, one in the activation width (read
+    off traces at three shapes and both widths: 11·s·b·h·2 B at BF16, 5·s·b·h·4 B at FP32); a fused kernel its
+    input's gradient."""
+    s, w, h, tokens = step.s, step.s.act_bytes, step.a.hidden, _tokens(step)
+    if s.norms == "fused":
+        temps = tokens * h * w
+        formula = f"s·b·h × {w} B = {n(tokens)}·{n(h)} × {w} B = {n(temps)} B"
+    else:
+        cast = w if w < 4 else 0
+        temps = tokens * h * (5 * 4 + cast)
+        plus = f" + {w} B" if cast else ""
+        formula = f"s·b·h × (5 × 4 B{plus}) = {n(tokens)}·{n(h)} × {5 * 4 + cast} B = {n(temps)} B"
+    out.add("temporaries", f"the final norm's backward ({s.norms}): its gradients in flight", temps, lambda: formula)
+
+
+class FusedRootStep(Step):
+    """Stages 0–2 with the fused loss, an approximation as their walks are (no FSDP units: the head's weight is
+    whole, nothing is gathered): the loss's last chunk ends the forward, its two gradients are kept into the
+    backward, where the head's becomes its gradient and the final norm's backward is the head's instant."""
+
+    def end_of_forward(self, out: Sink) -> None:
+        self.forward_done(out)
+        kept_gradients(self, out)
+        loss_temporaries(self, out)
+
+    def loss_backward(self, out: Sink) -> None:
+        self.forward_done(out)
+        kept_gradients(self, out)
+
+    def head_backward_temporaries(self, out: Sink) -> None:
+        out.add("temporaries", "the hidden state's gradient (Liger's)", self.a.activation_grad,
+                self.activation_grad_formula)  # fmt: skip
+        norm_backward(self, out)
+
+
 class FusedStep(CarvedStep):
     def plan(self) -> list[Moment]:
         plan = [m for m in super().plan() if m.key not in _REPLACED]
@@ -58,43 +127,17 @@ class FusedStep(CarvedStep):
         return plan
 
     # ------------------------------------------------------------------ the loss, in forward
-    @property
-    def _tokens(self) -> int:
-        return self.s.seq_len // self.s.cp * self.s.micro_batch
-
-    def _kept_gradients(self, out: Sink) -> None:
-        """``grad_input`` and ``grad_weight``, made in forward and kept by the Function for its backward."""
-        a, s, w, g = self.a, self.s, self.s.act_bytes, self.gather
-        hidden = self._tokens * a.hidden * w
-        self.activations(
-            out,
-            "the hidden state's gradient, computed in forward (Liger's grad_input)",
-            hidden,
-            lambda: f"s·b·h × {w} B = {self.seq}·{s.micro_batch}·{n(a.hidden)} × {w} B = {n(hidden)} B",
-        )
-        head = a.vocab * a.hidden * g
-        self.activations(out, "the head weight's gradient, computed in forward (Liger's grad_weight)", head,
-                         lambda: f"V·h × {g} B = {n(a.vocab)}·{n(a.hidden)} × {g} B = {n(head)} B")  # fmt: skip
-
     def loss_forward(self, out: Sink) -> None:
         """The last chunk: the tail's all-gather output still held (the root's forward has not returned)."""
-        a, s, w, t = self.a, self.s, self.s.act_bytes, self._tokens
         self.tail(out, gathering=True)
         self.forward_done(out)
-        self._kept_gradients(out)
-        chunk = fused_chunk(t, a.vocab, a.hidden)
-        logits = chunk * a.vocab * w
-        out.add("temporaries", "one chunk's logits, turned into their gradient in place (logits_storage)", logits,
-                lambda: f"{n(chunk)} tokens × V × {w} B = {n(chunk)}·{n(a.vocab)} × {w} B = {n(logits)} B "
-                f"(chunk = min(next_pow2(⌈T ÷ ⌈V ÷ h⌉⌉), T), T = {n(t)})")  # fmt: skip
-        rows = t * 4 + t + (t + s.micro_batch) * 8 + t * 8
-        out.add("temporaries", "the loss per token (FP32), its mask, the shifted labels (int64, padded and sliced)",
-                rows, lambda: f"T × (4 + 1) B + b·(s + 1) × 8 B + T × 8 B = {n(rows)} B")  # fmt: skip
+        kept_gradients(self, out)
+        loss_temporaries(self, out)
 
     def loss_backward(self, out: Sink) -> None:
         self.tail(out)
         self.forward_done(out)
-        self._kept_gradients(out)
+        kept_gradients(self, out)
 
     def tail_unshard(self, out: Sink) -> None:
         """The final norm's pre-backward: the tail already unsharded (kept since forward), the last layer(s)
@@ -119,26 +162,12 @@ class FusedStep(CarvedStep):
 
     def tail_gradients_computed(self, out: Sink) -> None:
         """The final norm's backward, at its widest: its gradients beside the head's (Liger's), and its
-        temporaries. transformers' RMSNorm in eager ops (``norms`` unfused, and counted alike for composite) holds
-        five FP32 s·b·h tensors at once and, below FP32, one in the activation width (read off traces at three
-        shapes and both widths: 11·s·b·h·2 B at BF16, 5·s·b·h·4 B at FP32); a fused kernel its input's gradient."""
-        s, w, h = self.s, self.s.act_bytes, self.a.hidden
+        temporaries."""
         self.tail_done = 0
         self._norm_done(out)
         self.whole_gradients(out, "the head's and final norm's gradients (whole; the head's is Liger's)",
                              self.g.head_grad_params)  # fmt: skip
-        tokens = self._tokens
-        if s.norms == "fused":
-            temps = tokens * h * w
-            formula = f"s·b·h × {w} B = {n(tokens)}·{n(h)} × {w} B = {n(temps)} B"
-        else:
-            cast = w if w < 4 else 0
-            temps = tokens * h * (5 * 4 + cast)
-            plus = f" + {w} B" if cast else ""
-            formula = f"s·b·h × (5 × 4 B{plus}) = {n(tokens)}·{n(h)} × {5 * 4 + cast} B = {n(temps)} B"
-        out.add(
-            "temporaries", f"the final norm's backward ({s.norms}): its gradients in flight", temps, lambda: formula
-        )
+        norm_backward(self, out)
 
     def tail_reduce(self, out: Sink) -> None:
         """The tail's post-backward: resharded (its parameters freed), then its one reduce-scatter."""

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from app.ledger.peak.schedule.carved import CarvedStep
 from app.ledger.peak.schedule.chunked import ChunkedRootStep, ChunkedStep
-from app.ledger.peak.schedule.fused import FusedStep
+from app.ledger.peak.schedule.fused import FusedRootStep, FusedStep
 from app.ledger.peak.schedule.instants import CARVED_NOTE, EMBED_TAIL_NOTE, NOTES, Entry, Instant, Schedule
 from app.ledger.peak.schedule.layout import layout
 from app.ledger.peak.schedule.sinks import EntrySink, SumSink
@@ -61,7 +61,7 @@ def _step(s: Scenario, stage: int) -> type[Step]:
     the root recipe's."""
     if stage == 3 and s.wrap == "embed-tail" and not layout(s.model, s.dp).tied:
         return ChunkedStep if s.loss == "chunked" else FusedStep if s.loss == "fused" else CarvedStep
-    return ChunkedRootStep if s.loss == "chunked" else Step
+    return ChunkedRootStep if s.loss == "chunked" else FusedRootStep if s.loss == "fused" else Step
 
 
 def resident(step: Step) -> list[int]:
