@@ -232,14 +232,14 @@ def _fused_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelF
     """Liger's fused linear cross-entropy is walked on Accelerate's carved units (its lce_forward reads the head's
     weight from the tail unit, unsharded since the final norm's forward), on one data-parallel mesh."""
     why = ""
-    family = resolve(str(inp.model)).architecture.family if fill is not None else None
+    arch = resolve(str(inp.model)).architecture if fill is not None else None
     if _value(inp, "wrap") != "embed-tail":
         why = "the fused loss is walked with Accelerate's units (wrap embed-tail: the final norm and head in one unit)"
-    elif inp.model is None or (family is not None and family not in LIGER_FAMILIES):
+    elif inp.model is None or (arch is not None and arch.family not in LIGER_FAMILIES):
         why = f"Liger Kernel 0.8.5 gives its fused loss to {', '.join(LIGER_FAMILIES)}" + (
-            f", not {family}" if family else " (name the model)"
+            f", not {arch.family}" if arch else " (name the model)"
         )
-    elif fill is not None and resolve(str(inp.model)).architecture.tied_embeddings:
+    elif arch is not None and arch.tied_embeddings:
         why = ("a model with tied embeddings (its head is the embedding's weight, in a unit resharded after forward) "
                "is not walked with the fused loss")  # fmt: skip
     elif any(_int(inp, name) != 1 for name in ("tp", "pp", "cp", "ep") if name not in unchecked):
