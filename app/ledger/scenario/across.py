@@ -244,8 +244,6 @@ def _fused_problems(inp: ScenarioFields, unchecked: frozenset[str], fill: ModelF
                "is not walked with the fused loss")  # fmt: skip
     elif any(_int(inp, name) != 1 for name in ("tp", "pp", "cp", "ep") if name not in unchecked):
         why = "the fused loss is walked on one data-parallel mesh: tp, pp, cp and ep 1"
-    elif _int(inp, "grad_accum") > 1 and _value(inp, "grad_sync") == "last" and "grad_sync" not in unchecked:
-        why = "grad_sync last with the fused loss over several micro batches is not walked yet (grad_sync every is)"
     return [Problem("loss", "fused_loss", why, "outside, inside or chunked")] if why else []
 
 

@@ -30,7 +30,7 @@ LOSS_FIELD: Any = optional(
     "without tied embeddings, and not with grad_sync last over several micro batches) or fused (Liger Kernel "
     "0.8.5's fused linear cross-entropy, the HF Trainer's use_liger_kernel=True: the head's and the hidden state's "
     "gradients computed in forward and kept, the logits never whole; walked on Accelerate's units of an untied model "
-    "of Liger's families, one mesh, grad_sync every). Default: the stack's.",
+    "of Liger's families, on one mesh). Default: the stack's.",
     examples=["inside"],
     json_schema_extra=form("stack", "place", None),
 )

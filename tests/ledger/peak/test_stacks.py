@@ -207,11 +207,10 @@ def test_the_stack_s_chunked_loss_is_one_slice_of_logits_at_a_time() -> None:
     ({"model": "llama-3.2-1b"}, "tied embeddings"),
     ({"model": "gpt-neox-20b"}, "not gpt_neox"),
     ({"tp": "2"}, "one data-parallel mesh"),
-    ({"grad_accum": "4"}, "grad_sync last"),
 ])  # fmt: skip
 def test_a_fused_loss_the_lab_cannot_walk_names_the_field(raw: dict[str, str], says: str) -> None:
-    """Liger's fused loss is walked on Accelerate's units of an untied model of Liger's families, one mesh, and
-    (over several micro batches) with grad_sync every; anything else says so, naming loss."""
+    """Liger's fused loss is walked on Accelerate's units of an untied model of Liger's families, on one mesh;
+    anything else says so, naming loss."""
     with pytest.raises(ScenarioError) as caught:
         parse_scenario({"model": "llama-3.1-8b", "stack": "hf-fsdp2", "loss": "fused", **raw})
     errors = {e.field: e for e in caught.value.errors}

@@ -219,16 +219,12 @@ def _chunked_loss_refused(data: dict[str, Any]) -> bool:
 
 def _fused_loss_refused(data: dict[str, Any]) -> bool:
     """loss fused: walked on Accelerate's units (wrap embed-tail) of a named model of Liger's families without tied
-    embeddings, on one data-parallel mesh (tp, pp, cp, ep 1), not with grad_sync last over several micro batches
-    (the field's description)."""
+    embeddings, on one data-parallel mesh (tp, pp, cp, ep 1) (the field's description)."""
     if data.get("loss") != "fused":
         return False
     stack = data.get("stack") or "plain-fsdp2"
     wrap = data.get("wrap") or ("root" if stack == "plain-fsdp2" else "embed-tail")
-    sync = data.get("grad_sync") or ("last" if stack == "hf-fsdp2" else "every")
     if wrap != "embed-tail" or any(_int_of(data, k, 1) > 1 for k in ("tp", "pp", "cp", "ep")):
-        return True
-    if int(data.get("grad_accum") or 1) > 1 and sync == "last":
         return True
     try:
         arch = resolve(str(data.get("model") or "")).architecture

@@ -43,8 +43,10 @@ def _tokens(step: Step) -> int:
     return step.s.seq_len // step.s.cp * step.s.micro_batch
 
 
-def kept_gradients(step: Step, out: Sink) -> None:
-    """``grad_input`` and ``grad_weight``, made in forward and kept by the Function for its backward."""
+def kept_gradients(step: Step, out: Sink, head_kept: bool = True) -> None:
+    """``grad_input`` and ``grad_weight``, made in forward and kept by the Function for its backward (``head_kept``
+    False: the head's already added into the gradient accumulated without sync, as autograd adds a fresh gradient
+    into an existing ``.grad``, and freed)."""
     a, s, w, g = step.a, step.s, step.s.act_bytes, step.gather
     hidden = _tokens(step) * a.hidden * w
     step.activations(
@@ -53,6 +55,8 @@ def kept_gradients(step: Step, out: Sink) -> None:
         hidden,
         lambda: f"s·b·h × {w} B = {step.seq}·{s.micro_batch}·{n(a.hidden)} × {w} B = {n(hidden)} B",
     )
+    if not head_kept:
+        return
     head = a.vocab * a.hidden * g
     step.activations(out, "the head weight's gradient, computed in forward (Liger's grad_weight)", head,
                      lambda: f"V·h × {g} B = {n(a.vocab)}·{n(a.hidden)} × {g} B = {n(head)} B")  # fmt: skip
@@ -142,8 +146,16 @@ class FusedStep(CarvedStep):
     def tail_unshard(self, out: Sink) -> None:
         """The final norm's pre-backward: the tail already unsharded (kept since forward), the last layer(s)
         prefetched."""
-        self.loss_backward(out)
+        self.tail(out)
+        self.forward_done(out)
+        kept_gradients(self, out, head_kept=not self._accumulating)
         Step.root_prefetch(self, out, by="the final norm's")
+
+    @property
+    def _accumulating(self) -> bool:
+        """A micro batch after the first without sync: the head's gradient from an earlier one is held, and Liger's
+        is added into it as its backward returns."""
+        return self.sync_last and self.after_first
 
     # ------------------------------------------------------------------ the tail's one backward
     def _norm_done(self, out: Sink, resharded: bool = False) -> None:
@@ -165,8 +177,11 @@ class FusedStep(CarvedStep):
         temporaries."""
         self.tail_done = 0
         self._norm_done(out)
-        self.whole_gradients(out, "the head's and final norm's gradients (whole; the head's is Liger's)",
-                             self.g.head_grad_params)  # fmt: skip
+        if self._accumulating:  # the head's is in the accumulated gradient already: the norm's fresh one alone
+            self.whole_gradients(out, "the final norm's gradient (whole)", self.g.norm_params)
+        else:
+            self.whole_gradients(out, "the head's and final norm's gradients (whole; the head's is Liger's)",
+                                 self.g.head_grad_params)  # fmt: skip
         norm_backward(self, out)
 
     def tail_reduce(self, out: Sink) -> None:
