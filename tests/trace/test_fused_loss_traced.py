@@ -75,10 +75,10 @@ def _instants(result: Any, case: str) -> dict[str, tuple[int, int]]:
     lab = {i["key"]: int(i["modelled"]) for i in every}
     # the trace's stretch to the final norm's pre-backward opens at "loss computed": the lab's loss backward
     lab["tail-unshard"] = max(lab["tail-unshard"], lab["loss-backward"])
-    out = {}
+    out, cpu_only = {}, _cpu_only(case)
     for i in every:
         if i["key"] in FUSED_INSTANTS and i["traced"] is not None:
-            traced = int(i["traced"]) - (_cpu_only(case) if i["key"] == "loss-forward" else 0)
+            traced = int(i["traced"]) - (cpu_only if i["key"] == "loss-forward" else 0)
             out[i["key"]] = (lab[i["key"]], traced)
     return out
 
@@ -86,8 +86,9 @@ def _instants(result: Any, case: str) -> dict[str, tuple[int, int]]:
 def _gpu_peak(result: Any, case: str) -> int:
     """The trace's peak with the CPU's branch taken out of each loss forward (the stretch closed by "loss
     computed")."""
+    cpu_only = _cpu_only(case)
     return max(
-        max(int(i.total), int(i.peak_since_previous) - (_cpu_only(case) if i.label == "loss computed" else 0))
+        max(int(i.total), int(i.peak_since_previous) - (cpu_only if i.label == "loss computed" else 0))
         for i in result.timeline
     )
 

@@ -138,17 +138,15 @@ class FusedStep(CarvedStep):
         kept_gradients(self, out)
         loss_temporaries(self, out)
 
-    def loss_backward(self, out: Sink) -> None:
+    def loss_backward(self, out: Sink, head_kept: bool = True) -> None:
         self.tail(out)
         self.forward_done(out)
-        kept_gradients(self, out)
+        kept_gradients(self, out, head_kept)
 
     def tail_unshard(self, out: Sink) -> None:
         """The final norm's pre-backward: the tail already unsharded (kept since forward), the last layer(s)
         prefetched."""
-        self.tail(out)
-        self.forward_done(out)
-        kept_gradients(self, out, head_kept=not self._accumulating)
+        self.loss_backward(out, head_kept=not self._accumulating)
         Step.root_prefetch(self, out, by="the final norm's")
 
     @property
